@@ -1,0 +1,43 @@
+"""qkv: queries, keys and values, in small tested NumPy functions.
+
+Every formula, number and figure on the qkv site comes from this package.
+"""
+
+from qkv.cost import MODELS, ModelConfig, attention_flops, kv_cache_bytes
+from qkv.diagnostics import ScoreStats, entropy, score_stats, softmax_jacobian
+from qkv.dot_product import Attention, attention, scale_factor, softmax
+from qkv.kvcache import KVCache, WorkCounter, decode_with_cache, decode_without_cache
+from qkv.masks import causal_mask, padding_mask
+from qkv.multihead import MultiHeadWeights, merge_heads, multi_head_attention, split_heads
+from qkv.projections import Projections, cross_attention, project, self_attention
+
+__all__ = [
+    "MODELS",
+    "Attention",
+    "KVCache",
+    "ModelConfig",
+    "MultiHeadWeights",
+    "Projections",
+    "ScoreStats",
+    "WorkCounter",
+    "attention",
+    "attention_flops",
+    "causal_mask",
+    "cross_attention",
+    "decode_with_cache",
+    "decode_without_cache",
+    "entropy",
+    "kv_cache_bytes",
+    "merge_heads",
+    "multi_head_attention",
+    "padding_mask",
+    "project",
+    "scale_factor",
+    "score_stats",
+    "self_attention",
+    "softmax",
+    "softmax_jacobian",
+    "split_heads",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,165 @@
+"""Scaled dot-product attention: ``softmax(Q Kᵀ / √d_k) V``, and the softmax under it.
+
+Shapes follow PyTorch: leading batch/head dimensions, then ``(T, d)``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from qkv._checks import as_float_array, check_mask
+
+
+# --8<-- [start:softmax]
+def softmax(z, axis: int = -1) -> np.ndarray:
+    """Turn scores into weights that are positive and sum to 1 along ``axis``.
+
+    Subtracting each row's maximum first changes nothing mathematically
+    (softmax ignores a constant shift) but keeps ``exp`` from overflowing.
+    A score of ``-inf`` gets a weight of exactly 0.
+
+    Parameters
+    ----------
+    z : array_like, shape (..., n)
+        Scores. ``-inf`` is allowed (it means "masked"); NaN and ``+inf`` are not.
+    axis : int
+        The axis that sums to 1.
+
+    Returns
+    -------
+    ndarray, same shape as ``z``
+
+    Raises
+    ------
+    ValueError
+        If a row contains NaN or ``+inf``, or every entry of a row is ``-inf``.
+
+    Examples
+    --------
+    >>> w = softmax([1.0, 2.0, 3.0])
+    >>> print(w.round(4), w.sum().round(12))
+    [0.09   0.2447 0.6652] 1.0
+
+    Huge scores do not overflow, and ``-inf`` gives an exact zero:
+
+    >>> print(softmax([1e4, 1e4 - 1.0, -np.inf]).round(4))
+    [0.7311 0.2689 0.    ]
+    """
+    z = np.asarray(z, dtype=np.result_type(np.asarray(z).dtype, np.float32))
+    peak = z.max(axis=axis, keepdims=True)  # NaN and +inf propagate into the max
+    if not np.isfinite(peak).all():
+        row = tuple(int(i) for i in np.argwhere(~np.isfinite(peak))[0])
+        raise ValueError(
+            f"softmax row {row} has NaN or +inf, or no finite score at all "
+            f"(max = {peak[row]}); every row needs at least one finite score"
+        )
+    e = np.exp(z - peak)
+    return e / e.sum(axis=axis, keepdims=True)
+# --8<-- [end:softmax]
+
+
+class Attention(NamedTuple):
+    """What :func:`attention` returns: the weights and the blended values."""
+
+    weights: np.ndarray
+    """(..., Tq, Tk): row i says how much query i takes from each key; rows sum to 1."""
+    output: np.ndarray
+    """(..., Tq, d_v): row i is the weighted mixture of the value rows."""
+
+
+def scale_factor(scale, d_k: int) -> float:
+    """The number the raw scores are multiplied by.
+
+    ``True`` means ``1/√d_k``, ``False`` means 1 (raw dot products), a float is used as is.
+
+    Examples
+    --------
+    >>> scale_factor(True, 64), scale_factor(False, 64), scale_factor(0.5, 64)
+    (0.125, 1.0, 0.5)
+    """
+    if scale is True:
+        return 1.0 / float(np.sqrt(d_k))
+    if scale is False:
+        return 1.0
+    if isinstance(scale, (int, float, np.floating, np.integer)) and np.isfinite(scale):
+        return float(scale)
+    raise ValueError(f"scale must be True, False or a finite number, got {scale!r}")
+
+
+# --8<-- [start:attention]
+def attention(q, k, v, mask=None, scale=True) -> Attention:
+    """Scaled dot-product attention: ``softmax(q @ kᵀ · scale) @ v``.
+
+    Parameters
+    ----------
+    q : array_like, shape (..., Tq, d_k)
+        Queries: what each position is looking for.
+    k : array_like, shape (..., Tk, d_k)
+        Keys: how each position advertises itself. Same ``d_k`` as ``q``.
+    v : array_like, shape (..., Tk, d_v)
+        Values: what each position contributes. Same ``Tk`` as ``k``; ``d_v`` is free.
+    mask : array_like of bool, broadcastable to (..., Tq, Tk), optional
+        ``True`` where a query may attend (as in PyTorch's
+        ``scaled_dot_product_attention``). Every query needs at least one ``True``.
+    scale : bool or float
+        ``True`` divides the scores by ``√d_k``; ``False`` leaves them raw;
+        a number multiplies them by that number.
+
+    Returns
+    -------
+    Attention
+        ``(weights, output)`` with shapes ``(..., Tq, Tk)`` and ``(..., Tq, d_v)``.
+        Leading dimensions broadcast as in PyTorch.
+
+    Raises
+    ------
+    ValueError
+        On mismatched shapes, a non-boolean or non-broadcasting mask, NaN or inf in
+        the inputs, or a query row whose mask allows no key.
+
+    Examples
+    --------
+    Two queries, three keys: every row of weights sums to 1, and the output has one
+    row per query and one column per value dimension.
+
+    >>> q = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> k = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> v = np.array([[1.0], [2.0], [3.0]])
+    >>> weights, output = attention(q, k, v)
+    >>> weights.shape, output.shape
+    ((2, 3), (2, 1))
+    >>> print(weights.sum(axis=-1))
+    [1. 1.]
+
+    A masked key gets a weight of exactly zero:
+
+    >>> mask = np.array([[True, True, False], [True, True, True]])
+    >>> print(attention(q, k, v, mask=mask).weights[0, 2])
+    0.0
+    """
+    q = as_float_array("q", q)
+    k = as_float_array("k", k)
+    v = as_float_array("v", v)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must share d_k (their last dimension) because they are dotted "
+            f"together: got q {q.shape} and k {k.shape}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same number of positions Tk (one value per key): "
+            f"got k {k.shape} and v {v.shape}"
+        )
+    d_k = q.shape[-1]
+    factor = scale_factor(scale, d_k)
+
+    scores = (q * factor) @ np.swapaxes(k, -1, -2)  # (..., Tq, Tk): q·k for every pair
+    if mask is not None:
+        mask = check_mask(mask, scores.shape)
+        scores = np.where(mask, scores, -np.inf)  # masked pairs get weight exactly 0
+    weights = softmax(scores, axis=-1)  # (..., Tq, Tk): each row sums to 1
+    output = weights @ v  # (..., Tq, d_v): weighted mixture of value rows
+    return Attention(weights, output)
+# --8<-- [end:attention]

@@ -1,0 +1,169 @@
+"""Multi-head attention: split into heads, attend in each, concatenate, project.
+
+One function covers multi-head (``n_kv_heads == n_heads``), grouped-query
+(``1 < n_kv_heads < n_heads``) and multi-query (``n_kv_heads == 1``) attention: the
+only difference is how many distinct key/value heads the query heads share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qkv._checks import as_float_array
+from qkv.dot_product import Attention, attention
+
+
+@dataclass(frozen=True)
+class MultiHeadWeights:
+    """Weights of one multi-head attention layer.
+
+    ``w_q``: (d_model, n_heads * d_head); ``w_k``, ``w_v``: (d_model, n_kv_heads * d_head);
+    ``w_o``: (n_heads * d_head, d_model), the output projection applied after concatenation.
+    """
+
+    w_q: np.ndarray
+    w_k: np.ndarray
+    w_v: np.ndarray
+    w_o: np.ndarray
+    n_heads: int
+    n_kv_heads: int
+
+    def __post_init__(self):
+        if self.n_heads < 1 or self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"n_heads ({self.n_heads}) must be a positive multiple of "
+                f"n_kv_heads ({self.n_kv_heads})"
+            )
+        d_model, width_q = np.shape(self.w_q)
+        if width_q % self.n_heads:
+            raise ValueError(f"w_q width {width_q} is not divisible by n_heads={self.n_heads}")
+        d_head = width_q // self.n_heads
+        want = {
+            "w_k": (d_model, self.n_kv_heads * d_head),
+            "w_v": (d_model, self.n_kv_heads * d_head),
+            "w_o": (self.n_heads * d_head, d_model),
+        }
+        for name, shape in want.items():
+            got = np.shape(getattr(self, name))
+            if got != shape:
+                raise ValueError(
+                    f"{name} must have shape {shape} for n_heads={self.n_heads}, "
+                    f"n_kv_heads={self.n_kv_heads}, d_head={d_head}; got {got}"
+                )
+
+    @property
+    def d_model(self) -> int:
+        return np.shape(self.w_q)[0]
+
+    @property
+    def d_head(self) -> int:
+        return np.shape(self.w_q)[1] // self.n_heads
+
+    @classmethod
+    def random(cls, rng, d_model: int, n_heads: int, n_kv_heads: int | None = None,
+               d_head: int | None = None) -> MultiHeadWeights:
+        """Random weights with entries N(0, 1/fan_in).
+
+        ``d_head`` defaults to ``d_model // n_heads``, the usual choice that keeps the
+        total width of all heads equal to ``d_model``.
+
+        Examples
+        --------
+        >>> w = MultiHeadWeights.random(np.random.default_rng(0), d_model=512, n_heads=8)
+        >>> w.d_head, w.w_q.shape, w.w_o.shape
+        (64, (512, 512), (512, 512))
+        """
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        d_head = d_model // n_heads if d_head is None else d_head
+        return cls(
+            w_q=rng.normal(0, d_model**-0.5, (d_model, n_heads * d_head)),
+            w_k=rng.normal(0, d_model**-0.5, (d_model, n_kv_heads * d_head)),
+            w_v=rng.normal(0, d_model**-0.5, (d_model, n_kv_heads * d_head)),
+            w_o=rng.normal(0, (n_heads * d_head) ** -0.5, (n_heads * d_head, d_model)),
+            n_heads=n_heads,
+            n_kv_heads=n_kv_heads,
+        )
+
+
+# --8<-- [start:heads]
+def split_heads(x, n_heads: int) -> np.ndarray:
+    """Cut the last axis into ``n_heads`` equal slices, one per head.
+
+    ``(..., T, n_heads * d_head)`` becomes ``(..., n_heads, T, d_head)``.
+
+    Examples
+    --------
+    >>> split_heads(np.zeros((2, 5, 12)), n_heads=3).shape
+    (2, 3, 5, 4)
+    """
+    x = np.asarray(x)
+    *lead, t, width = x.shape
+    if width % n_heads:
+        raise ValueError(f"last axis {width} (shape {x.shape}) is not divisible by n_heads={n_heads}")
+    x = x.reshape(*lead, t, n_heads, width // n_heads)  # (..., T, heads, d_head)
+    return np.swapaxes(x, -3, -2)  # (..., heads, T, d_head)
+
+
+def merge_heads(x) -> np.ndarray:
+    """Undo :func:`split_heads`: concatenate the heads back along the last axis.
+
+    Examples
+    --------
+    >>> x = np.arange(24.0).reshape(2, 12)
+    >>> bool((merge_heads(split_heads(x, 3)) == x).all())
+    True
+    """
+    x = np.swapaxes(np.asarray(x), -3, -2)  # (..., T, heads, d_head)
+    *lead, t, heads, d_head = x.shape
+    return x.reshape(*lead, t, heads * d_head)  # (..., T, heads * d_head)
+# --8<-- [end:heads]
+
+
+# --8<-- [start:multi_head_attention]
+def multi_head_attention(x_q, x_kv, w: MultiHeadWeights, mask=None, scale=True) -> Attention:
+    """Run ``w.n_heads`` attentions side by side and mix their outputs with ``w_o``.
+
+    Parameters
+    ----------
+    x_q : array_like, shape (..., Tq, d_model)
+        Where the queries come from.
+    x_kv : array_like, shape (..., Tk, d_model)
+        Where keys and values come from: ``x_q`` itself for self-attention, another
+        sequence for cross-attention.
+    w : MultiHeadWeights
+    mask : bool array broadcastable to (..., Tq, Tk), optional
+        Shared by all heads (a head axis is inserted for you).
+
+    Returns
+    -------
+    Attention
+        weights of shape (..., n_heads, Tq, Tk); output of shape (..., Tq, d_model).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> w = MultiHeadWeights.random(rng, d_model=16, n_heads=4, n_kv_heads=2)
+    >>> x = rng.normal(size=(5, 16))
+    >>> weights, out = multi_head_attention(x, x, w)
+    >>> weights.shape, out.shape
+    ((4, 5, 5), (5, 16))
+    """
+    x_q = as_float_array("x_q", x_q)
+    x_kv = as_float_array("x_kv", x_kv)
+    q = split_heads(x_q @ w.w_q, w.n_heads)  # (..., heads, Tq, d_head)
+    k = split_heads(x_kv @ w.w_k, w.n_kv_heads)  # (..., kv_heads, Tk, d_head)
+    v = split_heads(x_kv @ w.w_v, w.n_kv_heads)  # (..., kv_heads, Tk, d_head)
+    group = w.n_heads // w.n_kv_heads  # query heads that share one key/value head
+    k = np.repeat(k, group, axis=-3)  # (..., heads, Tk, d_head)
+    v = np.repeat(v, group, axis=-3)  # (..., heads, Tk, d_head)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.ndim < 2:
+            raise ValueError(f"mask must be (..., Tq, Tk), got shape {mask.shape}")
+        mask = mask[..., None, :, :]  # same mask for every head
+    weights, heads_out = attention(q, k, v, mask=mask, scale=scale)
+    output = merge_heads(heads_out) @ w.w_o  # (..., Tq, d_model)
+    return Attention(weights, output)
+# --8<-- [end:multi_head_attention]
