@@ -47,7 +47,20 @@ def softmax(z, axis: int = -1) -> np.ndarray:
     >>> print(softmax([1e4, 1e4 - 1.0, -np.inf]).round(4))
     [0.7311 0.2689 0.    ]
     """
-    z = np.asarray(z, dtype=np.result_type(np.asarray(z).dtype, np.float32))
+    z = np.asarray(z)
+    z = np.array(z, dtype=np.result_type(z.dtype, np.float32))  # a float copy we may overwrite
+    return softmax_in_place(z, axis)
+
+
+def softmax_in_place(z: np.ndarray, axis: int = -1) -> np.ndarray:
+    """:func:`softmax` that overwrites the float array ``z`` (no temporaries: faster on big inputs).
+
+    Examples
+    --------
+    >>> z = np.array([0.0, np.log(3.0)])
+    >>> softmax_in_place(z) is z, z.round(6).tolist()
+    (True, [0.25, 0.75])
+    """
     peak = z.max(axis=axis, keepdims=True)  # NaN and +inf propagate into the max
     if not np.isfinite(peak).all():
         row = tuple(int(i) for i in np.argwhere(~np.isfinite(peak))[0])
@@ -55,8 +68,10 @@ def softmax(z, axis: int = -1) -> np.ndarray:
             f"softmax row {row} has NaN or +inf, or no finite score at all "
             f"(max = {peak[row]}); every row needs at least one finite score"
         )
-    e = np.exp(z - peak)
-    return e / e.sum(axis=axis, keepdims=True)
+    z -= peak  # the largest score becomes 0, so exp cannot overflow
+    np.exp(z, out=z)
+    z /= z.sum(axis=axis, keepdims=True)
+    return z
 # --8<-- [end:softmax]
 
 
@@ -159,7 +174,7 @@ def attention(q, k, v, mask=None, scale=True) -> Attention:
     if mask is not None:
         mask = check_mask(mask, scores.shape)
         scores = np.where(mask, scores, -np.inf)  # masked pairs get weight exactly 0
-    weights = softmax(scores, axis=-1)  # (..., Tq, Tk): each row sums to 1
+    weights = softmax_in_place(scores, axis=-1)  # (..., Tq, Tk): each row sums to 1
     output = weights @ v  # (..., Tq, d_v): weighted mixture of value rows
     return Attention(weights, output)
 # --8<-- [end:attention]

@@ -1,0 +1,56 @@
+"""Every claim a chapter marks has a test that guards it, and the generated page lists them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from support import ROOT
+
+sys.path.insert(0, str(ROOT / "hooks"))
+import claims
+
+
+def test_every_marked_claim_has_a_guard_and_every_guard_a_claim():
+    found = claims.find_claims(ROOT / "docs")
+    guards = claims.find_guards(ROOT / "tests")
+    assert found, "no claim is marked in docs/"
+    assert claims.problems(found, guards) == []
+    print(f"{len(found)} claims guarded by {len({g.test for g in guards})} tests")
+
+
+def test_a_claim_without_a_guard_is_reported(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("Weights sum to 1. <!-- claim: sums -->\n"
+                                            "Masks give zeros. <!-- claim: zeros -->\n")
+    (tmp_path / "tests" / "test_a.py").write_text(
+        "import pytest\n\n@pytest.mark.claim('sums')\ndef test_sums():\n    assert 1\n\n"
+        "@pytest.mark.claim('ghost')\ndef test_ghost():\n    assert 1\n")
+    found = claims.find_claims(tmp_path / "docs")
+    assert [c.sentence for c in found] == ["Weights sum to 1.", "Masks give zeros."]
+    report = claims.problems(found, claims.find_guards(tmp_path / "tests"))
+    assert any("'zeros'" in line and "no test" in line for line in report)
+    assert any("test_ghost" in line and "no page" in line for line in report)
+    assert not any("'sums'" in line for line in report)
+
+
+def test_guards_point_at_real_collected_tests():
+    """A guard names a pytest node id; pytest must be able to find that test."""
+    guards = claims.find_guards(ROOT / "tests")
+    ids = sorted({g.test for g in guards})
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *ids],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    collected = done.stdout
+    missing = [i for i in ids if i not in collected]
+    assert missing == []
+
+
+def test_how_we_know_page_lists_each_claim_with_its_test(built_site):
+    page = (built_site / "how-we-know" / "index.html").read_text(encoding="utf-8")
+    for claim in claims.find_claims(ROOT / "docs"):
+        assert f'id="{claim.id}"' in page
+        assert f"#claim-{claim.id}" in page
+    for guard in claims.find_guards(ROOT / "tests"):
+        assert guard.test in page

@@ -1,0 +1,91 @@
+"""The built site: strict build passes, every page loads offline, nothing leaves 127.0.0.1."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from urllib.parse import urlparse
+
+import pytest
+from support import html_pages
+
+pytestmark = pytest.mark.build
+
+
+class _AssetRefs(HTMLParser):
+    """Collect every URL the browser would fetch on its own: src, srcset, and <link href>."""
+
+    def __init__(self):
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        for name in ("src", "data-src", "poster"):
+            if attrs.get(name):
+                self.urls.append(attrs[name])
+        if attrs.get("srcset"):
+            self.urls += [part.split()[0] for part in attrs["srcset"].split(",") if part.strip()]
+        if tag == "link" and attrs.get("href"):
+            self.urls.append(attrs["href"])
+
+
+def test_every_page_built(built_site):
+    pages = html_pages(built_site)
+    assert len(pages) >= 14, [p.relative_to(built_site).as_posix() for p in pages]
+    assert (built_site / "how-we-know" / "index.html").exists()
+
+
+def test_no_page_references_an_external_asset(built_site):
+    offenders = []
+    for path in [*html_pages(built_site), *built_site.rglob("*.css")]:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if path.suffix == ".css":
+            urls = re.findall(r"url\(\s*['\"]?([^'\")]+)", text)
+            urls += re.findall(r"@import\s+['\"]([^'\"]+)", text)
+        else:
+            parser = _AssetRefs()
+            parser.feed(text)
+            urls = parser.urls
+        offenders += [f"{path.relative_to(built_site)}: {u}" for u in urls
+                      if urlparse(u).scheme in ("http", "https") or u.startswith("//")]
+    assert offenders == []
+
+
+def test_no_generator_link_or_web_font(built_site):
+    home = (built_site / "index.html").read_text(encoding="utf-8")
+    assert "fonts.googleapis" not in home and "fonts.gstatic" not in home
+    assert 'name="generator"' not in home
+
+
+def test_maths_is_rendered_to_mathml_not_left_as_latex(built_site):
+    pages = html_pages(built_site)
+    leftovers = [p.relative_to(built_site).as_posix() for p in pages
+                 if re.search(r'class="arithmatex">\\[(\[]', p.read_text(encoding="utf-8"))]
+    assert leftovers == []
+    assert "<math" in (built_site / "index.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.browser
+def test_every_page_loads_offline_without_console_errors(page, site_url, built_site):
+    outside, errors = [], []
+    page.on("request", lambda r: outside.append(r.url)
+            if urlparse(r.url).hostname not in ("127.0.0.1",) and not r.url.startswith(("data:", "blob:"))
+            else None)
+    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
+    paths = [p.relative_to(built_site).as_posix() for p in html_pages(built_site)]
+    for path in paths:
+        page.goto(site_url + path, wait_until="networkidle")
+        assert page.title(), path
+    assert outside == [], f"requests left 127.0.0.1: {outside[:10]}"
+    assert errors == []
+    print(f"opened {len(paths)} pages; 0 external requests; 0 console errors")
+
+
+@pytest.mark.browser
+def test_maths_font_loads_and_formula_has_width(page, site_url):
+    page.goto(site_url, wait_until="networkidle")
+    width = page.evaluate("document.querySelector('math').getBoundingClientRect().width")
+    assert width > 50
+    assert page.evaluate("document.fonts.check('16px \"Noto Sans Math\"')")
