@@ -48,7 +48,7 @@ class Guard:
 def _last_sentence(text_before: str) -> str:
     text = re.sub(r"<[^>]+>", "", text_before)  # raw HTML
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links -> their text
-    text = re.sub(r"[*_`]", "", text).strip()
+    text = re.sub(r"[*`]", "", text).strip()  # keep _ : it is a subscript inside $...$
     text = re.sub(r"^\s*(?:[-*+]|\d+\.)\s+", "", text)  # list bullets
     sentences = re.split(r"(?<=[.!?:])\s+(?=[A-Z(\\$0-9])", text)
     return sentences[-1].strip() if sentences else text

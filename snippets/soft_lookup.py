@@ -1,0 +1,57 @@
+"""Chapter 1: a hard dictionary lookup beside attention's soft one."""
+
+# --8<-- [start:hard]
+import numpy as np
+
+import qkv
+
+palette = {
+    "red": (1.0, 0.0, 0.0),
+    "orange": (1.0, 0.5, 0.0),
+    "blue": (0.0, 0.0, 1.0),
+    "white": (1.0, 1.0, 1.0),
+}
+print("palette['orange'] ->", palette["orange"])
+print("'warm' in palette ->", "warm" in palette)
+# --8<-- [end:hard]
+
+# --8<-- [start:soft]
+names = list(palette)
+keys = np.array([  # what each entry advertises: (warm, bright)
+    [1.0, 0.2],   # red
+    [0.8, 0.8],   # orange
+    [-1.0, 0.0],  # blue
+    [0.0, 1.0],   # white
+])
+values = np.array(list(palette.values()))  # what each entry holds
+query = np.array([[1.0, 0.0]])  # what we look for: "something warm"
+
+weights, answer = qkv.attention(query, keys, values)
+
+print("scores:", keys @ query[0])
+for name, w in zip(names, weights[0], strict=True):
+    print(f"  weight on {name:<6} {w:.3f}")
+print("sum of weights:", weights.sum().round(6))
+print("answer:", answer[0].round(3), " an RGB colour no entry holds")
+# --8<-- [end:soft]
+
+# --8<-- [start:sharpen]
+for factor in (1, 4, 16, 64):
+    w, a = qkv.attention(query * factor, keys, values)
+    red = w[0, names.index("red")]
+    print(f"x{factor:<3} weight on red {red:.4f}  answer", a[0].round(3))
+# --8<-- [end:sharpen]
+
+# --8<-- [start:nudge]
+def hard_lookup(q):
+    """The value of the one best-matching key: an argmax, no blend."""
+    return values[np.argmax(keys @ q[0])]
+
+
+before = np.array([[1.0, 0.30]])
+after = np.array([[1.0, 0.36]])  # a small step in the query
+print("hard:", hard_lookup(before), "->", hard_lookup(after))
+soft_before = qkv.attention(before, keys, values).output[0]
+soft_after = qkv.attention(after, keys, values).output[0]
+print("soft:", soft_before.round(3), "->", soft_after.round(3))
+# --8<-- [end:nudge]

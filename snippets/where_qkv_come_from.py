@@ -1,0 +1,53 @@
+"""Chapter 2: queries, keys and values are three learned linear maps of one input."""
+
+# --8<-- [start:project]
+import inspect
+import textwrap
+
+import numpy as np
+
+import qkv
+from qkv import toy
+
+x = toy.embeddings()  # X: a row per word of "she drank milk from a cup"
+p = toy.projections(d_k=8, d_v=4)  # W_Q, W_K: (16, 8)   W_V: (16, 4)
+Q, K, V = qkv.project(x, p)  # Q = X W_Q,  K = X W_K,  V = X W_V
+
+print("X  ", x.shape)
+print("W_Q", p.w_q.shape, "  W_K", p.w_k.shape, "  W_V", p.w_v.shape)
+print("Q  ", Q.shape, "   K  ", K.shape, "   V  ", V.shape)
+# --8<-- [end:project]
+
+# --8<-- [start:same_word]
+milk = toy.SENTENCE.index("milk")
+print("embedding:", x[milk, :4].round(2), "...")
+print("as query: ", Q[milk].round(2))
+print("as key:   ", K[milk].round(2))
+print("as value: ", V[milk].round(2))
+# --8<-- [end:same_word]
+
+# --8<-- [start:parameters]
+learned = p.w_q.size + p.w_k.size + p.w_v.size
+print("learned numbers in W_Q, W_K, W_V:", learned)
+print("d_model * (2 d_k + d_v)         :", p.d_model * (2 * p.d_k + p.d_v))
+print("qkv.attention takes:", inspect.signature(qkv.attention))
+# --8<-- [end:parameters]
+
+# --8<-- [start:dk_must_match]
+try:
+    qkv.attention(Q, K[:, :5], V)  # keys cut to 5 of their 8 numbers
+except ValueError as error:
+    print(textwrap.fill(f"ValueError: {error}", width=70))
+# --8<-- [end:dk_must_match]
+
+# --8<-- [start:key_bias]
+# One bias vector b, added to every row of K, then to every row of Q.
+b = np.random.default_rng(0).normal(size=p.d_k)
+plain = qkv.attention(Q, K, V).weights
+key_bias = qkv.attention(Q, K + b, V).weights
+query_bias = qkv.attention(Q + b, K, V).weights
+change = np.abs(key_bias - plain).max()
+print(f"bias on the keys:    weights change by {change:.1e}")
+change = np.abs(query_bias - plain).max()
+print(f"bias on the queries: weights change by {change:.3f}")
+# --8<-- [end:key_bias]
