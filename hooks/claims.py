@@ -29,6 +29,7 @@ log = logging.getLogger("mkdocs.hooks.claims")
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAIM_MARK = re.compile(r"<!--\s*claim:\s*([a-z0-9][a-z0-9-]*)\s*-->")
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s")
 PAGE = "how-we-know.md"
 
 
@@ -47,21 +48,35 @@ class Guard:
 
 def _last_sentence(text_before: str) -> str:
     text = re.sub(r"<[^>]+>", "", text_before)  # raw HTML
+    text = re.sub(r"(\s*\[[^\]]*\]\([^)]*\))+\s*$", "", text)  # trailing links: navigation
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links -> their text
     text = re.sub(r"[*`]", "", text).strip()  # keep _ : it is a subscript inside $...$
     text = re.sub(r"^\s*(?:[-*+]|\d+\.)\s+", "", text)  # list bullets
-    sentences = re.split(r"(?<=[.!?:])\s+(?=[A-Z(\\$0-9])", text)
+    text = re.sub(r"\s+", " ", text)
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z(\\$0-9])", text)
     return sentences[-1].strip() if sentences else text
 
 
 def find_claims(docs_dir: Path) -> list[Claim]:
-    """Every claim marker in the Markdown under ``docs_dir``, in file order."""
+    """Every claim marker in the Markdown under ``docs_dir``, in file order.
+
+    The sentence recorded is the last one before the marker in its paragraph, so a
+    sentence that wraps over several source lines is kept whole.
+    """
     claims = []
     for path in sorted(docs_dir.rglob("*.md")):
+        paragraph = ""  # the text of the current paragraph before this line
         for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip() or LIST_ITEM.match(line):
+                paragraph = ""  # a blank line or a new list item starts a new paragraph
+            if not line.strip():
+                continue
+            consumed = 0
             for match in CLAIM_MARK.finditer(line):
-                sentence = _last_sentence(line[: match.start()])
+                sentence = _last_sentence(paragraph + " " + line[consumed : match.start()])
                 claims.append(Claim(match.group(1), path.relative_to(docs_dir).as_posix(), sentence))
+                paragraph, consumed = "", match.end()
+            paragraph += " " + line[consumed:].strip()
     return claims
 
 
