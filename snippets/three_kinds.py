@@ -1,0 +1,118 @@
+"""Self-, cross- and masked (causal, padding) attention: one formula, different inputs.
+
+Run: python snippets/three_kinds.py
+"""
+
+# --8<-- [start:self]
+import numpy as np
+
+import qkv
+from qkv import toy
+
+words = toy.SENTENCE  # ("she", "drank", "milk", "from", "a", "cup")
+X = toy.embeddings(words)  # (6, 16)
+p = toy.projections(d_k=8)  # W_Q, W_K, W_V: (16, 8) each
+
+
+def show(weights, rows, cols):
+    """Print a weight matrix with a label on every row and column."""
+    print(" " * 6 + "".join(f"{c:>7}" for c in cols))
+    for label, row in zip(rows, weights, strict=True):
+        print(f"{label:>6}" + "".join(f"{x:7.3f}" for x in row))
+
+
+self_att = qkv.self_attention(X, p)  # Q, K and V all from X
+print("self-attention weights:", self_att.weights.shape)
+show(self_att.weights, words, words)
+# --8<-- [end:self]
+
+
+# --8<-- [start:causal]
+causal = qkv.causal_mask(len(words))  # True where a query may attend
+print(causal.astype(int))
+
+masked = qkv.self_attention(X, p, mask=causal)
+show(masked.weights, words, words)
+future = ~causal  # the pairs above the diagonal
+print("weights on future tokens all exactly 0:", bool((masked.weights[future] == 0).all()))
+print("row sums:", masked.weights.sum(axis=-1).round(6))
+# --8<-- [end:causal]
+
+
+# --8<-- [start:padding]
+# A batch of two sequences: all six words, and the first four padded to six.
+rng = np.random.default_rng(1)
+batch = np.stack([X, np.vstack([X[:4], rng.normal(size=(2, 16))])])  # (2, 6, 16)
+lengths = [6, 4]
+pad = qkv.padding_mask(lengths, t=6)  # (2, 1, 6): broadcasts over the queries
+print(pad.astype(int))
+
+padded = qkv.self_attention(batch, p, mask=pad)
+labels = (*words[:4], "<pad>", "<pad>")
+show(padded.weights[1], labels, labels)
+print("weights on padding all exactly 0:", bool((padded.weights[1][:, 4:] == 0).all()))
+
+short = qkv.self_attention(X[:4], p)  # the four words alone, no padding at all
+print("real tokens' outputs equal the unpadded ones:",
+      np.allclose(padded.output[1, :4], short.output))
+
+both = qkv.causal_mask(6) & pad  # (6, 6) & (2, 1, 6) -> (2, 6, 6)
+print("causal and padding together:", both.shape)
+# --8<-- [end:padding]
+
+
+# --8<-- [start:cross]
+decoder_words = ("elle", "a", "bu")  # three positions of another sequence
+decoder = toy.embeddings(decoder_words, seed=7)  # (3, 16)
+cross = qkv.cross_attention(decoder, X, p)  # queries from decoder; keys, values from X
+print("cross-attention weights:", cross.weights.shape, " output:", cross.output.shape)
+show(cross.weights, decoder_words, words)
+print("row sums:", cross.weights.sum(axis=-1).round(6))
+# --8<-- [end:cross]
+
+
+# --8<-- [start:masked_numpy]
+Q, K, V = qkv.project(X, p)
+mask = qkv.causal_mask(len(words))  # (6, 6) booleans, True = may attend
+weights, output = qkv.attention(Q, K, V, mask=mask)
+print("weights", weights.shape, " output", output.shape)
+# --8<-- [end:masked_numpy]
+
+
+# --8<-- [start:masked_torch]
+import torch
+import torch.nn.functional as F
+
+
+def masked_attention(q, k, v, mask):
+    """softmax(q k^T / sqrt(d_k)) v, where mask is True for pairs that may attend."""
+    scores = q @ k.transpose(-2, -1) / k.shape[-1] ** 0.5  # (..., Tq, Tk)
+    scores = scores.masked_fill(~mask, float("-inf"))  # forbidden pairs: weight 0
+    weights = torch.softmax(scores, dim=-1)  # over the keys
+    return weights, weights @ v
+
+
+q, k, v = (torch.from_numpy(a) for a in (Q, K, V))
+torch_mask = torch.from_numpy(mask)
+torch_weights, torch_output = masked_attention(q, k, v, torch_mask)
+sdpa_output = F.scaled_dot_product_attention(q, k, v, attn_mask=torch_mask)
+for name, got, want in [("hand-written weights", torch_weights, weights),
+                        ("hand-written output", torch_output, output),
+                        ("SDPA output", sdpa_output, output)]:
+    print(f"{name:20} vs qkv: {np.abs(got.numpy() - want).max():.1e}")
+# --8<-- [end:masked_torch]
+
+
+# --8<-- [start:fully_masked]
+blocked = qkv.causal_mask(len(words))
+blocked[0, 0] = False  # the first query may now attend to nothing at all
+try:
+    qkv.attention(Q, K, V, mask=blocked)
+except ValueError as error:
+    print("qkv:", error)
+
+torch_blocked = torch.from_numpy(blocked)
+print("hand-written torch, row 0:", masked_attention(q, k, v, torch_blocked)[1][0, :3])
+sdpa_blocked = F.scaled_dot_product_attention(q, k, v, attn_mask=torch_blocked)
+print("torch SDPA, row 0:        ", sdpa_blocked[0, :3])
+# --8<-- [end:fully_masked]

@@ -1,0 +1,132 @@
+"""Traps worth knowing: each one done wrong, measured, and done right.
+
+Run: python snippets/traps.py
+"""
+
+# --8<-- [start:same_vector]
+import numpy as np
+
+import qkv
+from qkv import toy
+
+words = toy.SENTENCE  # ("she", "drank", "milk", "from", "a", "cup")
+X = toy.embeddings(words)  # (6, 16)
+p = toy.projections(d_k=8)  # separate W_Q, W_K, W_V, each (16, 8)
+
+
+def favourites(weights):
+    """The key each query gives its largest weight."""
+    return [words[j] for j in weights.argmax(axis=-1)]
+
+
+# Wrong: the embedding itself as query, key and value.
+wrong = qkv.attention(X, X, X)
+print("wrong: scores symmetric:", np.allclose(X @ X.T, (X @ X.T).T))
+print("wrong: favourite keys:  ", favourites(wrong.weights))
+
+# Right: three projections give each token three different vectors.
+Q, K, V = qkv.project(X, p)
+right = qkv.attention(Q, K, V)
+print("right: scores symmetric:", np.allclose(Q @ K.T, (Q @ K.T).T))
+print("right: favourite keys:  ", favourites(right.weights))
+# --8<-- [end:same_vector]
+
+
+# --8<-- [start:no_scaling]
+p64 = toy.projections(d_k=64)
+for scale in [False, True]:
+    w = qkv.self_attention(X, p64, scale=scale).weights
+    print(f"scale={scale!s:5}  largest weight per row: {w.max(axis=-1).round(3)}",
+          f" mean entropy {qkv.entropy(w).mean():.2f} nats")
+# --8<-- [end:no_scaling]
+
+
+# --8<-- [start:similarity]
+twice = np.vstack([X, X[2]])  # "milk" appears twice: identical embeddings
+labels = (*words, "milk'")
+w = qkv.self_attention(twice, p).weights  # (7, 7)
+milk, copy = 2, 6
+print("milk -> milk:", w[milk, milk].round(3), "  milk -> milk':", w[milk, copy].round(3))
+print("milk's favourite key:", labels[w[milk].argmax()], w[milk].max().round(3))
+same = np.allclose(w[:, milk], w[:, copy], rtol=1e-12, atol=0)  # up to rounding
+print("every query weighs milk and milk' equally:", same)
+print("words whose favourite key is themselves:",
+      [labels[i] for i in range(7) if w[i].argmax() == i])
+# --8<-- [end:similarity]
+
+
+# --8<-- [start:forgot_values]
+p6 = toy.projections(d_k=8, d_v=6)  # the value width happens to equal T = 6
+Q6, K6, V6 = qkv.project(X, p6)
+weights = qkv.softmax(Q6 @ K6.T / np.sqrt(8))
+forgot = weights  # wrong: stopped after softmax
+output = weights @ V6  # right: the weights applied to the values
+print("shapes:", forgot.shape, output.shape, " equal:", forgot.shape == output.shape)
+print("largest difference:", np.abs(forgot - output).max().round(3))
+print("rows of the wrong one sum to 1:", forgot.sum(axis=-1).round(6))
+# --8<-- [end:forgot_values]
+
+
+# --8<-- [start:mask_polarity]
+import torch
+import torch.nn.functional as F
+
+causal = qkv.causal_mask(6)  # True = may attend, as in qkv and SDPA
+torch.manual_seed(0)
+mha = torch.nn.MultiheadAttention(embed_dim=16, num_heads=1, batch_first=True)
+x = torch.from_numpy(X).float()[None]  # (1, 6, 16)
+with torch.no_grad():
+    _, backwards = mha(x, x, x, attn_mask=torch.from_numpy(causal))  # wrong
+    _, forwards = mha(x, x, x, attn_mask=torch.from_numpy(~causal))  # right
+print("nn.MultiheadAttention given True = attend:")
+print(backwards[0].numpy().round(2))
+print("given True = blocked:")
+print(forwards[0].numpy().round(2))
+# --8<-- [end:mask_polarity]
+
+
+# --8<-- [start:additive_mask]
+q, k, v = (torch.from_numpy(a) for a in (Q, K, V))
+future = torch.from_numpy(~causal)
+as_float = torch.from_numpy(causal).double()  # wrong: 1.0 / 0.0 gets *added*
+additive = torch.zeros(6, 6).double().masked_fill(future, -torch.inf)  # right: 0 / -inf
+scores = q @ k.T / 8**0.5
+leak = torch.softmax(scores + as_float, dim=-1)[future]  # weights on future keys
+print(f"0/1 float mask, smallest weight on a future token: {leak.min():.3f}")
+causal_qkv = qkv.attention(Q, K, V, mask=causal).output
+for name, m in [("0/1 float", as_float), ("0/-inf", additive)]:
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    gap = np.abs(out.numpy() - causal_qkv).max()
+    print(f"{name:9} mask: largest difference from causal qkv {gap:.1e}")
+# --8<-- [end:additive_mask]
+
+
+# --8<-- [start:wrong_axis]
+scores = Q @ K.T / np.sqrt(8)
+by_query = qkv.softmax(scores, axis=0)  # wrong: normalises each key's column
+by_key = qkv.softmax(scores, axis=-1)  # right: normalises each query's row
+print("row sums, axis=0: ", by_query.sum(axis=-1).round(3))
+print("row sums, axis=-1:", by_key.sum(axis=-1).round(3))
+# --8<-- [end:wrong_axis]
+
+
+# --8<-- [start:nan_rows]
+def attend(q, k, v, mask):
+    """Hand-written masked attention: True = may attend."""
+    scores = (q @ k.transpose(-2, -1) / k.shape[-1] ** 0.5).masked_fill(~mask, -torch.inf)
+    return torch.softmax(scores, dim=-1) @ v
+
+
+real = np.array([False, False, True, True, True, True])  # two pads on the left
+mask = qkv.causal_mask(6) & real  # pad queries 0 and 1 may see nothing
+m = torch.from_numpy(mask)
+layer1 = attend(q, k, v, m)
+layer2 = attend(layer1, layer1, layer1, m)  # the next layer, same mask
+print("rows with NaN after layer 1:", torch.isnan(layer1).any(-1).sum().item())
+print("rows with NaN after layer 2:", torch.isnan(layer2).any(-1).sum().item())
+
+fixed = mask | np.eye(6, dtype=bool)  # right: every query may at least see itself
+ok = attend(q, k, v, torch.from_numpy(fixed))
+print("fixed mask: NaN rows", torch.isnan(ok).any(-1).sum().item(),
+      " real rows unchanged:", torch.allclose(ok[2:], layer1[2:]))
+# --8<-- [end:nan_rows]

@@ -1,0 +1,67 @@
+"""Why attention divides by sqrt(d_k): the variance argument, measured over random draws.
+
+Run: python snippets/why_scale.py
+"""
+
+# --8<-- [start:spread]
+import numpy as np
+
+import qkv
+from qkv.scaling import draw_queries_keys, saturation, score_std
+
+# q and k with independent N(0, 1) components; 20,000 pairs per d_k
+print(" d_k  std(q.k)  sqrt(d_k)  std(q.k / sqrt(d_k))")
+spread = {}
+for d_k in [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]:
+    spread[d_k] = score_std(d_k, scale=False)
+    scaled = score_std(d_k, scale=True)
+    print(f"{d_k:4}  {spread[d_k]:8.2f}  {np.sqrt(d_k):9.2f}  {scaled:20.3f}")
+ratio = spread[64] / spread[1]
+print(f"std at d_k=64 / std at d_k=1 = {ratio:.2f}   (sqrt(64) = 8)")
+# --8<-- [end:spread]
+
+
+# --8<-- [start:saturation]
+n_keys = 6  # one query over six keys, like the toy sentence; 10,000 draws
+print(f"uniform weights over {n_keys} keys: max weight {1 / n_keys:.3f},",
+      f"entropy {np.log(n_keys):.3f} nats")
+print(" d_k  scaled  mean max w  max w > 0.99  mean entropy  median |J|")
+for d_k in [1, 64]:
+    for scale in [True, False]:
+        s = saturation(d_k, scale=scale, n_keys=n_keys)
+        print(f"{d_k:4}  {scale!s:6}  {s.max_weight.mean():10.3f}",
+              f"{(s.max_weight > 0.99).mean():13.1%}  {s.entropy.mean():12.3f}",
+              f"{np.median(s.jacobian_norm):11.4f}")
+# --8<-- [end:saturation]
+
+
+# --8<-- [start:d_k_one]
+print("scale factor at d_k=1:", qkv.scale_factor(True, 1))
+rng = np.random.default_rng(0)
+q, k = rng.normal(size=(6, 1)), rng.normal(size=(6, 1))  # six tokens, d_k = 1
+v = rng.normal(size=(6, 3))
+with_scale = qkv.attention(q, k, v, scale=True).weights
+without = qkv.attention(q, k, v, scale=False).weights
+same = np.array_equal(with_scale, without)
+print("weights with and without scaling are identical:", same)
+# --8<-- [end:d_k_one]
+
+
+# --8<-- [start:query_gradient]
+print("        median |dw/dq|        mean |dw/dq|")
+print(" d_k   scaled  unscaled     scaled  unscaled")
+for d_k in [64, 256, 512]:
+    scaled = saturation(d_k, scale=True).query_gradient_norm
+    raw = saturation(d_k, scale=False).query_gradient_norm
+    print(f"{d_k:4}  {np.median(scaled):7.4f}  {np.median(raw):8.4f}",
+          f"  {scaled.mean():8.3f}  {raw.mean():8.3f}")
+# --8<-- [end:query_gradient]
+
+
+# --8<-- [start:assumptions]
+q, k = next(draw_queries_keys(d_k=64, n_draws=2000))  # unit-variance components
+q, k = q[:, 0], k[:, 0]  # (2000, 64) each: one query-key pair per row
+for sigma in [1.0, 2.0]:  # component std 2: what training may well produce
+    scores = ((sigma * q) * (sigma * k)).sum(axis=-1) * qkv.scale_factor(True, 64)
+    print(f"component std {sigma}: std of scaled scores = {scores.std():.2f}")
+# --8<-- [end:assumptions]

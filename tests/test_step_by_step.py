@@ -1,0 +1,122 @@
+"""Chapter 5, the computation step by step: every claim the page makes, checked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from chapter_snippets import snippet_globals
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import qkv
+
+
+@pytest.fixture(scope="module")
+def page():
+    """The globals of snippets/step_by_step.py: the very arrays the page prints."""
+    return snippet_globals("step_by_step.py")
+
+
+sizes = st.integers(min_value=1, max_value=9)
+
+
+@pytest.mark.claim("steps-shapes")
+@settings(max_examples=40, deadline=None)
+@given(t_q=sizes, t_k=sizes, d_k=sizes, d_v=sizes, seed=st.integers(0, 2**16))
+def test_shapes_at_every_step(t_q, t_k, d_k, d_v, seed):
+    rng = np.random.default_rng(seed)
+    q, k = rng.normal(size=(t_q, d_k)), rng.normal(size=(t_k, d_k))
+    v = rng.normal(size=(t_k, d_v))
+    scores = q @ k.T
+    assert scores.shape == (t_q, t_k)  # d_k is summed away
+    assert (scores / np.sqrt(d_k)).shape == (t_q, t_k)
+    weights, output = qkv.attention(q, k, v)
+    assert weights.shape == (t_q, t_k)  # independent of d_k and d_v
+    assert output.shape == (t_q, d_v)  # d_v appears only here
+
+
+@pytest.mark.claim("steps-rows-are-distributions")
+def test_row_i_is_token_i_distribution_over_the_keys(page):
+    weights, Q, K, V = page["weights"], page["Q"], page["K"], page["V"]
+    assert (weights >= 0).all()
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
+    for i in range(len(page["words"])):  # row i depends on token i's query alone
+        alone = qkv.attention(Q[i : i + 1], K, V).weights[0]
+        np.testing.assert_allclose(weights[i], alone, rtol=1e-12)
+
+
+@pytest.mark.claim("steps-columns-need-not-sum-to-one")
+def test_columns_do_not_sum_to_one(page):
+    columns = page["weights"].sum(axis=0)
+    assert not np.allclose(columns, 1.0, atol=0.05)
+    assert np.isclose(columns.sum(), len(page["words"]))  # T rows of total weight 1 each
+
+
+@pytest.mark.claim("steps-output-is-mixture")
+def test_each_output_row_is_a_convex_mixture_of_value_rows(page):
+    weights, V, output = page["weights"], page["V"], page["output"]
+    for i in range(len(page["words"])):
+        mixture = sum(weights[i, j] * V[j] for j in range(V.shape[0]))
+        np.testing.assert_allclose(output[i], mixture, rtol=1e-12, atol=1e-12)
+    # non-negative weights summing to 1: every coordinate lies within the values' range
+    assert (output >= V.min(axis=0) - 1e-12).all()
+    assert (output <= V.max(axis=0) + 1e-12).all()
+    assert output.shape == (len(page["words"]), V.shape[1])
+
+
+@pytest.mark.claim("steps-scale-before-product")
+def test_scaling_q_first_gives_the_same_scores():
+    rng = np.random.default_rng(5)
+    q, k = rng.normal(size=(6, 64)), rng.normal(size=(7, 64))
+    factor = qkv.scale_factor(True, 64)
+    np.testing.assert_allclose((q * factor) @ k.T, (q @ k.T) / np.sqrt(64), rtol=1e-13)
+    weights = qkv.attention(q, k, rng.normal(size=(7, 3))).weights
+    np.testing.assert_allclose(weights, qkv.softmax((q @ k.T) / np.sqrt(64)), rtol=1e-12)
+
+
+@pytest.mark.claim("steps-attention-equals-steps")
+def test_one_call_equals_the_four_steps(page):
+    Q, K, V = page["Q"], page["K"], page["V"]
+    scaled = (Q @ K.T) / np.sqrt(K.shape[-1])
+    e = np.exp(scaled - scaled.max(axis=-1, keepdims=True))  # softmax written out here
+    weights = e / e.sum(axis=-1, keepdims=True)
+    result = qkv.attention(Q, K, V)
+    np.testing.assert_allclose(result.weights, weights, rtol=1e-12)
+    np.testing.assert_allclose(result.output, weights @ V, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(page["result"].output, result.output, rtol=0, atol=0)
+
+
+@pytest.mark.claim("steps-sdpa-agrees")
+def test_torch_sdpa_agrees_on_the_page_inputs_and_on_random_ones(page):
+    got = page["torch_output"].numpy()
+    assert page["torch_output"].dtype == torch.float64
+    assert np.abs(got - page["result"].output).max() < 1e-12
+    rng = np.random.default_rng(11)
+    for shape_q, shape_k, d_v in [((5, 64), (5, 64), 64), ((2, 3, 4, 16), (2, 3, 9, 16), 7)]:
+        q, k = rng.normal(size=shape_q), rng.normal(size=shape_k)
+        v = rng.normal(size=(*shape_k[:-1], d_v))
+        want = F.scaled_dot_product_attention(*(torch.from_numpy(a) for a in (q, k, v)))
+        assert np.abs(want.numpy() - qkv.attention(q, k, v).output).max() < 1e-12
+
+
+@pytest.mark.claim("steps-batched")
+def test_leading_axes_are_independent_attentions():
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.normal(size=(2, 3, 4, 8)) for _ in range(3))  # (batch, heads, T, d)
+    together = qkv.attention(q, k, v)
+    for b in range(2):
+        for h in range(3):
+            alone = qkv.attention(q[b, h], k[b, h], v[b, h])
+            np.testing.assert_allclose(together.weights[b, h], alone.weights, rtol=1e-12)
+            np.testing.assert_allclose(together.output[b, h], alone.output, rtol=1e-12)
+
+
+@pytest.mark.claim("steps-scale-keeps-order")
+def test_dividing_by_sqrt_d_k_keeps_shape_and_order_within_each_row(page):
+    scores, scaled, d_k = page["scores"], page["scaled"], page["d_k"]
+    assert d_k == 64 and np.sqrt(d_k) == 8
+    assert scaled.shape == scores.shape
+    np.testing.assert_array_equal(np.argsort(scaled, axis=-1), np.argsort(scores, axis=-1))
+    np.testing.assert_allclose(scaled * 8, scores, rtol=1e-15)

@@ -1,0 +1,137 @@
+"""Chapter 9, traps worth knowing: each wrong version fails as the page says, each fix works."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from chapter_snippets import snippet_globals
+
+import qkv
+
+
+@pytest.fixture(scope="module")
+def page():
+    return snippet_globals("traps.py")
+
+
+@pytest.mark.claim("traps-same-vector")
+def test_one_vector_for_all_three_makes_attention_a_word_similarity(page):
+    X = page["X"]
+    rng = np.random.default_rng(0)
+    for x in (X, rng.normal(size=(9, 5))):  # X Xᵀ is symmetric for any X
+        scores = x @ x.T
+        np.testing.assert_array_equal(scores, scores.T)
+    weights = qkv.attention(X, X, X).weights
+    np.testing.assert_array_equal(weights.argmax(axis=-1), np.arange(6))  # each word: itself
+    np.testing.assert_array_equal(page["wrong"].weights, weights)
+
+
+@pytest.mark.claim("traps-projections-differ")
+def test_separate_projections_give_asymmetric_scores_and_no_self_favourite(page):
+    Q, K = page["Q"], page["K"]
+    assert not np.allclose(Q @ K.T, (Q @ K.T).T)
+    assert not np.allclose(Q, K)
+    favourite = page["right"].weights.argmax(axis=-1)
+    assert (favourite != np.arange(6)).all()
+
+
+@pytest.mark.claim("traps-no-scaling")
+def test_dropping_the_scale_at_d_k_64_collapses_most_rows(page):
+    X, p64 = page["X"], page["p64"]
+    raw = qkv.self_attention(X, p64, scale=False).weights
+    scaled = qkv.self_attention(X, p64, scale=True).weights
+    assert p64.d_k == 64
+    assert (raw.max(axis=-1) > 0.99).sum() > 6 / 2  # more than half of the rows
+    assert scaled.max() < 0.8
+    assert qkv.entropy(raw).mean() < qkv.entropy(scaled).mean() / 4
+
+
+@pytest.mark.claim("traps-identical-embeddings")
+def test_a_word_and_its_copy_get_equal_weight_and_need_not_be_favourites(page):
+    w, milk, copy = page["w"], page["milk"], page["copy"]
+    np.testing.assert_array_equal(page["twice"][milk], page["twice"][copy])
+    np.testing.assert_allclose(w[:, milk], w[:, copy], rtol=1e-12, atol=0)
+    assert w[milk].argmax() not in (milk, copy)
+    from_ = page["labels"].index("from")
+    assert w[milk].argmax() == from_
+    assert w[milk, from_] > 3 * w[milk, milk]
+
+
+@pytest.mark.claim("traps-not-self")
+def test_no_word_gives_its_largest_weight_to_itself(page):
+    w = page["w"]
+    assert all(w[i].argmax() != i for i in range(7))
+
+
+@pytest.mark.claim("traps-forgot-values")
+def test_forgetting_v_gives_the_right_shape_and_the_wrong_numbers(page):
+    forgot, output, V6 = page["forgot"], page["output"], page["V6"]
+    assert forgot.shape == output.shape == (6, 6)  # no shape check would complain
+    assert np.abs(forgot - output).max() > 0.5
+    np.testing.assert_allclose(forgot.sum(axis=-1), 1.0, rtol=1e-12)
+    assert not np.allclose(output.sum(axis=-1), 1.0, atol=0.1)
+    np.testing.assert_allclose(output, qkv.attention(page["Q6"], page["K6"], V6).output,
+                               rtol=1e-12)
+
+
+def mha_reference_weights(mha, x, mask):
+    """The attention weights nn.MultiheadAttention should give, computed with qkv."""
+    w_q, w_k, _ = mha.in_proj_weight.detach().double().numpy().reshape(3, 16, 16)
+    b_q, b_k, _ = mha.in_proj_bias.detach().double().numpy().reshape(3, 16)
+    xs = x[0].double().numpy()
+    return qkv.attention(xs @ w_q.T + b_q, xs @ w_k.T + b_k, xs, mask=mask).weights
+
+
+@pytest.mark.claim("traps-mha-polarity")
+def test_multihead_attention_reads_true_as_blocked(page):
+    causal, backwards, forwards = page["causal"], page["backwards"][0], page["forwards"][0]
+    np.testing.assert_allclose(forwards.numpy(),
+                               mha_reference_weights(page["mha"], page["x"], causal),
+                               rtol=1e-4, atol=1e-6)
+    # given True = attend, each token sees only later tokens and the last sees nothing
+    upper = np.triu(np.ones((6, 6), dtype=bool), k=1)
+    assert (backwards.numpy()[:-1][~upper[:-1]] == 0).all()
+    assert (backwards.numpy()[:-1][upper[:-1]] > 0).all()
+    assert torch.isnan(backwards[-1]).all()
+
+
+@pytest.mark.claim("traps-float-mask")
+def test_a_zero_one_float_mask_hides_nothing_and_zero_minus_inf_works(page):
+    assert page["leak"].min() > 0  # every future pair keeps a positive weight
+    q, k, v, causal = page["q"], page["k"], page["v"], page["causal"]
+    want = qkv.attention(page["Q"], page["K"], page["V"], mask=causal).output
+    leaky = F.scaled_dot_product_attention(q, k, v, attn_mask=page["as_float"])
+    assert np.abs(leaky.numpy() - want).max() > 0.1
+    good = F.scaled_dot_product_attention(q, k, v, attn_mask=page["additive"])
+    assert np.abs(good.numpy() - want).max() < 1e-12
+
+
+@pytest.mark.claim("traps-wrong-axis")
+def test_softmax_over_queries_leaves_rows_that_do_not_sum_to_one(page):
+    by_query, by_key = page["by_query"], page["by_key"]
+    np.testing.assert_allclose(by_query.sum(axis=0), 1.0, rtol=1e-12)  # columns do instead
+    rows = by_query.sum(axis=-1)
+    assert rows.min() < 0.8 and rows.max() > 1.5
+    np.testing.assert_allclose(by_key.sum(axis=-1), 1.0, rtol=1e-12)
+
+
+@pytest.mark.claim("traps-nan-spreads")
+def test_nan_from_two_empty_rows_fills_every_row_of_the_next_layer(page):
+    mask = page["mask"]
+    assert (~mask.any(axis=-1)).sum() == 2  # the two left pads may attend to nothing
+    assert torch.isnan(page["layer1"]).any(-1).sum() == 2
+    assert torch.isnan(page["layer2"]).all()  # even rows whose mask hides the pads
+    assert (0.0 * torch.tensor(float("nan"))).isnan()  # why: 0 × NaN is NaN
+    with pytest.raises(ValueError, match="allows no key"):
+        qkv.attention(page["Q"], page["K"], page["V"], mask=mask)
+
+
+@pytest.mark.claim("traps-nan-fix")
+def test_letting_each_query_see_itself_removes_the_nan_and_changes_no_real_row(page):
+    ok, layer1, fixed = page["ok"], page["layer1"], page["fixed"]
+    assert not torch.isnan(ok).any()
+    np.testing.assert_allclose(ok[2:].numpy(), layer1[2:].numpy(), rtol=1e-12)
+    np.testing.assert_allclose(
+        ok.numpy(), qkv.attention(page["Q"], page["K"], page["V"], mask=fixed).output, rtol=1e-12)

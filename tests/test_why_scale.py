@@ -1,0 +1,186 @@
+"""Chapter 6, why divide by √d_k: the derived statistics, checked against qkv's computation.
+
+Tolerances come from the sampling error of the estimates, derived here rather than fitted.
+For q, k with independent N(0, 1) components, X = q·k has Var X = d and E X^4 = 3d² + 6d
+(each product q_i k_i has fourth moment 9), so a sample variance over N independent
+pairs has standard error  d · sqrt((2 + 6/d) / N), and a sample standard deviation has
+relative standard error  sqrt((2 + 6/d) / N) / 2. We allow 5 standard errors: a seeded
+test, and a true claim fails with probability below 1e-6 per check.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from chapter_snippets import snippet_globals
+
+import qkv
+from qkv.scaling import saturation, score_samples, score_std
+
+Z = 5  # standard errors allowed
+DIMS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+
+
+def rel_se_std(d: int, n: int) -> float:
+    """Relative standard error of the sample std of q·k (see module docstring)."""
+    return 0.5 * np.sqrt((2 + 6 / d) / n)
+
+
+@pytest.fixture(scope="module")
+def page():
+    return snippet_globals("why_scale.py")
+
+
+@pytest.mark.claim("scale-derived-variance")
+@pytest.mark.parametrize("d_k", DIMS)
+def test_raw_score_variance_is_d_k(d_k):
+    n = 20_000
+    var = score_samples(d_k, scale=False, n_draws=n).var()
+    se = d_k * np.sqrt((2 + 6 / d_k) / n)
+    assert abs(var - d_k) < Z * se
+
+
+@pytest.mark.claim("scale-std-ratio-eight")
+def test_std_grows_eightfold_from_d_k_1_to_64(page):
+    n = 20_000  # the page's sample size
+    se = 8 * np.hypot(rel_se_std(1, n), rel_se_std(64, n))  # ratio of two independent stds
+    assert round(se, 2) == 0.09  # the standard error the page quotes
+    assert abs(page["ratio"] - np.sqrt(64)) < Z * se
+    assert page["ratio"] == page["spread"][64] / page["spread"][1]
+    n = 200_000  # and again, ten times tighter
+    se = 8 * np.hypot(rel_se_std(1, n), rel_se_std(64, n))
+    ratio = score_std(64, scale=False, n_draws=n, seed=1) / score_std(1, scale=False, n_draws=n,
+                                                                       seed=1)
+    assert abs(ratio - 8) < Z * se
+
+
+@pytest.mark.claim("scale-standard-error")
+@pytest.mark.parametrize("d_k", [1, 64])
+def test_standard_error_formula_matches_repeated_samples(d_k):
+    repeats, n = 400, 1000
+    rng = np.random.default_rng([9, d_k])
+    variances = [(rng.standard_normal((n, d_k)) * rng.standard_normal((n, d_k))).sum(-1).var()
+                 for _ in range(repeats)]
+    predicted = d_k * np.sqrt((2 + 6 / d_k) / n)
+    # the std of 400 sample variances is itself known to about 1/sqrt(2 * 400) = 3.5 %
+    assert abs(np.std(variances) / predicted - 1) < Z / np.sqrt(2 * repeats)
+
+
+@pytest.mark.claim("scale-standard-error")
+def test_standard_error_at_the_page_sample_size_is_one_to_two_percent():
+    for d_k in DIMS:
+        assert 0.01 <= np.sqrt((2 + 6 / d_k) / 20_000) <= 0.02
+
+
+@pytest.mark.claim("scale-variance-near-one")
+@pytest.mark.parametrize("d_k", DIMS)
+def test_scaled_score_variance_is_one_for_every_d_k(d_k):
+    n = 20_000
+    var = score_samples(d_k, scale=True, n_draws=n).var()
+    assert abs(var - 1) < Z * np.sqrt((2 + 6 / d_k) / n)
+
+
+# Saturation at d_k = 64 over 10,000 draws of one query and six keys.
+N_SAT = 10_000
+
+
+@pytest.fixture(scope="module")
+def d64():
+    return saturation(64, scale=False), saturation(64, scale=True)
+
+
+def lower(x):  # the mean minus Z standard errors
+    return x.mean() - Z * x.std() / np.sqrt(len(x))
+
+
+def upper(x):
+    return x.mean() + Z * x.std() / np.sqrt(len(x))
+
+
+@pytest.mark.claim("scale-unscaled-near-one-hot")
+def test_unscaled_largest_weight_is_near_one(d64):
+    raw, scaled = d64
+    assert len(raw.max_weight) == N_SAT
+    assert lower(raw.max_weight) > 0.85
+    assert upper(scaled.max_weight) < 0.45
+    share = (raw.max_weight > 0.99).mean()
+    assert share - Z * np.sqrt(share * (1 - share) / N_SAT) > 1 / 3
+    assert (scaled.max_weight > 0.99).sum() == 0
+
+
+@pytest.mark.claim("scale-unscaled-low-entropy")
+def test_unscaled_entropy_is_a_sixth_of_uniform(d64):
+    raw, scaled = d64
+    uniform = np.log(6)
+    assert upper(raw.entropy) < uniform / 6 < 0.3
+    assert lower(scaled.entropy) > 1.4
+    assert (raw.entropy <= uniform + 1e-12).all() and (scaled.entropy <= uniform + 1e-12).all()
+
+
+@pytest.mark.claim("scale-jacobian-vanishes")
+@pytest.mark.parametrize("seed", range(4))
+def test_median_softmax_jacobian_is_about_nine_times_smaller_unscaled(seed):
+    raw, scaled = saturation(64, scale=False, seed=seed), saturation(64, scale=True, seed=seed)
+    ratio = np.median(scaled.jacobian_norm) / np.median(raw.jacobian_norm)
+    assert 7.5 < ratio < 11
+
+
+@pytest.mark.claim("scale-jacobian-is-gradient")
+def test_softmax_jacobian_is_the_derivative_of_the_weights():
+    rng = np.random.default_rng(2)
+    z = rng.normal(size=6) * 3
+    eps = 1e-6
+    numeric = np.stack([(qkv.softmax(z + eps * e) - qkv.softmax(z - eps * e)) / (2 * eps)
+                        for e in np.eye(6)], axis=1)  # column j: d w / d z_j
+    np.testing.assert_allclose(qkv.softmax_jacobian(qkv.softmax(z)), numeric, atol=1e-8)
+    assert np.abs(qkv.softmax_jacobian(np.eye(6)[2])).max() == 0  # one-hot: no gradient
+
+
+@pytest.mark.claim("scale-d1-no-difference")
+def test_at_d_k_1_scaling_changes_nothing(page):
+    assert qkv.scale_factor(True, 1) == 1.0
+    assert page["same"]
+    raw, scaled = saturation(1, scale=False), saturation(1, scale=True)
+    for a, b in zip(raw, scaled, strict=True):
+        assert np.array_equal(a, b)
+
+
+@pytest.fixture(scope="module")
+def query_gradients():
+    return {d: (saturation(d, scale=True).query_gradient_norm,
+                saturation(d, scale=False).query_gradient_norm) for d in (64, 256, 512)}
+
+
+@pytest.mark.claim("scale-query-gradient-64")
+def test_median_query_gradient_at_64_is_slightly_smaller_unscaled(query_gradients):
+    scaled, raw = query_gradients[64]
+    assert 0.75 < np.median(raw) / np.median(scaled) < 1.0
+
+
+@pytest.mark.claim("scale-query-gradient-collapses")
+def test_median_query_gradient_collapses_unscaled_at_256(query_gradients):
+    scaled, raw = query_gradients[256]
+    assert np.median(scaled) / np.median(raw) > 20
+    scaled, raw = query_gradients[512]
+    assert np.median(scaled) / np.median(raw) > 20
+
+
+@pytest.mark.claim("scale-query-gradient-mean-larger")
+def test_mean_query_gradient_is_larger_unscaled(query_gradients):
+    for scaled, raw in query_gradients.values():
+        assert lower(raw) > upper(scaled)
+        # heavy tail: the mean sits far above the median
+        assert raw.mean() > 3 * np.median(raw)
+
+
+@pytest.mark.claim("scale-assumes-unit-variance")
+def test_scaling_does_not_normalise_scores_of_wider_components(page):
+    # components of std sigma: Var(q·k) = d σ⁴, so the scaled std is σ² = 4 for σ = 2
+    rng = np.random.default_rng(4)
+    n, d = 20_000, 64
+    q, k = 2 * rng.standard_normal((n, d)), 2 * rng.standard_normal((n, d))
+    std = ((q * k).sum(axis=-1) * qkv.scale_factor(True, d)).std()
+    assert abs(std - 4) < Z * 4 * rel_se_std(d, n)
+    # and the page's own 2,000 draws
+    assert abs(page["scores"].std() - 4) < Z * 4 * rel_se_std(d, 2000)
+    assert page["sigma"] == 2.0
