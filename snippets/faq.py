@@ -1,0 +1,108 @@
+"""Short answers to the questions people ask about queries, keys and values.
+
+Shown on docs/faq.md. Run it as `python snippets/faq.py`.
+"""
+
+# --8<-- [start:setup]
+import textwrap
+
+import numpy as np
+
+import qkv
+
+rng = np.random.default_rng(0)
+# --8<-- [end:setup]
+
+# --8<-- [start:names]
+keys = rng.normal(size=(5, 8))  # five entries' labels
+values = rng.normal(size=(5, 3))  # and their contents
+query = keys[2] + 0.5 * rng.normal(size=8)  # near entry 2's label, not on it
+best = int(np.argmax(keys @ query))
+print("best-matching key:", best)
+print(f"query    weights{'':<28}|output - values[{best}]|")
+for sharpness in (1, 4, 16):
+    weights, out = qkv.attention(sharpness * query[None], keys, values)
+    miss = np.linalg.norm(out[0] - values[best])
+    print(f"x{sharpness:<7}{weights[0].round(3)!s:<35}{miss:.3f}")
+# --8<-- [end:names]
+
+# --8<-- [start:sizes]
+q = rng.normal(size=(3, 4))  # 3 queries, d_k = 4
+k = rng.normal(size=(5, 4))  # 5 keys,    d_k = 4
+v = rng.normal(size=(5, 7))  # 5 values,  d_v = 7
+weights, out = qkv.attention(q, k, v)
+print("weights", weights.shape, " output", out.shape)
+try:
+    qkv.attention(q, rng.normal(size=(5, 6)), v)  # keys with d_k = 6
+except ValueError as err:
+    print(textwrap.fill(f"ValueError: {err}", 72))
+# --8<-- [end:sizes]
+
+# --8<-- [start:weights]
+w = qkv.MultiHeadWeights.random(rng, d_model=512, n_heads=8)
+x = rng.normal(size=(6, 512))
+head = 3
+cols = slice(head * w.d_head, (head + 1) * w.d_head)  # its 64 columns
+w_q3, w_k3, w_v3 = w.w_q[:, cols], w.w_k[:, cols], w.w_v[:, cols]
+q_all = qkv.split_heads(x @ w.w_q, w.n_heads)  # (8, 6, 64)
+print("head 3's queries == x @ its own W_Q:",
+      np.allclose(q_all[head], x @ w_q3))
+one_head = w_q3.size + w_k3.size + w_v3.size
+print(f"one head: W_Q, W_K, W_V {w_q3.shape} each: {one_head:,}")
+print(f"8 heads: {w.n_heads * one_head:,}")
+print(f"W_O {w.w_o.shape}: {w.w_o.size:,}")
+print(f"per layer: {w.n_heads * one_head + w.w_o.size:,}")
+# --8<-- [end:weights]
+
+# --8<-- [start:d_k]
+for m in qkv.MODELS:
+    root = np.sqrt(m.d_head)
+    print(f"{m.name:<13} d_k = {m.d_head:>3}, sqrt(d_k) = {root:.2f}")
+q_h = qkv.split_heads(x @ w.w_q, w.n_heads)  # (8, 6, 64)
+k_h = qkv.split_heads(x @ w.w_k, w.n_heads)
+by_head = qkv.softmax(q_h @ k_h.swapaxes(-1, -2) / np.sqrt(64))
+layer = qkv.multi_head_attention(x, x, w).weights
+print("the 512-wide layer divides by sqrt(64):", np.allclose(layer, by_head))
+# --8<-- [end:d_k]
+
+# --8<-- [start:cosine]
+def cosine_scores(q, k):
+    """Cosine of every query with every key: (Tq, d), (Tk, d) -> (Tq, Tk)."""
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    k = k / np.linalg.norm(k, axis=-1, keepdims=True)
+    return q @ k.T
+
+
+T, d = 6, 64
+q, k = rng.normal(size=(T, d)), rng.normal(size=(T, d))
+cos = cosine_scores(q, k)
+print(f"random vectors: cosines in [{cos.min():.2f}, {cos.max():.2f}],"
+      f" largest weight {qkv.softmax(cos).max():.3f}")
+ceiling = np.e**2 / (np.e**2 + T - 1)  # one key at +1, five at -1
+lined_up = np.vstack([q[0], -np.repeat(q[:1], T - 1, axis=0)])
+best_case = cosine_scores(q[:1], lined_up)  # key 0 with q[0], rest against
+print(f"best case: largest weight {qkv.softmax(best_case).max():.3f},"
+      f" ceiling {ceiling:.3f}")
+sharp = qkv.softmax(best_case / 0.05).max()
+print(f"best case, temperature 0.05: largest weight {sharp:.3f}")
+
+louder = 3 * q[:1]  # the same direction, three times the length
+h_1 = qkv.entropy(qkv.softmax(q[:1] @ k.T / np.sqrt(d)))[0]
+h_3 = qkv.entropy(qkv.softmax(louder @ k.T / np.sqrt(d)))[0]
+print(f"dot product, query x3: entropy {h_1:.3f} -> {h_3:.3f} nats")
+same = np.allclose(qkv.softmax(cosine_scores(q[:1], k)),
+                   qkv.softmax(cosine_scores(louder, k)))
+print("cosine,      query x3: weights unchanged:", same)
+# --8<-- [end:cosine]
+
+# --8<-- [start:other_source]
+decoder_states = rng.normal(size=(4, 16))  # the sequence that asks
+encoder_states = rng.normal(size=(11, 16))  # the sequence that is read
+p = qkv.Projections.random(rng, d_model=16, d_k=8)
+weights, out = qkv.cross_attention(decoder_states, encoder_states, p)
+print("weights", weights.shape, " output", out.shape)
+try:
+    qkv.attention(q, k, rng.normal(size=(T + 1, d)))  # one value too many
+except ValueError as err:
+    print(textwrap.fill(f"ValueError: {err}", 72))
+# --8<-- [end:other_source]

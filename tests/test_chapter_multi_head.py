@@ -1,0 +1,198 @@
+"""Guards for the claims of docs/multi-head.md (chapter 10)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch  # pinned in the test extra: a missing torch fails here, it is not skipped
+from chapter_snippets import snippet_globals
+
+import qkv
+
+
+def _layer(seed=0, d_model=512, n_heads=8, n_kv_heads=None, t=6, batch=()):
+    rng = np.random.default_rng(seed)
+    w = qkv.MultiHeadWeights.random(rng, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads)
+    return w, rng.normal(size=(*batch, t, d_model))
+
+
+def _n_params(w: qkv.MultiHeadWeights) -> int:
+    return sum(np.size(m) for m in (w.w_q, w.w_k, w.w_v, w.w_o))
+
+
+@pytest.mark.claim("heads-split-shapes")
+@pytest.mark.parametrize("t", [1, 6, 13])
+def test_shapes_at_each_step(t):
+    w, x = _layer(t=t)
+    q = qkv.split_heads(x @ w.w_q, 8)
+    assert (x @ w.w_q).shape == (t, 512)
+    assert q.shape == (8, t, 64)
+    weights, per_head = qkv.attention(q, q, q)
+    assert weights.shape == (8, t, t)
+    assert per_head.shape == (8, t, 64)
+    assert qkv.merge_heads(per_head).shape == (t, 512)
+    # Head h is the h-th block of d_head columns: split_heads cuts, it does not shuffle.
+    for h in range(8):
+        assert np.array_equal(q[h], (x @ w.w_q)[:, h * 64:(h + 1) * 64])
+
+
+@pytest.mark.claim("heads-merge-inverts-split")
+def test_merge_heads_undoes_split_heads_exactly():
+    x = np.random.default_rng(1).normal(size=(3, 7, 48))
+    for n_heads in (1, 2, 3, 4, 6, 8, 12, 48):
+        assert np.array_equal(qkv.merge_heads(qkv.split_heads(x, n_heads)), x)
+
+
+@pytest.mark.claim("heads-steps-equal-layer")
+def test_the_shown_steps_are_what_multi_head_attention_computes():
+    g = snippet_globals("multi_head.py")
+    reference = qkv.multi_head_attention(g["x"], g["x"], g["w"]).output
+    assert np.array_equal(g["out"], reference)
+    # and the same holds for other sizes, batches and grouped-query weights
+    for n_heads, n_kv in ((4, 4), (4, 2), (4, 1)):
+        w, x = _layer(seed=n_kv, d_model=32, n_heads=n_heads, n_kv_heads=n_kv, batch=(2,))
+        k = np.repeat(qkv.split_heads(x @ w.w_k, n_kv), n_heads // n_kv, axis=-3)
+        v = np.repeat(qkv.split_heads(x @ w.w_v, n_kv), n_heads // n_kv, axis=-3)
+        _, per_head = qkv.attention(qkv.split_heads(x @ w.w_q, n_heads), k, v)
+        steps = qkv.merge_heads(per_head) @ w.w_o
+        assert np.allclose(steps, qkv.multi_head_attention(x, x, w).output, rtol=0, atol=1e-12)
+
+
+@pytest.mark.claim("heads-flops-equal", "recap-heads-cost")
+@pytest.mark.parametrize("t", [1, 7, 512, 1024, 8192])
+def test_eight_heads_of_64_cost_what_one_head_of_512_costs(t):
+    eight = qkv.attention_flops(t, t, d_k=64, d_v=64, n_heads=8)
+    one = qkv.attention_flops(t, t, d_k=512, d_v=512, n_heads=1)
+    assert eight == one
+    # Derived by hand: Q K^T and weights @ V are each 2 * t * t * 512 flops in total.
+    assert one == 2 * (2 * t * t * 512)
+
+
+@pytest.mark.claim("heads-params-equal", "recap-heads-cost")
+def test_parameter_count_does_not_depend_on_the_number_of_heads():
+    counts = {n: _n_params(qkv.MultiHeadWeights.random(np.random.default_rng(0), 512, n))
+              for n in (1, 2, 4, 8, 16)}
+    assert set(counts.values()) == {4 * 512 * 512}
+    assert 4 * 512 * 512 == 1_048_576
+
+
+@pytest.mark.claim("heads-weights-memory-8x", "recap-heads-cost")
+@pytest.mark.parametrize("t", [6, 100])
+def test_eight_heads_store_eight_weight_maps(t):
+    w8, x = _layer(t=t)
+    w1 = qkv.MultiHeadWeights.random(np.random.default_rng(1), 512, 1)
+    maps8 = qkv.multi_head_attention(x, x, w8).weights
+    maps1 = qkv.multi_head_attention(x, x, w1).weights
+    assert maps8.shape == (8, t, t) and maps1.shape == (1, t, t)
+    assert maps8.nbytes == 8 * maps1.nbytes
+
+
+@pytest.mark.claim("heads-softmax-small")
+@pytest.mark.parametrize("t", [6, 1024, 4096])
+def test_softmax_work_is_one_per_256_flops_of_the_products(t):
+    exponentials = 8 * t * t  # one per entry of the eight T x T score maps
+    assert qkv.attention_flops(t, t, 64, 64, n_heads=8) == 256 * exponentials
+
+
+@pytest.mark.claim("heads-1gib-maps")
+def test_eight_float16_maps_at_8192_tokens_take_one_gib():
+    one_map = np.empty((8192, 8192), dtype=np.float16).nbytes
+    assert 8 * one_map == 2**30
+
+
+@pytest.mark.claim("heads-causal-zero")
+def test_causal_mask_zeroes_every_later_key_in_every_head():
+    for seed in range(5):
+        w, x = _layer(seed=seed, t=9)
+        causal = qkv.causal_mask(9)
+        weights = qkv.multi_head_attention(x, x, w, mask=causal).weights
+        assert np.all(weights[:, ~causal] == 0.0)  # exactly zero, not merely small
+        assert np.all(weights[:, causal] > 0.0)
+        assert np.allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
+
+
+@pytest.mark.claim("heads-mask-broadcast")
+def test_padding_and_causal_masks_combine_and_broadcast_over_heads():
+    pad = qkv.padding_mask(np.array([4, 6]), 6)
+    both = pad & qkv.causal_mask(6)
+    assert pad.shape == (2, 1, 6) and both.shape == (2, 6, 6)
+    w, batch = _layer(t=6, batch=(2,))
+    result = qkv.multi_head_attention(batch, batch, w, mask=both)
+    assert result.weights.shape == (2, 8, 6, 6)
+    for h in range(8):  # every head obeys the same mask
+        assert np.array_equal(result.weights[:, h] > 0, both)
+
+
+@pytest.mark.claim("heads-padding-zero")
+def test_padding_keys_get_exactly_zero_weight():
+    g = snippet_globals("multi_head.py")
+    assert np.all(g["padded"].weights[0, :, :, 4:] == 0.0)
+    w, batch = _layer(seed=3, t=10, batch=(3,))
+    lengths = np.array([3, 10, 7])
+    weights = qkv.multi_head_attention(batch, batch, w,
+                                       mask=qkv.padding_mask(lengths, 10)).weights
+    for b, length in enumerate(lengths):
+        assert np.all(weights[b, :, :, length:] == 0.0)
+        assert np.all(weights[b, :, :, :length] > 0.0)
+
+
+@pytest.mark.claim("heads-padding-no-leak")
+def test_real_tokens_of_a_padded_sequence_match_the_sequence_alone():
+    g = snippet_globals("multi_head.py")
+    padded, batch, w = g["padded"], g["batch"], g["w"]
+    alone = qkv.multi_head_attention(batch[0, :4], batch[0, :4], w, mask=qkv.causal_mask(4))
+    assert np.allclose(padded.output[0, :4], alone.output, rtol=0, atol=1e-12)
+    # Changing what sits in the padding changes nothing for the real tokens.
+    garbage = batch.copy()
+    garbage[0, 4:] = 1e3
+    again = qkv.multi_head_attention(garbage, garbage, w, mask=g["allowed"])
+    assert np.allclose(again.output[0, :4], padded.output[0, :4], rtol=0, atol=1e-12)
+
+
+def _torch_args(w, x, mask=None):
+    t = torch.from_numpy
+    return (t(x), t(w.w_q), t(w.w_k), t(w.w_v), t(w.w_o), w.n_heads,
+            None if mask is None else t(np.ascontiguousarray(mask)))
+
+
+@pytest.mark.claim("heads-torch-agrees")
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("batch", [(), (3,)])
+def test_the_pages_torch_layer_agrees_with_qkv(masked, batch):
+    torch_multi_head = snippet_globals("multi_head_torch.py")["torch_multi_head"]
+    w, x = _layer(seed=7, t=6, batch=batch)
+    mask = None
+    if masked:
+        mask = qkv.causal_mask(6)
+        if batch:
+            mask = qkv.padding_mask(np.array([2, 6, 4]), 6) & mask
+    theirs = torch_multi_head(*_torch_args(w, x, mask)).numpy()
+    ours = qkv.multi_head_attention(x, x, w, mask=mask).output
+    assert theirs.shape == ours.shape
+    assert np.allclose(theirs, ours, rtol=0, atol=1e-12)
+
+
+@pytest.mark.claim("heads-torch-mha-mask-inverted")
+def test_nn_multiheadattention_wants_the_mask_inverted():
+    w, x = _layer(seed=2, t=6, batch=(1,))
+    layer = torch.nn.MultiheadAttention(512, 8, bias=False, batch_first=True,
+                                        dtype=torch.float64)
+    with torch.no_grad():  # copy our weights in: torch stores W transposed, Q/K/V stacked
+        layer.in_proj_weight.copy_(torch.from_numpy(np.concatenate([w.w_q, w.w_k, w.w_v], 1).T))
+        layer.out_proj.weight.copy_(torch.from_numpy(w.w_o.T))
+        causal = qkv.causal_mask(6)
+        xt = torch.from_numpy(x)
+        right, right_weights = layer(xt, xt, xt, attn_mask=torch.from_numpy(~causal),
+                                     average_attn_weights=False)
+        wrong, _ = layer(xt, xt, xt, attn_mask=torch.from_numpy(causal))
+    ours = qkv.multi_head_attention(x, x, w, mask=causal)
+    assert np.allclose(right.numpy(), ours.output, rtol=0, atol=1e-12)
+    assert np.allclose(right_weights.numpy(), ours.weights, rtol=0, atol=1e-12)
+    wrong = wrong.numpy()
+    # Given our mask as is, each query attends only to the keys it must not see ...
+    flipped = ~causal
+    flipped[5] = True  # (qkv refuses a row with no key; the last row is checked below)
+    only_later = qkv.multi_head_attention(x, x, w, mask=flipped).output
+    assert np.allclose(wrong[:, :5], only_later[:, :5], rtol=0, atol=1e-12)
+    # ... and the last query, left with no key at all, comes out as NaN.
+    assert np.isnan(wrong[:, 5]).all()

@@ -1,0 +1,92 @@
+"""Guards for the claims of docs/recap.md (chapter 13).
+
+The recap restates what the chapters prove; each bullet is checked again here, directly
+against qkv, so the recap cannot drift from the code. (Bullets about the heads and the
+cache share their guards with chapters 10 and 11.)
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import qkv
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+@pytest.mark.claim("recap-blend")
+def test_weights_are_positive_rows_summing_to_one_and_blend_the_values(rng):
+    q, k, v = rng.normal(size=(4, 8)), rng.normal(size=(6, 8)), rng.normal(size=(6, 3))
+    weights, out = qkv.attention(q, k, v)
+    assert np.all(weights > 0)
+    assert np.allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
+    assert np.allclose(out, weights @ v, rtol=0, atol=1e-12)
+
+
+@pytest.mark.claim("recap-no-params")
+def test_the_parameters_live_in_the_projections_not_in_attention(rng):
+    assert list(inspect.signature(qkv.attention).parameters) == ["q", "k", "v", "mask", "scale"]
+    x = rng.normal(size=(5, 8))
+    p = qkv.Projections.random(rng, d_model=8, d_k=4, d_v=3)
+    q, k, v = x @ p.w_q, x @ p.w_k, x @ p.w_v
+    assert np.array_equal(qkv.self_attention(x, p).output, qkv.attention(q, k, v).output)
+
+
+@pytest.mark.claim("recap-tying")
+def test_tying_query_and_key_symmetrises_tying_key_and_value_changes_only_the_output(rng):
+    x = rng.normal(size=(6, 8))
+    p = qkv.Projections.random(rng, d_model=8, d_k=8)
+    q, k, v = qkv.project(x, p)
+    separate = q @ k.T
+    tied = k @ k.T  # W_Q = W_K
+    assert not np.allclose(separate, separate.T, atol=1e-3)
+    assert np.allclose(tied, tied.T, rtol=0, atol=1e-12)
+    full = qkv.attention(q, k, v)
+    kv_tied = qkv.attention(q, k, k)  # W_V = W_K
+    assert np.array_equal(kv_tied.weights, full.weights)
+    assert not np.allclose(kv_tied.output, full.output, atol=1e-3)
+
+
+@pytest.mark.claim("recap-shapes")
+@pytest.mark.parametrize(("t_q", "t_k", "d_k", "d_v"), [(4, 4, 64, 64), (3, 7, 5, 2)])
+def test_shapes_of_scores_weights_and_output(t_q, t_k, d_k, d_v, rng):
+    q, k, v = rng.normal(size=(t_q, d_k)), rng.normal(size=(t_k, d_k)), rng.normal(size=(t_k, d_v))
+    assert (q @ k.T).shape == (t_q, t_k)
+    weights, out = qkv.attention(q, k, v)
+    assert weights.shape == (t_q, t_k)
+    assert out.shape == (t_q, d_v)
+
+
+@pytest.mark.claim("recap-scale")
+def test_scores_grow_like_sqrt_d_k_and_scaling_brings_them_back(rng):
+    n = 40_000
+    std = {}
+    for d_k in (1, 64):
+        q, k = rng.normal(size=(n, d_k)), rng.normal(size=(n, d_k))
+        raw = np.einsum("nd,nd->n", q, k)
+        std[d_k] = raw.std()
+        assert 0.95 < (raw / np.sqrt(d_k)).var() < 1.05
+    assert 7.5 < std[64] / std[1] < 8.5  # sqrt(64) = 8
+
+
+@pytest.mark.claim("recap-masks-zero")
+def test_masked_weights_are_exactly_zero(rng):
+    q = k = v = rng.normal(size=(7, 4))
+    causal = qkv.causal_mask(7)
+    assert np.all(qkv.attention(q, k, v, mask=causal).weights[~causal] == 0.0)
+    pad = qkv.padding_mask(np.array([3]), 7)
+    assert np.all(qkv.attention(q, k, v, mask=pad).weights[..., 3:] == 0.0)
+
+
+@pytest.mark.claim("recap-cross")
+def test_cross_attention_weights_are_tq_by_tk_rows_summing_to_one(rng):
+    p = qkv.Projections.random(rng, d_model=8, d_k=4)
+    weights, _ = qkv.cross_attention(rng.normal(size=(3, 8)), rng.normal(size=(10, 8)), p)
+    assert weights.shape == (3, 10)
+    assert np.allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
