@@ -6,20 +6,26 @@ from dataclasses import dataclass
 
 
 # --8<-- [start:attention_flops]
-def attention_flops(t_q: int, t_k: int, d_k: int, d_v: int, n_heads: int = 1) -> int:
-    """Multiply-adds (counted as 2 flops each) of the two matrix products of attention.
+def attention_flops(
+    t_q: int, t_k: int, d_k: int, d_v: int, n_heads: int = 1
+) -> int:
+    """Flops of attention's two matrix products (a multiply-add counts as 2).
 
-    ``Q Kᵀ`` costs ``2 t_q t_k d_k`` per head and ``weights @ V`` costs ``2 t_q t_k d_v``.
+    ``Q Kᵀ`` costs ``2 t_q t_k d_k`` per head and ``weights @ V`` costs
+    ``2 t_q t_k d_v``.
     Softmax is ``O(t_q t_k)`` and left out.
 
     Examples
     --------
     Eight heads of 64 cost exactly what one head of 512 costs:
 
-    >>> attention_flops(1000, 1000, 64, 64, n_heads=8) == attention_flops(1000, 1000, 512, 512)
+    >>> eight_heads = attention_flops(1000, 1000, 64, 64, n_heads=8)
+    >>> eight_heads == attention_flops(1000, 1000, 512, 512)
     True
     """
     return n_heads * (2 * t_q * t_k * d_k + 2 * t_q * t_k * d_v)
+
+
 # --8<-- [end:attention_flops]
 
 
@@ -44,21 +50,38 @@ class ModelConfig:
 # Public configurations (num_hidden_layers, num_attention_heads, num_key_value_heads,
 # hidden_size / num_attention_heads), as published with each model's weights.
 MODELS = (
-    ModelConfig("GPT-2 (124M)", 12, 12, 12, 64, "openai-community/gpt2 config.json"),
-    ModelConfig("Llama 2 7B", 32, 32, 32, 128, "meta-llama/Llama-2-7b-hf config.json"),
-    ModelConfig("Llama 3 8B", 32, 32, 8, 128, "meta-llama/Meta-Llama-3-8B config.json"),
-    ModelConfig("Mistral 7B", 32, 32, 8, 128, "mistralai/Mistral-7B-v0.1 config.json"),
-    ModelConfig("Llama 2 70B", 80, 64, 8, 128, "meta-llama/Llama-2-70b-hf config.json"),
+    ModelConfig(
+        "GPT-2 (124M)", 12, 12, 12, 64, "openai-community/gpt2 config.json"
+    ),
+    ModelConfig(
+        "Llama 2 7B", 32, 32, 32, 128, "meta-llama/Llama-2-7b-hf config.json"
+    ),
+    ModelConfig(
+        "Llama 3 8B", 32, 32, 8, 128, "meta-llama/Meta-Llama-3-8B config.json"
+    ),
+    ModelConfig(
+        "Mistral 7B", 32, 32, 8, 128, "mistralai/Mistral-7B-v0.1 config.json"
+    ),
+    ModelConfig(
+        "Llama 2 70B", 80, 64, 8, 128, "meta-llama/Llama-2-70b-hf config.json"
+    ),
     ModelConfig("Falcon 7B", 32, 71, 1, 64, "tiiuae/falcon-7b config.json"),
 )
 
 
 # --8<-- [start:kv_cache_bytes]
-def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, n_tokens: int,
-                   bytes_per_value: int = 2, batch: int = 1) -> int:
+def kv_cache_bytes(
+    n_layers: int,
+    n_kv_heads: int,
+    d_head: int,
+    n_tokens: int,
+    bytes_per_value: int = 2,
+    batch: int = 1,
+) -> int:
     """Memory of a KV cache: a key and a value vector per layer, KV head and token.
 
-    ``2 × n_layers × n_kv_heads × d_head × n_tokens × batch × bytes_per_value``
+    ``2 × n_layers × n_kv_heads × d_head × n_tokens × batch``
+    ``× bytes_per_value``
     (``bytes_per_value=2`` for float16/bfloat16).
 
     Examples
@@ -68,10 +91,19 @@ def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, n_tokens: int,
     >>> kv_cache_bytes(32, 32, 128, 4096) / 2**30
     2.0
     """
-    for name, value in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("d_head", d_head),
-                        ("n_tokens", n_tokens), ("bytes_per_value", bytes_per_value),
-                        ("batch", batch)):
+    for name, value in (
+        ("n_layers", n_layers),
+        ("n_kv_heads", n_kv_heads),
+        ("d_head", d_head),
+        ("n_tokens", n_tokens),
+        ("bytes_per_value", bytes_per_value),
+        ("batch", batch),
+    ):
         if value < 0 or int(value) != value:
-            raise ValueError(f"{name} must be a non-negative whole number, got {value!r}")
+            raise ValueError(
+                f"{name} must be a non-negative whole number, got {value!r}"
+            )
     return 2 * n_layers * n_kv_heads * d_head * n_tokens * batch * bytes_per_value
+
+
 # --8<-- [end:kv_cache_bytes]

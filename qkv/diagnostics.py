@@ -25,14 +25,20 @@ def entropy(weights) -> np.ndarray:
 
     Examples
     --------
-    >>> print(entropy([1.0, 0.0, 0.0, 0.0]), entropy([0.25, 0.25, 0.25, 0.25]).round(4))
-    0.0 1.3863
+    >>> print(entropy([1.0, 0.0, 0.0, 0.0]))
+    0.0
+    >>> print(entropy([0.25, 0.25, 0.25, 0.25]).round(4))
+    1.3863
     """
     w = np.asarray(weights, dtype=float)
     if (w < 0).any() or not np.allclose(w.sum(axis=-1), 1.0, atol=1e-6):
-        raise ValueError("weights must be non-negative rows that sum to 1 along the last axis")
+        raise ValueError(
+            "weights must be non-negative rows that sum to 1 along the last axis"
+        )
     safe = np.where(w > 0, w, 1.0)  # log(1) = 0, so zero weights add nothing
     return 0.0 - (w * np.log(safe)).sum(axis=-1)  # 0.0 - x turns -0.0 into 0.0
+
+
 # --8<-- [end:entropy]
 
 
@@ -82,4 +88,6 @@ def softmax_jacobian(weights) -> np.ndarray:
     """
     w = np.asarray(weights, dtype=float)
     return w[..., :, None] * (np.eye(w.shape[-1]) - w[..., None, :])
+
+
 # --8<-- [end:softmax_jacobian]

@@ -48,12 +48,16 @@ def softmax(z, axis: int = -1) -> np.ndarray:
     [0.7311 0.2689 0.    ]
     """
     z = np.asarray(z)
-    z = np.array(z, dtype=np.result_type(z.dtype, np.float32))  # a float copy we may overwrite
+    z = np.array(
+        z, dtype=np.result_type(z.dtype, np.float32)
+    )  # a float copy we may overwrite
     return softmax_in_place(z, axis)
 
 
 def softmax_in_place(z: np.ndarray, axis: int = -1) -> np.ndarray:
-    """:func:`softmax` that overwrites the float array ``z`` (no temporaries: faster on big inputs).
+    """:func:`softmax` that overwrites the float array ``z``.
+
+    No temporary arrays: faster on big inputs.
 
     Examples
     --------
@@ -72,6 +76,8 @@ def softmax_in_place(z: np.ndarray, axis: int = -1) -> np.ndarray:
     np.exp(z, out=z)
     z /= z.sum(axis=axis, keepdims=True)
     return z
+
+
 # --8<-- [end:softmax]
 
 
@@ -98,7 +104,9 @@ def scale_factor(scale, d_k: int) -> float:
         return 1.0 / float(np.sqrt(d_k))
     if scale is False:
         return 1.0
-    if isinstance(scale, (int, float, np.floating, np.integer)) and np.isfinite(scale):
+    if isinstance(scale, (int, float, np.floating, np.integer)) and np.isfinite(
+        scale
+    ):
         return float(scale)
     raise ValueError(f"scale must be True, False or a finite number, got {scale!r}")
 
@@ -114,7 +122,8 @@ def attention(q, k, v, mask=None, scale=True) -> Attention:
     k : array_like, shape (..., Tk, d_k)
         Keys: how each position advertises itself. Same ``d_k`` as ``q``.
     v : array_like, shape (..., Tk, d_v)
-        Values: what each position contributes. Same ``Tk`` as ``k``; ``d_v`` is free.
+        Values: what each position contributes. Same ``Tk`` as ``k``;
+        ``d_v`` is free.
     mask : array_like of bool, broadcastable to (..., Tq, Tk), optional
         ``True`` where a query may attend (as in PyTorch's
         ``scaled_dot_product_attention``). Every query needs at least one ``True``.
@@ -159,22 +168,28 @@ def attention(q, k, v, mask=None, scale=True) -> Attention:
     v = as_float_array("v", v)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
-            f"q and k must share d_k (their last dimension) because they are dotted "
-            f"together: got q {q.shape} and k {k.shape}"
+            f"q and k must share d_k (their last dimension) because they are "
+            f"dotted together: got q {q.shape} and k {k.shape}"
         )
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
-            f"k and v must have the same number of positions Tk (one value per key): "
-            f"got k {k.shape} and v {v.shape}"
+            f"k and v must have the same number of positions Tk (one value per "
+            f"key): got k {k.shape} and v {v.shape}"
         )
     d_k = q.shape[-1]
     factor = scale_factor(scale, d_k)
 
-    scores = (q * factor) @ np.swapaxes(k, -1, -2)  # (..., Tq, Tk): q·k for every pair
+    scores = (q * factor) @ np.swapaxes(
+        k, -1, -2
+    )  # (..., Tq, Tk): q·k for every pair
     if mask is not None:
         mask = check_mask(mask, scores.shape)
-        scores = np.where(mask, scores, -np.inf)  # masked pairs get weight exactly 0
+        scores = np.where(
+            mask, scores, -np.inf
+        )  # masked pairs get weight exactly 0
     weights = softmax_in_place(scores, axis=-1)  # (..., Tq, Tk): each row sums to 1
     output = weights @ v  # (..., Tq, d_v): weighted mixture of value rows
     return Attention(weights, output)
+
+
 # --8<-- [end:attention]

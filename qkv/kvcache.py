@@ -18,7 +18,12 @@ import numpy as np
 
 from qkv.dot_product import attention
 from qkv.masks import causal_mask
-from qkv.multihead import MultiHeadWeights, merge_heads, multi_head_attention, split_heads
+from qkv.multihead import (
+    MultiHeadWeights,
+    merge_heads,
+    multi_head_attention,
+    split_heads,
+)
 
 
 @dataclass
@@ -53,7 +58,9 @@ class KVCache:
 
     @classmethod
     def empty(cls, n_kv_heads: int, d_head: int) -> KVCache:
-        return cls(np.zeros((n_kv_heads, 0, d_head)), np.zeros((n_kv_heads, 0, d_head)))
+        return cls(
+            np.zeros((n_kv_heads, 0, d_head)), np.zeros((n_kv_heads, 0, d_head))
+        )
 
     def __len__(self) -> int:
         return self.keys.shape[-2]
@@ -81,8 +88,10 @@ def _check_sequence(x, w: MultiHeadWeights) -> np.ndarray:
 
 
 # --8<-- [start:decode_cached]
-def decode_with_cache(x, w: MultiHeadWeights, counter: WorkCounter | None = None) -> np.ndarray:
-    """Causal self-attention over ``x`` one token at a time, reusing cached keys/values.
+def decode_with_cache(
+    x, w: MultiHeadWeights, counter: WorkCounter | None = None
+) -> np.ndarray:
+    """Causal self-attention over ``x``, one token at a time, reusing cached K/V.
 
     Parameters
     ----------
@@ -115,8 +124,10 @@ def decode_with_cache(x, w: MultiHeadWeights, counter: WorkCounter | None = None
     for t in range(len(x)):
         token = x[t : t + 1]  # (1, d_model): only the newest token is new
         q = split_heads(token @ w.w_q, w.n_heads)  # (heads, 1, d_head)
-        cache.append(split_heads(token @ w.w_k, w.n_kv_heads),  # (kv_heads, 1, d_head)
-                     split_heads(token @ w.w_v, w.n_kv_heads))
+        cache.append(
+            split_heads(token @ w.w_k, w.n_kv_heads),  # (kv_heads, 1, d_head)
+            split_heads(token @ w.w_v, w.n_kv_heads),
+        )
         k = np.repeat(cache.keys, group, axis=0)  # (heads, t+1, d_head)
         v = np.repeat(cache.values, group, axis=0)
         _, out = attention(q, k, v)  # no mask needed: the cache holds only the past
@@ -124,15 +135,20 @@ def decode_with_cache(x, w: MultiHeadWeights, counter: WorkCounter | None = None
         counter.kv_projections.append(1)  # one new position projected
         counter.scores.append(w.n_heads * len(cache))  # one query against t+1 keys
     return np.concatenate(outputs, axis=0)
+
+
 # --8<-- [end:decode_cached]
 
 
 # --8<-- [start:decode_uncached]
-def decode_without_cache(x, w: MultiHeadWeights, counter: WorkCounter | None = None) -> np.ndarray:
+def decode_without_cache(
+    x, w: MultiHeadWeights, counter: WorkCounter | None = None
+) -> np.ndarray:
     """Causal decoding that recomputes the whole prefix at every step (no cache).
 
     This is what ``model(prefix)[-1]`` in a plain generation loop does: each step
-    projects every token of the prefix again and computes the full causal score matrix.
+    projects every token of the prefix again and computes the full causal score
+    matrix.
 
     Examples
     --------
@@ -154,4 +170,6 @@ def decode_without_cache(x, w: MultiHeadWeights, counter: WorkCounter | None = N
         counter.kv_projections.append(t)
         counter.scores.append(w.n_heads * t * t)  # the full t x t score matrix
     return np.concatenate(outputs, axis=0)
+
+
 # --8<-- [end:decode_uncached]

@@ -10,7 +10,7 @@ def causal_mask(t_q: int, t_k: int | None = None) -> np.ndarray:
     """Mask that lets each position attend to itself and earlier positions only.
 
     With ``t_k > t_q`` the queries are the *last* ``t_q`` positions of a sequence of
-    length ``t_k`` (what a decoder with a cache of ``t_k - t_q`` earlier tokens sees).
+    length ``t_k`` (what a decoder with ``t_k - t_q`` earlier tokens cached sees).
 
     Parameters
     ----------
@@ -34,9 +34,13 @@ def causal_mask(t_q: int, t_k: int | None = None) -> np.ndarray:
     """
     t_k = t_q if t_k is None else t_k
     if t_q < 1 or t_k < t_q:
-        raise ValueError(f"causal_mask needs 1 <= t_q <= t_k, got t_q={t_q}, t_k={t_k}")
+        raise ValueError(
+            f"causal_mask needs 1 <= t_q <= t_k, got t_q={t_q}, t_k={t_k}"
+        )
     offset = t_k - t_q  # query i sits at absolute position offset + i
     return np.tril(np.ones((t_q, t_k), dtype=bool), k=offset)
+
+
 # --8<-- [end:causal_mask]
 
 
@@ -68,7 +72,11 @@ def padding_mask(lengths, t: int) -> np.ndarray:
     if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
         raise ValueError(f"lengths must be a 1-D array of ints, got {lengths!r}")
     if (lengths < 1).any() or (lengths > t).any():
-        raise ValueError(f"every length must be between 1 and t={t}, got {lengths.tolist()}")
+        raise ValueError(
+            f"every length must be between 1 and t={t}, got {lengths.tolist()}"
+        )
     positions = np.arange(t)  # (t,)
     return (positions[None, :] < lengths[:, None])[:, None, :]  # (batch, 1, t)
+
+
 # --8<-- [end:padding_mask]

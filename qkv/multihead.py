@@ -31,14 +31,20 @@ class MultiHeadWeights:
     n_kv_heads: int
 
     def __post_init__(self):
-        if self.n_heads < 1 or self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads:
+        if (
+            self.n_heads < 1
+            or self.n_kv_heads < 1
+            or self.n_heads % self.n_kv_heads
+        ):
             raise ValueError(
                 f"n_heads ({self.n_heads}) must be a positive multiple of "
                 f"n_kv_heads ({self.n_kv_heads})"
             )
         d_model, width_q = np.shape(self.w_q)
         if width_q % self.n_heads:
-            raise ValueError(f"w_q width {width_q} is not divisible by n_heads={self.n_heads}")
+            raise ValueError(
+                f"w_q width {width_q} is not divisible by n_heads={self.n_heads}"
+            )
         d_head = width_q // self.n_heads
         want = {
             "w_k": (d_model, self.n_kv_heads * d_head),
@@ -62,8 +68,14 @@ class MultiHeadWeights:
         return np.shape(self.w_q)[1] // self.n_heads
 
     @classmethod
-    def random(cls, rng, d_model: int, n_heads: int, n_kv_heads: int | None = None,
-               d_head: int | None = None) -> MultiHeadWeights:
+    def random(
+        cls,
+        rng,
+        d_model: int,
+        n_heads: int,
+        n_kv_heads: int | None = None,
+        d_head: int | None = None,
+    ) -> MultiHeadWeights:
         """Random weights with entries N(0, 1/fan_in).
 
         ``d_head`` defaults to ``d_model // n_heads``, the usual choice that keeps the
@@ -81,7 +93,9 @@ class MultiHeadWeights:
             w_q=rng.normal(0, d_model**-0.5, (d_model, n_heads * d_head)),
             w_k=rng.normal(0, d_model**-0.5, (d_model, n_kv_heads * d_head)),
             w_v=rng.normal(0, d_model**-0.5, (d_model, n_kv_heads * d_head)),
-            w_o=rng.normal(0, (n_heads * d_head) ** -0.5, (n_heads * d_head, d_model)),
+            w_o=rng.normal(
+                0, (n_heads * d_head) ** -0.5, (n_heads * d_head, d_model)
+            ),
             n_heads=n_heads,
             n_kv_heads=n_kv_heads,
         )
@@ -101,7 +115,10 @@ def split_heads(x, n_heads: int) -> np.ndarray:
     x = np.asarray(x)
     *lead, t, width = x.shape
     if width % n_heads:
-        raise ValueError(f"last axis {width} (shape {x.shape}) is not divisible by n_heads={n_heads}")
+        raise ValueError(
+            f"last axis {width} (shape {x.shape}) is not divisible by "
+            f"n_heads={n_heads}"
+        )
     x = x.reshape(*lead, t, n_heads, width // n_heads)  # (..., T, heads, d_head)
     return np.swapaxes(x, -3, -2)  # (..., heads, T, d_head)
 
@@ -118,11 +135,15 @@ def merge_heads(x) -> np.ndarray:
     x = np.swapaxes(np.asarray(x), -3, -2)  # (..., T, heads, d_head)
     *lead, t, heads, d_head = x.shape
     return x.reshape(*lead, t, heads * d_head)  # (..., T, heads * d_head)
+
+
 # --8<-- [end:heads]
 
 
 # --8<-- [start:multi_head_attention]
-def multi_head_attention(x_q, x_kv, w: MultiHeadWeights, mask=None, scale=True) -> Attention:
+def multi_head_attention(
+    x_q, x_kv, w: MultiHeadWeights, mask=None, scale=True
+) -> Attention:
     """Run ``w.n_heads`` attentions side by side and mix their outputs with ``w_o``.
 
     Parameters
@@ -166,4 +187,6 @@ def multi_head_attention(x_q, x_kv, w: MultiHeadWeights, mask=None, scale=True) 
     weights, heads_out = attention(q, k, v, mask=mask, scale=scale)
     output = merge_heads(heads_out) @ w.w_o  # (..., Tq, d_model)
     return Attention(weights, output)
+
+
 # --8<-- [end:multi_head_attention]

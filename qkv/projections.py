@@ -30,7 +30,9 @@ class Projections:
         for name in ("w_q", "w_k", "w_v"):
             w = as_float_array(name, getattr(self, name))
             if w.ndim != 2:
-                raise ValueError(f"{name} must be 2-D (d_model, d), got shape {w.shape}")
+                raise ValueError(
+                    f"{name} must be 2-D (d_model, d), got shape {w.shape}"
+                )
             object.__setattr__(self, name, w)
         if self.w_q.shape != self.w_k.shape:
             raise ValueError(
@@ -56,7 +58,9 @@ class Projections:
         return self.w_v.shape[1]
 
     @classmethod
-    def random(cls, rng, d_model: int, d_k: int, d_v: int | None = None) -> Projections:
+    def random(
+        cls, rng, d_model: int, d_k: int, d_v: int | None = None
+    ) -> Projections:
         """Draw the three matrices with entries N(0, 1/d_model).
 
         That variance makes each component of ``x @ w`` have variance 1 when ``x`` has
@@ -109,6 +113,8 @@ def project(x, p: Projections) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             f"expect d_model={p.d_model}"
         )
     return x @ p.w_q, x @ p.w_k, x @ p.w_v
+
+
 # --8<-- [end:project]
 
 
@@ -143,16 +149,19 @@ def cross_attention(x_q, x_kv, p: Projections, mask=None, scale=True) -> Attenti
 
     Examples
     --------
-    Three decoder positions reading five encoder positions: the weights are 3 x 5 and
-    each decoder position spreads a total of 1 over the encoder.
+    Three decoder positions reading five encoder positions: the weights are 3 x 5,
+    and each decoder position spreads a total of 1 over the encoder.
 
     >>> rng = np.random.default_rng(0)
     >>> p = Projections.random(rng, d_model=8, d_k=4)
-    >>> w = cross_attention(rng.normal(size=(3, 8)), rng.normal(size=(5, 8)), p).weights
+    >>> decoder, encoder = rng.normal(size=(3, 8)), rng.normal(size=(5, 8))
+    >>> w = cross_attention(decoder, encoder, p).weights
     >>> w.shape, bool(np.allclose(w.sum(axis=-1), 1.0))
     ((3, 5), True)
     """
     q, _, _ = project(x_q, p)
     _, k, v = project(x_kv, p)
     return attention(q, k, v, mask=mask, scale=scale)
+
+
 # --8<-- [end:cross_attention]

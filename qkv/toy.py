@@ -29,8 +29,13 @@ def embeddings(words=SENTENCE, d_model: int = D_MODEL, seed: int = 0) -> np.ndar
     return rng.normal(0.0, 1.0, (len(words), d_model))
 
 
-def projections(d_k: int, d_v: int | None = None, d_model: int = D_MODEL,
-                seed: int = 1, max_d: int = 64) -> Projections:
+def projections(
+    d_k: int,
+    d_v: int | None = None,
+    d_model: int = D_MODEL,
+    seed: int = 1,
+    max_d: int = 64,
+) -> Projections:
     """Seeded projections whose first ``d_k`` columns do not depend on ``d_k``.
 
     The matrices for ``d_k`` are the first ``d_k`` columns of those for ``max_d``, so
@@ -45,6 +50,8 @@ def projections(d_k: int, d_v: int | None = None, d_model: int = D_MODEL,
     """
     d_v = d_k if d_v is None else d_v
     if not (1 <= d_k <= max_d and 1 <= d_v <= max_d):
-        raise ValueError(f"d_k and d_v must be between 1 and {max_d}, got d_k={d_k}, d_v={d_v}")
+        raise ValueError(
+            f"d_k and d_v must be between 1 and {max_d}, got d_k={d_k}, d_v={d_v}"
+        )
     full = Projections.random(np.random.default_rng(seed), d_model, max_d, max_d)
     return Projections(full.w_q[:, :d_k], full.w_k[:, :d_k], full.w_v[:, :d_v])
