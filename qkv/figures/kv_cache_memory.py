@@ -1,0 +1,73 @@
+"""KV cache memory against context length for real models: MHA, GQA and MQA."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import NamedTuple
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from qkv.cost import MODELS, kv_cache_bytes
+
+CONTEXTS = tuple(2**i for i in range(10, 18))  # 1,024 ... 131,072 tokens
+SHORT = {"multi-head": "MHA", "grouped-query": "GQA", "multi-query": "MQA"}
+MARKERS = {"multi-head": "o", "grouped-query": "s", "multi-query": "^"}
+
+ALT = (
+    "Line chart on log axes of KV cache memory in GiB (float16, one sequence) against context "
+    "length from 1,024 to 131,072 tokens, one line per published model configuration. "
+    "Every line grows in proportion to the context. Llama 2 7B, with multi-head attention, "
+    "needs 4 times the memory of Llama 3 8B and Mistral 7B, which share 8 key/value heads "
+    "between 32 query heads (grouped-query); Falcon 7B, with one key/value head "
+    "(multi-query), needs the least of all."
+)
+CAPTION = (
+    "Cache memory = 2 (key and value) × layers × KV heads × head size × tokens × 2 bytes, "
+    "from each model's published config.json. Models with the same attention shape share a "
+    "line. Grouped-query and multi-query attention shrink the cache by the ratio of query "
+    "heads to KV heads."
+)
+
+
+class Line(NamedTuple):
+    label: str
+    kind: str
+    gib: np.ndarray  # (len(CONTEXTS),)
+
+
+@cache
+def data() -> tuple[Line, ...]:
+    shapes: dict[tuple[int, int, int], list] = {}
+    for m in MODELS:  # models with the same cache shape share one line
+        shapes.setdefault((m.n_layers, m.n_kv_heads, m.d_head), []).append(m)
+    lines = []
+    for (layers, kv_heads, d_head), models in shapes.items():
+        gib = np.array([kv_cache_bytes(layers, kv_heads, d_head, n) for n in CONTEXTS]) / 2**30
+        label = " / ".join(m.name for m in models)
+        lines.append(Line(label, models[0].kind, gib))
+    return tuple(sorted(lines, key=lambda line: -line.gib[-1]))
+
+
+def _size(gib: float) -> str:
+    return f"{gib:g} GiB" if gib >= 1 else f"{gib * 1024:g} MiB"
+
+
+def build(style) -> Figure:
+    lines = data()
+    fig = Figure(figsize=(5.0, 5.0), layout="constrained")
+    ax = fig.add_subplot()
+    for line, colour in zip(lines, style.lines, strict=False):
+        ax.plot(CONTEXTS, line.gib, color=colour, marker=MARKERS[line.kind],
+                label=f"{line.label} ({SHORT[line.kind]})")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xticks(CONTEXTS, [f"{c // 1024}k" for c in CONTEXTS])
+    ticks = [2.0**e for e in range(-6, 8, 2)]
+    ax.set_yticks(ticks, [_size(t) for t in ticks])
+    ax.minorticks_off()
+    ax.grid(True)
+    ax.set_xlabel("context length (tokens, log scale)")
+    ax.set_ylabel("KV cache size (log scale)")
+    fig.legend(loc="outside lower center", ncols=1)
+    return fig

@@ -1,0 +1,118 @@
+"""Render a figure to SVG, the same bytes every time.
+
+``python -m qkv.figures.render NAME OUTDIR`` writes ``NAME-light.svg``, ``NAME-dark.svg``
+(and ``NAME-light-narrow.svg``, ``NAME-dark-narrow.svg`` for a figure with ``NARROW = True``,
+a stacked layout for phones) and ``NAME.json`` (alt text, caption, variants) into
+``OUTDIR``. The site's build runs it in a fresh interpreter per figure, so no figure sees
+another's matplotlib settings.
+
+Byte-identical output needs three things: seeded data (each figure's ``data()``), no
+timestamp (``metadata={"Date": None}``) and SVG ids that do not depend on memory
+addresses (a fixed ``svg.hashsalt`` per figure and theme).
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+from qkv.figures import module_name, names
+from qkv.figures.style import STYLES
+
+THEMES = ("light", "dark")
+
+
+def load(name: str):
+    """The module of figure ``name``; ValueError naming the known figures if there is none."""
+    if name not in names():
+        raise ValueError(f"no figure named {name!r}; the figures are {', '.join(names())}")
+    return importlib.import_module(module_name(name))
+
+
+def variants(module) -> list[str]:
+    """The file suffixes a figure is rendered to: ``light``, ``dark`` (+ ``-narrow``).
+
+    Examples
+    --------
+    >>> variants(load("score-spread"))
+    ['light', 'dark']
+    >>> variants(load("masks"))  # stacks its panels on phones
+    ['light', 'dark', 'light-narrow', 'dark-narrow']
+    """
+    layouts = ("", "-narrow") if getattr(module, "NARROW", False) else ("",)
+    return [theme + layout for layout in layouts for theme in THEMES]
+
+
+def render_svg(name: str, variant: str) -> bytes:
+    """The SVG of figure ``name`` as ``variant`` ("light", "dark", "light-narrow", ...)."""
+    module = load(name)
+    if variant not in variants(module):
+        raise ValueError(f"figure {name!r} has variants {variants(module)}, not {variant!r}")
+    theme, _, layout = variant.partition("-")
+    style = STYLES[theme]
+    with matplotlib.rc_context({**style.rc(), "svg.hashsalt": f"{name}-{variant}"}):
+        figure = module.build(style, narrow=True) if layout else module.build(style)
+        out = io.BytesIO()
+        figure.savefig(out, format="svg", metadata={"Date": None})
+        check_text_inside(figure, f"{name}-{variant}")
+    return out.getvalue()
+
+
+def check_text_inside(figure, label: str) -> None:
+    """Raise ValueError if anything drawn in ``figure`` sticks out past its edge.
+
+    A layout engine that cannot fit everything (too many labels for the figure size)
+    quietly pushes titles and labels past the edge; this makes that a failure instead.
+    """
+    tolerance = 1 / 72  # inches: text metrics differ slightly between backends
+    edge = figure.bbox_inches.padded(tolerance)
+    drawn = figure.get_tightbbox()  # inches; only what was drawn
+    if edge.containsx(drawn.x0) and edge.containsx(drawn.x1) and \
+            edge.containsy(drawn.y0) and edge.containsy(drawn.y1):
+        return
+    culprits = []
+    for ax in figure.get_axes():
+        box = ax.get_tightbbox().transformed(figure.dpi_scale_trans.inverted())
+        if not (edge.containsx(box.x0) and edge.containsx(box.x1) and
+                edge.containsy(box.y0) and edge.containsy(box.y1)):
+            culprits.append(repr(ax.get_title() or ax.get_xlabel() or ax.get_ylabel()))
+    raise ValueError(f"{label}: the axes {', '.join(culprits) or '(a figure-level text)'} "
+                     f"stick out past the edge of the figure (drawn: {_inches(drawn)}, figure: "
+                     f"{_inches(figure.bbox_inches)}); make the figure larger or its text shorter")
+
+
+def _inches(box) -> str:
+    return f"x {box.x0:.2f} to {box.x1:.2f} in, y {box.y0:.2f} to {box.y1:.2f} in"
+
+
+def write(name: str, outdir: Path) -> list[Path]:
+    """Render every variant of ``name`` into ``outdir``, with its alt text and caption."""
+    module = load(name)
+    outdir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for variant in variants(module):
+        path = outdir / f"{name}-{variant}.svg"
+        path.write_bytes(render_svg(name, variant))
+        written.append(path)
+    meta = {"alt": module.ALT, "caption": module.CAPTION, "variants": variants(module)}
+    meta_path = outdir / f"{name}.json"
+    meta_path.write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+    return [*written, meta_path]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m qkv.figures.render NAME OUTDIR", file=sys.stderr)
+        return 2
+    write(argv[0], Path(argv[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    matplotlib.use("svg")  # no GUI backend, nothing to probe
+    sys.exit(main(sys.argv[1:]))

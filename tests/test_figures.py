@@ -1,0 +1,490 @@
+"""Figures: deterministic, cached, placed by the chapters, and showing what their alt text says.
+
+The build hook is ``hooks/figures.py``; the figures are the modules of ``qkv/figures/``.
+Tests that change code work on a temporary copy of ``qkv/`` and a temporary cache, never
+on the real tree.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from chapter_snippets import snippet_globals
+from support import ROOT, html_pages
+
+from qkv import MODELS, kv_cache_bytes, toy
+from qkv.figures import (
+    cross_attention,
+    four_stages,
+    kv_cache_memory,
+    kv_cache_work,
+    masks,
+    multi_head,
+    saturation,
+    score_spread,
+    soft_vs_hard,
+    tied_qk,
+    vanishing_gradient,
+)
+from qkv.figures.render import load
+from qkv.figures.style import DARK, LIGHT
+
+
+def _load_hook():
+    spec = importlib.util.spec_from_file_location("figures_hook", ROOT / "hooks" / "figures.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+hook = _load_hook()
+NAMES = hook.figure_names()
+
+
+def copy_project_qkv(dest: Path, keep: set[str] | None = None) -> Path:
+    """Copy ``qkv/`` to ``dest``; with ``keep``, drop every figure module not named in it."""
+    shutil.copytree(ROOT / "qkv", dest / "qkv", ignore=shutil.ignore_patterns("__pycache__"))
+    if keep is not None:
+        for name in set(NAMES) - keep:
+            hook.module_path(name, dest).unlink()
+    return dest
+
+
+# ---- the built site: every placed figure exists, every figure is placed ---------------------
+
+
+class _FigureParser(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.figures: list[str] = []  # ids of <figure class="qkv-figure">
+        self.images: list[dict] = []  # attributes of <img> and <source> inside them
+        self._depth = 0
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "figure" and "qkv-figure" in (attrs.get("class") or ""):
+            self.figures.append(attrs["data-figure"])
+            self._depth = 1
+        elif self._depth and tag in ("img", "source"):
+            self.images.append({"tag": tag, **attrs})
+
+    def handle_endtag(self, tag):
+        if tag == "figure":
+            self._depth = 0
+
+
+def _site_figures(site: Path):
+    """(page, figure ids, image attributes) for every built page that shows a figure."""
+    found = []
+    for page in html_pages(site):
+        parser = _FigureParser()
+        parser.feed(page.read_text(encoding="utf-8"))
+        if parser.figures:
+            found.append((page, parser.figures, parser.images))
+    return found
+
+
+@pytest.mark.build
+def test_every_figure_is_placed_and_every_placed_figure_exists(built_site):
+    placed = {name for _, names, _ in _site_figures(built_site) for name in names}
+    assert placed - set(NAMES) == set(), "pages show figures that qkv/figures/ does not have"
+    assert set(NAMES) - placed == set(), "figures that no page places"
+
+
+@pytest.mark.build
+def test_every_image_of_a_figure_resolves_and_every_generated_file_is_used(built_site):
+    used = set()
+    for page, _, images in _site_figures(built_site):
+        for image in images:
+            url = (image.get("src") or image.get("srcset")).split("#")[0]
+            target = (page.parent / url).resolve()
+            assert target.is_file(), f"{page.relative_to(built_site)}: {url} does not exist"
+            used.add(target)
+    generated = {p.resolve() for p in (built_site / "figures").glob("*.svg")}
+    assert generated, "the build generated no figures"
+    assert generated - used == set(), "generated figures that no page shows"
+
+
+@pytest.mark.build
+def test_every_figure_image_has_alt_text_and_a_theme(built_site):
+    for page, names, images in _site_figures(built_site):
+        imgs = [i for i in images if i["tag"] == "img"]
+        assert len(imgs) == 2 * len(names), page
+        for img in imgs:
+            assert img.get("alt", "").strip(), f"{page}: {img['src']} has no alt text"
+            assert img["src"].endswith(("#only-light", "#only-dark")), img["src"]
+            assert int(img["width"]) > 0 and int(img["height"]) > 0
+
+
+@pytest.mark.build
+def test_no_figure_token_is_left_in_the_built_pages(built_site):
+    leftovers = [p.relative_to(built_site).as_posix() for p in html_pages(built_site)
+                 if re.search(r"<!--\s*figure:", p.read_text(encoding="utf-8"))]
+    assert leftovers == []
+
+
+# ---- determinism and the cache --------------------------------------------------------------
+
+
+@pytest.mark.build
+def test_a_fresh_render_is_byte_identical_to_the_built_site(built_site, tmp_path):
+    """Two renders, by different processes at different times, give the same bytes.
+
+    The build renders in children forked from a zygote process; this renders each figure
+    in a plain ``python -m qkv.figures.render`` subprocess, so it also checks that the two
+    ways agree.
+    """
+    def fresh(name):
+        return hook.render_cached(name, tmp_path / "cache", ROOT, NAMES,
+                                  run=hook.run_in_subprocess)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        for figure in pool.map(fresh, NAMES):
+            assert figure.rendered, f"{figure.name} came from a cache that should be empty"
+            for variant, svg in figure.svgs.items():
+                built = (built_site / hook.site_path(figure.name, variant)).read_bytes()
+                assert svg == built, f"{figure.name}-{variant}.svg differs between two renders"
+
+
+def test_svg_has_no_timestamp_and_salted_ids(tmp_path):
+    figure = hook.render_cached("kv-cache-memory", tmp_path, ROOT)
+    light, dark = (figure.svgs[theme].decode() for theme in ("light", "dark"))
+    assert "<dc:date>" not in light
+    hashed = re.compile(r'id="([mp][0-9a-f]{10})"')  # marker and clip-path ids
+    assert hashed.findall(light), "the figure has hashed ids"
+    # each theme has its own salt, so two SVGs inlined in one page could never collide
+    assert set(hashed.findall(light)).isdisjoint(hashed.findall(dark))
+
+
+def test_cache_hits_when_nothing_changed_and_misses_when_a_dependency_changes(tmp_path):
+    root = copy_project_qkv(tmp_path / "project", keep={"kv-cache-memory", "score-spread"})
+    cache = tmp_path / "cache"
+    names = hook.figure_names(root)
+    assert names == ["kv-cache-memory", "score-spread"]
+
+    def render():
+        return hook.render_cached("kv-cache-memory", cache, root, names)
+
+    assert render().rendered, "an empty cache renders"
+    assert not render().rendered, "nothing changed: served from the cache"
+
+    with (root / "qkv" / "figures" / "score_spread.py").open("a") as f:
+        f.write("\n# another figure's module changed\n")
+    assert not render().rendered, "another figure's module is not a dependency"
+
+    with (root / "qkv" / "figures" / "kv_cache_memory.py").open("a") as f:
+        f.write("\n# this figure's module changed\n")
+    assert render().rendered, "the figure's own module changed"
+    assert not render().rendered
+
+    with (root / "qkv" / "cost.py").open("a") as f:
+        f.write("\n# the package changed\n")
+    assert render().rendered, "anything in qkv changed"
+
+    with (root / "qkv" / "figures" / "style.py").open("a") as f:
+        f.write("\n# the style changed\n")
+    assert render().rendered, "the style changed"
+
+
+def test_cache_key_covers_the_library_versions(monkeypatch):
+    key = hook.cache_key("kv-cache-memory")
+    real_version = hook.importlib.metadata.version
+    monkeypatch.setattr(hook.importlib.metadata, "version",
+                        lambda p: "0.0-other" if p == "matplotlib" else real_version(p))
+    assert hook.cache_key("kv-cache-memory") != key
+
+
+def test_a_failing_figure_script_names_the_script_and_shows_its_stderr(tmp_path):
+    root = copy_project_qkv(tmp_path / "project", keep=set())
+    (root / "qkv" / "figures" / "broken_demo.py").write_text(
+        'ALT = CAPTION = "x"\n\n'
+        'def build(style):\n    raise RuntimeError("the data went missing")\n')
+    with pytest.raises(hook.FigureError) as caught:
+        hook.render_cached("broken-demo", tmp_path / "cache", root)
+    message = str(caught.value)
+    assert "qkv/figures/broken_demo.py" in message
+    assert "RuntimeError: the data went missing" in message  # the script's own stderr
+    assert not any((tmp_path / "cache" / "broken-demo").iterdir()), "no half-written entry"
+
+
+# ---- the hook in a small project: failing builds, nested pages, QKV_FIGURES=off -----------
+
+
+def _mini_project(tmp_path: Path, pages: dict[str, str], keep: set[str]) -> Path:
+    root = copy_project_qkv(tmp_path / "project", keep=keep)
+    (root / "hooks").mkdir()
+    shutil.copy(ROOT / "hooks" / "figures.py", root / "hooks" / "figures.py")
+    (root / "mkdocs.yml").write_text(
+        "site_name: figures test\ntheme: {name: mkdocs}\nhooks: [hooks/figures.py]\n")
+    for path, text in pages.items():
+        (root / "docs" / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / "docs" / path).write_text(text)
+    return root
+
+
+def _build(root: Path, cache: Path, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(root / "site")],
+        cwd=root, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1",
+             "QKV_FIGURES_CACHE": str(cache), **env},
+    )
+
+
+FIGURE_PAGE = "# Memory\n\n<!-- figure: kv-cache-memory -->\n\n```\n<!-- figure: in-code -->\n```\n"
+
+
+@pytest.mark.build
+def test_mini_build_places_figures_with_paths_relative_to_nested_pages(tmp_path):
+    pages = {"index.md": FIGURE_PAGE, "deep/er/page.md": FIGURE_PAGE,
+             "twice.md": FIGURE_PAGE + "\n<!-- figure: kv-cache-memory -->\n"}
+    root = _mini_project(tmp_path, pages, keep={"kv-cache-memory"})
+    done = _build(root, tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    assert "figures: 1 rendered, 0 from cache;" in done.stderr
+    nested = (root / "site" / "deep" / "er" / "page" / "index.html").read_text()
+    assert 'src="../../../figures/kv-cache-memory-light.svg#only-light"' in nested
+    assert "&lt;!-- figure: in-code --&gt;" in nested, "a token in a code block stays code"
+    assert (root / "site" / "figures" / "kv-cache-memory-dark.svg").is_file()
+    twice = (root / "site" / "twice" / "index.html").read_text()
+    assert twice.count('data-figure="kv-cache-memory"') == 2
+    assert twice.count('id="figure-kv-cache-memory"') == 1, "ids stay unique on a page"
+
+    again = _build(root, tmp_path / "cache")
+    assert "figures: 0 rendered, 1 from cache;" in again.stderr, "a rebuild renders nothing"
+
+
+@pytest.mark.build
+def test_mini_build_fails_naming_a_failing_figure_script(tmp_path):
+    root = _mini_project(tmp_path, {"index.md": "# Home\n"}, keep=set())
+    (root / "qkv" / "figures" / "broken_demo.py").write_text(
+        'ALT = CAPTION = "x"\n\ndef build(style):\n    return 1 / 0\n')
+    done = _build(root, tmp_path / "cache")
+    assert done.returncode != 0
+    assert "figure script qkv/figures/broken_demo.py failed" in done.stderr
+    assert "ZeroDivisionError" in done.stderr
+
+
+@pytest.mark.build
+def test_mini_build_fails_naming_the_page_and_an_unknown_token(tmp_path):
+    pages = {"index.md": "# Home\n", "a.md": "# A\n\n<!-- figure: nope -->\n"}
+    root = _mini_project(tmp_path, pages, keep={"kv-cache-memory"})
+    done = _build(root, tmp_path / "cache", QKV_FIGURES="off")  # names are checked even off
+    assert done.returncode != 0
+    assert "a.md: unknown figure in '<!-- figure: nope -->'" in done.stderr
+
+
+@pytest.mark.build
+def test_mini_build_with_figures_off_renders_nothing_and_says_so(tmp_path):
+    root = _mini_project(tmp_path, {"index.md": FIGURE_PAGE}, keep={"kv-cache-memory"})
+    done = _build(root, tmp_path / "cache", QKV_FIGURES="off")
+    assert done.returncode == 0, done.stderr
+    page = (root / "site" / "index.html").read_text()
+    assert "QKV_FIGURES=off" in page and "<img" not in page
+    assert not (root / "site" / "figures").exists()
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_token_sharing_its_line_fails_naming_the_page():
+    with pytest.raises(hook.PluginError, match=r"page\.md: a figure token shares its line"):
+        hook.tokens_of("<p>text <!-- figure: masks --> more</p>", "page.md", NAMES)
+
+
+def test_figure_html_escapes_alt_and_caption():
+    svg = b'<svg width="360pt" height="180pt">'
+    figure = hook.Rendered("x", 'a "quoted" <alt>', "1 < 2 & 3", {"light": svg, "dark": svg},
+                           rendered=False)
+    out = hook.figure_html(figure, lambda variant: f"../figures/x-{variant}.svg")
+    assert 'alt="a &quot;quoted&quot; &lt;alt&gt;"' in out
+    assert "<figcaption>1 &lt; 2 &amp; 3</figcaption>" in out
+    assert 'width="480" height="240"' in out  # points to CSS pixels
+
+
+# ---- the styles match the site's palettes -------------------------------------------------
+
+
+def _material_css() -> str:
+    import material
+
+    folder = Path(material.__file__).parent / "templates" / "assets" / "stylesheets"
+    return "".join(p.read_text() for p in folder.glob("*.min.css"))
+
+
+def test_dark_style_uses_materials_slate_background():
+    css = _material_css()
+    hue = float(re.search(r"--md-hue:(\d+)deg", css).group(1))
+    sat, light = map(float, re.search(
+        r"\[data-md-color-scheme=slate\]\{[^}]*--md-default-bg-color:hsla\(var\(--md-hue\), "
+        r"(\d+)%, (\d+)%, 1\)", css).groups())
+    import colorsys
+
+    rgb = colorsys.hls_to_rgb(hue / 360, light / 100, sat / 100)
+    assert DARK.background == "#" + "".join(f"{round(c * 255):02x}" for c in rgb)
+    assert LIGHT.background == "#ffffff"
+
+
+def test_indigo_primary_matches_material():
+    css = _material_css()
+    indigo = re.search(r"\[data-md-color-primary=indigo\]\{--md-primary-fg-color:(#[0-9a-f]+)",
+                       css).group(1)
+    assert LIGHT.primary == indigo
+
+
+# ---- each figure shows what its alt text says ---------------------------------------------
+
+
+def test_every_figure_has_alt_text_stating_a_finding_and_a_caption():
+    for name in NAMES:
+        module = load(name)
+        assert len(module.ALT) > 80 and module.ALT.endswith("."), name
+        assert module.CAPTION.strip(), name
+
+
+def test_score_spread_follows_sqrt_d_k_and_scaled_stays_near_one():
+    d = score_spread.data()
+    rel_se = 0.5 * np.sqrt((2 + 6 / d.dims) / score_spread.N_DRAWS)  # std of a sample std
+    assert np.all(np.abs(d.unscaled / np.sqrt(d.dims) - 1) < 5 * rel_se)
+    for d_k in (1, 64, 512):  # "about 1 / 8 / 23": the rounded √d_k, within 10 %
+        stated = round(math.sqrt(d_k))
+        assert f"about {stated} at dₖ = {d_k}" in score_spread.ALT
+        assert abs(d.unscaled[list(d.dims).index(d_k)] / stated - 1) < 0.1
+    assert np.all(np.abs(d.scaled - 1) < 0.05)
+
+
+def test_saturation_without_scaling_becomes_one_hot():
+    d = saturation.data()
+    mean = 0
+    assert abs(d.entropy[False][0, mean] - 1.5) < 0.15 and d.entropy[False][-1, mean] < 0.15
+    assert d.max_weight[False][0, mean] < 0.4 and d.max_weight[False][-1, mean] > 0.9
+    assert np.all(d.entropy[True][:, mean] > 1.4)
+    assert np.all(d.max_weight[True][:, mean] < 0.45)
+    assert np.all(d.entropy[False][1:, mean] < d.entropy[False][:-1, mean]), "falls steadily"
+
+
+def test_vanishing_gradient_shrinks_without_scaling():
+    d = vanishing_gradient.data()
+    median = 1
+    scaled, raw = d.quartiles[True][:, median], d.quartiles[False][:, median]
+    assert np.all((scaled > 0.35) & (scaled < 0.45))
+    at_64, at_512 = list(d.dims).index(64), list(d.dims).index(512)
+    assert 5 < scaled[at_64] / raw[at_64] < 20  # "about 10 times smaller"
+    assert scaled[at_512] / raw[at_512] > 1000
+
+
+def test_soft_vs_hard_draws_the_chapters_palette():
+    page = snippet_globals("soft_lookup.py")
+    assert list(page["names"]) == list(soft_vs_hard.NAMES)
+    np.testing.assert_array_equal(page["keys"], soft_vs_hard.KEYS)
+    np.testing.assert_array_equal(page["values"], soft_vs_hard.VALUES)
+    np.testing.assert_array_equal(page["query"], soft_vs_hard.QUERY)
+    np.testing.assert_array_equal(page["weights"][0], soft_vs_hard.data().soft)
+
+
+def test_soft_vs_hard_soft_weighs_everything_hard_picks_one():
+    d = soft_vs_hard.data()
+    assert np.all(d.soft > 0) and np.isclose(d.soft.sum(), 1)
+    order = [d.names[i] for i in np.argsort(-d.soft)]
+    assert set(order[:2]) == {"red", "orange"} and order[-1] == "blue"
+    assert d.hard.tolist() == [1.0, 0.0, 0.0, 0.0] and d.names[0] == "red"
+    assert not any(np.allclose(d.soft_answer, v) for v in soft_vs_hard.VALUES), "a blend"
+    np.testing.assert_array_equal(d.hard_answer, soft_vs_hard.VALUES[0])
+
+
+def test_tied_qk_is_symmetric_only_when_tied_and_matches_the_chapter():
+    d = tied_qk.data()
+    i, j = (d.words.index(w) for w in tied_qk.PAIR)
+    assert abs(d.separate[i, j] - d.separate[j, i]) > 1.0  # "differs clearly"
+    np.testing.assert_allclose(d.tied, d.tied.T, rtol=0, atol=1e-12)
+    page = snippet_globals("tie_query_key.py")
+    np.testing.assert_allclose(d.separate, page["S"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(d.tied, page["S_tied"], rtol=1e-12, atol=1e-12)
+
+
+def test_four_stages_follow_the_formula_and_match_the_chapter():
+    d = four_stages.data()
+    assert d.raw.max() - d.raw.min() > 10  # "spread over tens"
+    np.testing.assert_allclose(d.scaled, d.raw / 8)
+    assert d.scaled.max() - d.scaled.min() < 5  # "a few units"
+    assert np.isclose(d.weights.sum(), 1) and np.all(d.weights > 0)
+    np.testing.assert_allclose(d.output, d.weights @ d.values, atol=1e-12)
+    page = snippet_globals("step_by_step.py")
+    assert tuple(page["words"]) == d.words
+    np.testing.assert_allclose(page["weights"][d.words.index(four_stages.QUERY)], d.weights,
+                               atol=1e-12)
+
+
+def test_masks_give_exact_zeros_and_match_the_chapter():
+    d = masks.data()
+    assert np.all(d.causal[np.triu_indices(6, 1)] == 0.0)
+    assert np.all(d.padding[:, masks.REAL:] == 0.0)
+    for w in (d.causal, d.padding):
+        np.testing.assert_allclose(w.sum(axis=-1), 1.0)
+    page = snippet_globals("three_kinds.py")
+    np.testing.assert_array_equal(page["masked"].weights, d.causal)
+    np.testing.assert_allclose(page["padded"].weights[1], d.padding, atol=1e-12)
+
+
+def test_cross_attention_is_rectangular_with_unit_rows_and_matches_the_chapter():
+    d = cross_attention.data()
+    assert d.weights.shape == (len(cross_attention.DECODER), len(toy.SENTENCE))
+    np.testing.assert_allclose(d.row_sums, 1.0)
+    np.testing.assert_array_equal(snippet_globals("three_kinds.py")["cross"].weights, d.weights)
+
+
+def test_multi_head_maps_differ_and_costs_are_equal():
+    d = multi_head.data()
+    top = d.weights.argmax(axis=-1)  # (heads, T): each head's favourite key per query
+    assert all(len(set(top[:, row])) > 1 for row in range(top.shape[1]))
+    (h1, d1), (h2, d2) = multi_head.COST_SPLITS
+    assert h1 * d1 == h2 * d2 and d.flops[(h1, d1)] == d.flops[(h2, d2)]
+
+
+def test_kv_cache_work_counts_are_linear_and_quadratic():
+    d = kv_cache_work.data()
+    t = d.position
+    assert d.cached.kv_projections == [1] * len(t)
+    assert d.uncached.kv_projections == t.tolist()
+    assert d.cached.scores == (kv_cache_work.N_HEADS * t).tolist()
+    assert d.uncached.scores == (kv_cache_work.N_HEADS * t * t).tolist()
+
+
+def test_kv_cache_memory_lines_follow_the_formula():
+    lines = {line.label: line for line in kv_cache_memory.data()}
+    by_name = {m.name: m for m in MODELS}
+    for line in lines.values():
+        model = by_name[line.label.split(" / ")[0]]
+        expected = [kv_cache_bytes(model.n_layers, model.n_kv_heads, model.d_head, n) / 2**30
+                    for n in kv_cache_memory.CONTEXTS]
+        np.testing.assert_allclose(line.gib, expected)
+    mha, gqa = lines["Llama 2 7B"], lines["Llama 3 8B / Mistral 7B"]
+    np.testing.assert_allclose(mha.gib / gqa.gib, 4.0)  # "4 times the memory"
+    assert min(lines.values(), key=lambda line: line.gib[0]).label == "Falcon 7B"
+
+
+def test_render_refuses_a_figure_whose_text_sticks_out():
+    from matplotlib.figure import Figure
+
+    from qkv.figures.render import check_text_inside
+
+    figure = Figure(figsize=(2, 1.5), layout="constrained")
+    ax = figure.add_subplot()
+    ax.set_title("a title far too long to fit in a figure two inches wide")
+    figure.savefig(io.BytesIO(), format="svg")
+    with pytest.raises(ValueError, match="stick out past the edge"):
+        check_text_inside(figure, "demo")
+    ax.set_title("short")
+    figure.savefig(io.BytesIO(), format="svg")
+    check_text_inside(figure, "demo")  # fits: no error
