@@ -1,0 +1,45 @@
+"""Export the attention explorer's numbers from qkv while the site builds.
+
+The explorer page (``docs/explorer.md``, URL ``explorer/``) only renders; every number it
+shows comes from ``qkv.explorer.explorer_json()``, written here to ``explorer/data.json``
+through MkDocs' file API (never into ``docs/``, which would make ``mkdocs serve`` loop).
+
+The export runs in a fresh interpreter so that ``mkdocs serve -w qkv`` picks up edits to
+``qkv``: modules imported into the server process would otherwise stay stale.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from mkdocs.structure.files import File
+from mkdocs.utils import get_relative_url
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA_URI = "explorer/data.json"
+PAGE = "explorer.md"
+_EXPORT = "import sys; from qkv.explorer import explorer_json; sys.stdout.write(explorer_json())"
+
+
+def export_json() -> str:
+    """The explorer data as JSON text, computed by qkv in a subprocess."""
+    done = subprocess.run([sys.executable, "-c", _EXPORT], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(f"exporting the explorer data failed:\n{done.stderr}")
+    return done.stdout
+
+
+def on_files(files, config):
+    files.append(File.generated(config, DATA_URI, content=export_json()))
+    return files
+
+
+def on_page_content(html, page, config, files):
+    # The page names its data relative to itself; the URL depends on use_directory_urls.
+    if page.file.src_uri == PAGE:
+        html = html.replace('data-src="data.json"',
+                            f'data-src="{get_relative_url(DATA_URI, page.url)}"', 1)
+    return html

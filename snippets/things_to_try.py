@@ -1,0 +1,92 @@
+"""The numbers behind the five experiments of "Things to try", from the explorer's own data.
+
+Every state comes from qkv.explorer.explorer_state, the function that also fills the
+attention explorer page, so the text and the explorer show the same numbers.
+"""
+
+# --8<-- [start:setup]
+import numpy as np
+
+import qkv
+from qkv.explorer import explorer_state
+from qkv.toy import SENTENCE
+
+WORDS = SENTENCE  # she drank milk from a cup
+
+
+def row(label, numbers):
+    """One line of a table: a label, then one number per key word."""
+    print(f"{label:<16}" + "".join(f"{x:>9.4f}" for x in numbers))
+
+
+def header(label=""):
+    print(f"{label:<16}" + "".join(f"{w:>9}" for w in WORDS))
+# --8<-- [end:setup]
+
+
+# --8<-- [start:end_to_end]
+she = explorer_state("she", d_k=16, scale=True)
+header("query 'she'")
+row("1 raw q·k", she.raw)
+row("2 divided by 4", she.scaled)  # √16 = 4
+row("3 weights", she.weights)
+print(f"weights sum to {she.weights.sum():.6f}")
+print("4 output (d_v = 4):", np.round(she.output, 4))
+# --8<-- [end:end_to_end]
+
+
+# --8<-- [start:who_asks]
+def ranking(state):
+    """The key words from highest to lowest score."""
+    return [WORDS[j] for j in np.argsort(-state.raw)]
+
+
+for d_k, askers in ((16, ("she", "drank")), (1, WORDS)):
+    for word in askers:
+        keys = " > ".join(ranking(explorer_state(word, d_k, scale=True)))
+        print(f"d_k={d_k:<2} {word:>5} ranks the keys: {keys}")
+    print()
+# --8<-- [end:who_asks]
+
+
+# --8<-- [start:break_scaling]
+def summary(d_k, scale):
+    """Per query: best key, top two scores, largest weight, entropy."""
+    print(f"d_k = {d_k}, scaling {'on' if scale else 'off'}")
+    print("query   top key  top score  runner-up  largest w  entropy")
+    for word in WORDS:
+        s = explorer_state(word, d_k, scale)
+        first, second = np.sort(s.scaled)[::-1][:2]  # scores reaching softmax
+        top = WORDS[int(np.argmax(s.weights))]
+        print(f"{word:<7}{top:>8}{first:>11.3f}{second:>11.3f}"
+              f"{s.max_weight:>11.4f}{s.entropy:>9.4f}")
+
+
+summary(64, scale=False)
+# --8<-- [end:break_scaling]
+
+
+# --8<-- [start:gradient]
+for scale in (False, True):
+    w = explorer_state("she", 64, scale).weights
+    largest = np.abs(qkv.softmax_jacobian(w)).max()  # d weight / d score
+    print(f"she, d_k=64, scaling {'on ' if scale else 'off'}: "
+          f"largest softmax gradient entry {largest:.6f}")
+# --8<-- [end:gradient]
+
+
+# --8<-- [start:fix_scaling]
+summary(64, scale=True)
+# --8<-- [end:fix_scaling]
+
+
+# --8<-- [start:low_dimension]
+print("d_k  factor  identical  largest w off  largest w on")
+for d_k in (1, 4, 16, 64):
+    on = explorer_state("she", d_k, scale=True)
+    off = explorer_state("she", d_k, scale=False)
+    same = np.array_equal(on.weights, off.weights)  # exactly, not roughly
+    factor = qkv.scale_factor(True, d_k)  # 1/√d_k
+    print(f"{d_k:>3}{factor:>8.3f}{same!s:>11}"
+          f"{off.max_weight:>15.4f}{on.max_weight:>14.4f}")
+# --8<-- [end:low_dimension]

@@ -1,0 +1,387 @@
+"""The attention explorer in headless Chromium: the five experiments, qkv's numbers on
+screen, state in the URL, hostile input, keyboard use, and nothing leaving 127.0.0.1.
+
+Expected numbers are recomputed here from qkv's public API (project, attention, entropy),
+not read from the page's data file, so a wrong export or a wrong lookup both fail.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import random
+import threading
+from functools import cache
+from urllib.parse import parse_qs, urlparse
+
+import numpy as np
+import pytest
+from support import build_site, free_port
+
+import qkv
+from qkv import toy
+from qkv.explorer import D_V, DEFAULTS
+
+pytestmark = pytest.mark.browser
+
+WORDS = toy.SENTENCE
+SHOWN = 5e-5 + 1e-6  # a number shown to 4 decimals, from data rounded to 6
+
+
+@cache
+def expected(query: str, d_k: int, scale: bool) -> dict:
+    q, k, v = qkv.project(toy.embeddings(), toy.projections(d_k, d_v=D_V))
+    i = WORDS.index(query)
+    raw = q[i] @ k.T
+    weights, output = qkv.attention(q[i : i + 1], k, v, scale=scale)
+    return {
+        "raw": raw,
+        "scaled": raw * qkv.scale_factor(scale, d_k),
+        "weights": weights[0],
+        "output": output[0],
+        "entropy": float(qkv.entropy(weights[0])),
+        "max_weight": float(weights[0].max()),
+    }
+
+
+def shown_field(stage: int) -> str:
+    return ("raw", "scaled", "weights", "weights")[stage - 1]
+
+
+@pytest.fixture(autouse=True)
+def offline_and_quiet(page):
+    """Every test: no request may leave 127.0.0.1, and the console stays free of errors."""
+    outside, errors = [], []
+    page.on("request", lambda r: outside.append(r.url)
+            if urlparse(r.url).hostname != "127.0.0.1" and not r.url.startswith(("data:", "blob:"))
+            else None)
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    yield
+    assert outside == [], f"requests left 127.0.0.1: {outside}"
+    assert errors == [], errors
+
+
+def open_explorer(page, site_url, query: str = ""):
+    page.goto(site_url + "explorer/" + query)
+    page.wait_for_selector("#qkv-explorer.qx-ready")
+
+
+def bars(page) -> dict[str, float]:
+    pairs = page.eval_on_selector_all(
+        '[data-testid="bar"]', "els => els.map(e => [e.dataset.key, e.dataset.value])")
+    return {key: float(value) for key, value in pairs}
+
+
+def bar_values(page) -> np.ndarray:
+    found = bars(page)
+    assert list(found) == list(WORDS)  # one bar per key, in sentence order
+    return np.array([found[w] for w in WORDS])
+
+
+def number(page, testid: str) -> float:
+    return float(page.get_by_test_id(testid).text_content())
+
+
+def url_state(page) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def expect_url(page, **want):
+    """Wait until the URL query holds these values (the page writes it 100 ms after a change)."""
+    want = {k: str(v) for k, v in want.items()}
+    page.wait_for_function(
+        "want => Object.entries(want).every("
+        "([k, v]) => new URLSearchParams(location.search).get(k) === v)", arg=want, timeout=3000)
+
+
+def controls(page) -> dict:
+    return {
+        "stage": int(page.get_by_test_id("stage").input_value()),
+        "query": page.get_by_test_id("query").input_value(),
+        "dk": int(page.get_by_test_id("dk").input_value()),
+        "scale": int(page.get_by_test_id("scale").is_checked()),
+    }
+
+
+def assert_shows(page, stage: int, query: str, d_k: int, scale: bool):
+    """The page shows qkv's numbers for this state, to 4 decimals."""
+    want = expected(query, d_k, scale)
+    assert controls(page) == {"stage": stage, "query": query, "dk": d_k, "scale": int(scale)}
+    np.testing.assert_allclose(bar_values(page), want[shown_field(stage)], rtol=0, atol=SHOWN)
+    assert number(page, "entropy") == pytest.approx(want["entropy"], abs=SHOWN)
+    assert number(page, "max-weight") == pytest.approx(want["max_weight"], abs=SHOWN)
+    output = page.get_by_test_id("output")
+    if stage == 4:
+        assert output.is_visible()
+        shown = [float(x) for x in output.get_attribute("data-value").split(",")]
+        np.testing.assert_allclose(shown, want["output"], rtol=0, atol=SHOWN)
+        texts = page.locator(".qx-celltext").all_text_contents()
+        shown_text = [float(t.replace("\u2212", "-")) for t in texts]
+        np.testing.assert_allclose(shown_text, want["output"], rtol=0, atol=SHOWN)
+    else:
+        assert output.is_hidden()
+    # the visible number beside each bar says the same as its data-value
+    texts = page.locator('[data-testid="bar"] .qx-num').all_text_contents()
+    shown_text = [float(t.replace("\u2212", "-")) for t in texts]
+    np.testing.assert_allclose(shown_text, want[shown_field(stage)], rtol=0, atol=SHOWN)
+
+
+# ---- numbers and URL state -----------------------------------------------------------------
+
+
+def sample_states(n: int = 10, seed: int = 5) -> list[tuple[int, str, int, bool]]:
+    rng = random.Random(seed)
+    fixed = [(1, "she", 1, True), (2, "cup", 64, True), (3, "a", 64, False), (4, "milk", 33, False)]
+    drawn = [(rng.randint(1, 4), rng.choice(WORDS), rng.randint(1, 64), rng.random() < 0.5)
+             for _ in range(n)]
+    return fixed + drawn
+
+
+@pytest.mark.claim("explorer-numbers-are-qkvs")
+@pytest.mark.parametrize("stage,query,d_k,scale", sample_states())
+def test_page_shows_qkvs_numbers(page, site_url, stage, query, d_k, scale):
+    open_explorer(page, site_url, f"?stage={stage}&query={query}&dk={d_k}&scale={int(scale)}")
+    assert_shows(page, stage, query, d_k, scale)
+
+
+def test_default_state_is_written_to_the_url(page, site_url):
+    open_explorer(page, site_url)
+    d = DEFAULTS
+    assert url_state(page) == {"stage": str(d["stage"]), "query": d["query"],
+                               "dk": str(d["dk"]), "scale": str(d["scale"])}
+    assert_shows(page, d["stage"], d["query"], d["dk"], bool(d["scale"]))
+
+
+def test_url_state_round_trips(page, site_url):
+    open_explorer(page, site_url, "?stage=2&query=milk&dk=5&scale=1")
+    assert_shows(page, 2, "milk", 5, True)
+    page.get_by_test_id("query").select_option("from")
+    page.get_by_test_id("dk").fill("47")
+    page.get_by_test_id("scale").uncheck()
+    page.get_by_test_id("stage").fill("4")
+    expect_url(page, stage=4, query="from", dk=47, scale=0)
+    assert url_state(page) == {"stage": "4", "query": "from", "dk": "47", "scale": "0"}
+    assert_shows(page, 4, "from", 47, False)
+    page.reload()
+    page.wait_for_selector("#qkv-explorer.qx-ready")
+    assert_shows(page, 4, "from", 47, False)
+
+
+@pytest.mark.parametrize("query,state", [
+    ("?stage=9&query=tea&dk=999&scale=maybe", (4, DEFAULTS["query"], 64, DEFAULTS["scale"])),
+    ("?stage=-3&query=DRANK&dk=0&scale=0", (1, "drank", 1, 0)),
+    ("?stage=two&dk=abc&scale=", (DEFAULTS["stage"], DEFAULTS["query"], DEFAULTS["dk"],
+                                  DEFAULTS["scale"])),
+    ("?dk=12.6", (DEFAULTS["stage"], DEFAULTS["query"], 13, DEFAULTS["scale"])),
+])
+def test_invalid_url_values_fall_back_or_are_clamped(page, site_url, query, state):
+    open_explorer(page, site_url, query)
+    stage, word, d_k, scale = state
+    assert_shows(page, stage, word, d_k, bool(scale))
+    assert url_state(page) == {"stage": str(stage), "query": word, "dk": str(d_k),
+                               "scale": str(scale)}
+
+
+@pytest.mark.parametrize("payload", [
+    "<img src=x onerror=window.__xss=1>",
+    '"><script>window.__xss=2</script>',
+    "she<svg onload=window.__xss=3>",
+])
+def test_hostile_query_is_not_executed_or_injected(page, site_url, payload):
+    page.goto(site_url + "explorer/?stage=3&dk=8&query=" + payload)
+    page.wait_for_selector("#qkv-explorer.qx-ready")
+    page.wait_for_timeout(200)  # give an injected handler the chance to run
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert page.locator("#qkv-explorer img, #qkv-explorer script, #qkv-explorer svg").count() == 0
+    assert page.locator("img[src='x']").count() == 0
+    assert payload not in page.locator("#qkv-explorer").inner_html()
+    assert_shows(page, 3, DEFAULTS["query"], 8, bool(DEFAULTS["scale"]))
+
+
+# ---- the five experiments of "Things to try" -----------------------------------------------
+
+
+def test_experiment_1_stepping_the_stage_from_1_to_4(page, site_url):
+    open_explorer(page, site_url, "?stage=1&query=she&dk=16&scale=1")
+    stage = page.get_by_test_id("stage")
+    stage.focus()
+    for n in (1, 2, 3, 4):
+        assert_shows(page, n, "she", 16, True)
+        assert page.locator(".qx-formula").text_content()  # a formula for every stage
+        expect_url(page, stage=n)
+        stage.press("ArrowRight")
+    # scaled = raw / 4 on screen, the order never changes, and the weights sum to 1
+    open_explorer(page, site_url, "?stage=1&query=she&dk=16&scale=1")
+    raw = bar_values(page)
+    stage.fill("2")
+    scaled = bar_values(page)
+    stage.fill("3")
+    weights = bar_values(page)
+    np.testing.assert_allclose(scaled, raw / 4, atol=2e-6)
+    assert list(np.argsort(raw)) == list(np.argsort(scaled)) == list(np.argsort(weights))
+    assert weights.sum() == pytest.approx(1, abs=1e-5)
+
+
+def test_experiment_2_drank_rearranges_the_scores(page, site_url):
+    open_explorer(page, site_url, "?stage=1&query=she&dk=16&scale=1")
+    she = np.argsort(-bar_values(page))
+    page.get_by_test_id("query").select_option("drank")
+    expect_url(page, query="drank")
+    drank = np.argsort(-bar_values(page))
+    assert_shows(page, 1, "drank", 16, True)
+    assert all(a != b for a, b in zip(she, drank, strict=True))  # no key keeps its rank
+
+
+def test_experiment_3_unscaled_dk_64_collapses_the_weights(page, site_url):
+    open_explorer(page, site_url, "?stage=3&query=she&dk=16&scale=1")
+    page.get_by_test_id("dk").fill("64")
+    page.get_by_test_id("scale").uncheck()
+    assert_shows(page, 3, "she", 64, False)
+    assert number(page, "max-weight") > 0.9
+    assert number(page, "entropy") < 0.01
+    collapsed = []
+    for word in WORDS:
+        page.get_by_test_id("query").select_option(word)
+        collapsed.append(number(page, "max-weight") > 0.9)
+    assert sum(collapsed) > len(WORDS) / 2  # most queries, not only the default one
+
+
+def test_experiment_4_scaling_at_dk_64_restores_a_spread(page, site_url):
+    open_explorer(page, site_url, "?stage=3&query=she&dk=64&scale=0")
+    before = number(page, "entropy")
+    page.get_by_test_id("scale").check()
+    expect_url(page, scale=1)
+    assert_shows(page, 3, "she", 64, True)
+    assert number(page, "entropy") > 0.8 > before
+    assert number(page, "max-weight") <= 0.8
+    for word in WORDS:
+        page.get_by_test_id("query").select_option(word)
+        assert number(page, "max-weight") <= 0.8, word
+
+
+def test_experiment_5_at_dk_1_scaling_makes_no_difference(page, site_url):
+    for stage in (2, 3, 4):
+        open_explorer(page, site_url, f"?stage={stage}&query=she&dk=1&scale=1")
+        on = (bar_values(page), page.get_by_test_id("entropy").text_content(),
+              page.get_by_test_id("output").get_attribute("data-value"))
+        page.get_by_test_id("scale").uncheck()
+        off = (bar_values(page), page.get_by_test_id("entropy").text_content(),
+               page.get_by_test_id("output").get_attribute("data-value"))
+        assert np.array_equal(on[0], off[0]) and on[1:] == off[1:]
+    # while at d_k = 4 the same switch does change the weights
+    open_explorer(page, site_url, "?stage=3&query=she&dk=4&scale=1")
+    on = bar_values(page)
+    page.get_by_test_id("scale").uncheck()
+    assert np.abs(bar_values(page) - on).max() > 0.05
+
+
+# ---- keyboard, labels, instant navigation --------------------------------------------------
+
+
+def test_keyboard_operates_every_control(page, site_url):
+    open_explorer(page, site_url, "?stage=3&query=she&dk=16&scale=1")
+    page.get_by_test_id("dk").focus()
+    page.keyboard.press("ArrowRight")
+    assert controls(page)["dk"] == 17
+    expect_url(page, dk=17)
+    page.keyboard.press("End")
+    assert controls(page)["dk"] == 64
+    page.keyboard.press("Tab")  # the next control in tab order is the checkbox
+    assert page.evaluate("document.activeElement.dataset.testid") == "scale"
+    page.keyboard.press("Space")
+    assert controls(page)["scale"] == 0
+    page.get_by_test_id("query").focus()
+    page.keyboard.press("ArrowDown")
+    assert controls(page)["query"] == "drank"
+    page.get_by_test_id("stage").focus()
+    page.keyboard.press("ArrowLeft")
+    assert controls(page)["stage"] == 2
+    assert_shows(page, 2, "drank", 64, False)
+
+
+def test_controls_are_labelled_and_readouts_are_announced(page, site_url):
+    open_explorer(page, site_url)
+    for label, testid in (("Stage", "stage"), ("Query word", "query"),
+                          ("Head dimension", "dk"), ("Scale by", "scale")):
+        assert page.get_by_label(label).first.get_attribute("data-testid") == testid
+    live = page.locator("[aria-live]")
+    assert live.count() >= 1
+    assert live.first.locator('[data-testid="entropy"]').count() == 1
+    assert live.first.locator('[data-testid="max-weight"]').count() == 1
+    assert page.get_by_test_id("stage").get_attribute("aria-valuetext").startswith(
+        str(DEFAULTS["stage"]))
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def instant_site_url(tmp_path_factory):
+    """The site built with a site_url, as it is published: only then does Material turn on
+    instant navigation (it needs the sitemap), so only this build exercises document$."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    out = tmp_path_factory.mktemp("site-instant")
+    done = build_site(out, {"QKV_SITE_URL": url})
+    assert done.returncode == 0, done.stderr[-3000:]
+    handler = functools.partial(_QuietHandler, directory=str(out))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield url
+    server.shutdown()
+
+
+def test_instant_navigation_from_things_to_try_opens_the_linked_state(page, instant_site_url):
+    page.goto(instant_site_url + "things-to-try/")
+    page.wait_for_load_state("networkidle")  # Material has read the sitemap
+    page.evaluate("window.__same_document = true")
+    page.locator('a[href*="dk=64&scale=0"]').first.click()
+    page.wait_for_selector("#qkv-explorer.qx-ready")
+    # Material swapped the page in place (no full load), and the explorer still started
+    assert page.evaluate("window.__same_document") is True
+    assert_shows(page, 3, "she", 64, False)
+    page.get_by_test_id("scale").check()
+    expect_url(page, scale=1)
+    # away and back again, still without a full load: a fresh explorer for the new page
+    page.locator("a.md-footer__link--prev").click()
+    page.wait_for_url("**/things-to-try/**")
+    page.go_back()
+    page.wait_for_selector("#qkv-explorer.qx-ready")
+    assert page.evaluate("window.__same_document") is True
+    assert_shows(page, 3, "she", 64, True)
+
+
+def test_negative_scores_are_drawn_differently(page, site_url):
+    open_explorer(page, site_url, "?stage=1&query=she&dk=16&scale=1")
+    negative = page.locator('[data-testid="bar"].qx-neg')
+    assert negative.count() == int((expected("she", 16, True)["raw"] < 0).sum()) > 0
+    style = "e => getComputedStyle(e.querySelector('.qx-fill')).backgroundImage"
+    assert "gradient" in negative.first.evaluate(style)
+    assert "gradient" not in page.locator('[data-testid="bar"]:not(.qx-neg)').first.evaluate(style)
+
+
+@pytest.mark.parametrize("width", [360, 390])
+def test_usable_on_a_phone(page, site_url, width):
+    page.set_viewport_size({"width": width, "height": 800})
+    open_explorer(page, site_url, "?stage=4")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    for testid in ("stage", "query", "dk", "scale", "entropy", "max-weight", "output"):
+        box = page.get_by_test_id(testid).bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, testid
+
+
+def test_a_long_drag_leaves_the_url_at_the_final_value(page, site_url):
+    open_explorer(page, site_url, "?stage=3&query=she&dk=16&scale=1")
+    last = page.evaluate("""() => {
+      const dk = document.querySelector('[data-testid="dk"]');
+      for (let i = 0; i < 300; i++) {  // a drag: many input events, no change event
+        dk.value = String(1 + i % 64);
+        dk.dispatchEvent(new Event("input", { bubbles: true }));
+      }
+      return Number(dk.value);
+    }""")
+    assert_shows(page, 3, "she", last, True)
+    expect_url(page, dk=last)

@@ -1,0 +1,259 @@
+"""The explorer's exported data is qkv's computation, and the five experiments hold on it.
+
+The reference here recomputes every state from qkv's public API, all six queries at once,
+independently of ``qkv.explorer``; the exported JSON must match it to its 6 decimals.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import numpy as np
+import pytest
+
+import qkv
+from qkv import toy
+from qkv.explorer import (
+    D_K_MAX,
+    D_V,
+    DEFAULTS,
+    explorer_data,
+    explorer_json,
+    explorer_state,
+    to_fixed,
+)
+
+WORDS = toy.SENTENCE
+HALF_UNIT = 0.5e-6 + 1e-12  # rounding to 6 decimals moves a number by at most this
+
+
+@cache
+def reference(d_k: int, scale: bool):
+    """Raw scores, scaled scores, weights, outputs (all queries) and values, from qkv."""
+    q, k, v = qkv.project(toy.embeddings(), toy.projections(d_k, d_v=D_V))
+    raw = q @ k.T  # (T, T)
+    weights, output = qkv.attention(q, k, v, scale=scale)
+    return raw, raw * qkv.scale_factor(scale, d_k), weights, output, v
+
+
+@pytest.fixture(scope="module")
+def data() -> dict:
+    return json.loads(explorer_json())
+
+
+def decoded(values, data) -> np.ndarray:
+    return np.asarray(values, dtype=float) / 10 ** data["decimals"]
+
+
+def by_state(data, field, query, d_k, scale):
+    """Look a state up in the exported data, the way the page does."""
+    q, d, s = WORDS.index(query), d_k - 1, int(scale)
+    if field == "raw":
+        return decoded(data["raw"][q][d], data)
+    if field == "scaled":
+        return decoded(data["scaled"][q][d], data) if scale else decoded(data["raw"][q][d], data)
+    return decoded(data[field][s][q][d], data)
+
+
+@pytest.mark.claim("explorer-dk-adds-columns")
+def test_each_dk_step_adds_one_term_to_every_score():
+    full = toy.projections(D_K_MAX, d_v=D_V)
+    q, k, _ = qkv.project(toy.embeddings(), full)  # (T, 64) each
+    for d_k in range(1, D_K_MAX + 1):
+        p = toy.projections(d_k, d_v=D_V)
+        assert np.array_equal(p.w_q, full.w_q[:, :d_k]) and np.array_equal(p.w_k, full.w_k[:, :d_k])
+        if d_k > 1:  # the scores at d_k are those at d_k - 1 plus the new column's products
+            step = reference(d_k, False)[0] - reference(d_k - 1, False)[0]
+            np.testing.assert_allclose(step, np.outer(q[:, d_k - 1], k[:, d_k - 1]), atol=1e-12)
+
+
+@pytest.mark.claim("explorer-dv-four")
+def test_values_have_four_numbers_whatever_dk(data):
+    assert D_V == data["d_v"] == 4
+    for d_k in (1, 16, 64):
+        assert reference(d_k, True)[3].shape == (len(WORDS), 4)  # outputs
+        assert reference(d_k, True)[4].shape == (len(WORDS), 4)  # values
+
+
+def test_shape_and_metadata(data):
+    assert data["words"] == list(WORDS)
+    assert data["d_k_max"] == D_K_MAX == 64
+    assert data["d_v"] == D_V
+    assert data["defaults"] == DEFAULTS
+    assert DEFAULTS["query"] in WORDS and 1 <= DEFAULTS["dk"] <= D_K_MAX
+    assert np.array(data["raw"]).shape == (len(WORDS), D_K_MAX, len(WORDS))
+    assert np.array(data["weights"]).shape == (2, len(WORDS), D_K_MAX, len(WORDS))
+    assert np.array(data["output"]).shape == (2, len(WORDS), D_K_MAX, D_V)
+    assert np.array(data["entropy"]).shape == (2, len(WORDS), D_K_MAX)
+
+
+@pytest.mark.claim("explorer-numbers-are-qkvs", "try-numbers-from-explorer-state",
+                   "explorer-shared-toy")
+def test_every_exported_state_equals_qkv(data):
+    values_seen = []
+    for d_k in range(1, D_K_MAX + 1):
+        for scale in (False, True):
+            raw, scaled, weights, output, values = reference(d_k, scale)
+            values_seen.append(values)
+            for i, word in enumerate(WORDS):
+                expected = {
+                    "raw": raw[i], "scaled": scaled[i], "weights": weights[i],
+                    "output": output[i], "entropy": qkv.entropy(weights[i]),
+                    "max_weight": weights[i].max(),
+                }
+                state = explorer_state(word, d_k, scale)
+                for field, want in expected.items():
+                    got = by_state(data, field, word, d_k, scale)
+                    assert np.abs(got - want).max() <= HALF_UNIT, (word, d_k, scale, field)
+                    # the snippet's numbers (explorer_state) are the same computation
+                    np.testing.assert_allclose(getattr(state, field), want, rtol=0, atol=1e-12)
+    # the values do not depend on d_k, so the data stores them once
+    assert all(np.array_equal(v, values_seen[0]) for v in values_seen)
+    assert np.abs(decoded(data["values"], data) - values_seen[0]).max() <= HALF_UNIT
+    assert np.isclose(decoded(data["entropy_even"], data), np.log(len(WORDS)), atol=HALF_UNIT)
+
+
+def test_to_fixed_rounds_to_nearest_millionth():
+    assert to_fixed([0.0000004, 0.0000006, -2.5e-7 - 1e-9, 1.2345675]) == [0, 1, 0, 1234568]
+
+
+@pytest.mark.parametrize("bad", [
+    {"query": "tea"}, {"d_k": 0}, {"d_k": 65}, {"d_k": 2.0}, {"d_k": True}, {"scale": 1},
+])
+def test_bad_state_is_refused_with_a_clear_message(bad):
+    args = {"query": "she", "d_k": 8, "scale": True, **bad}
+    with pytest.raises(ValueError, match=f"{next(iter(bad))} must"):
+        explorer_state(**args)
+
+
+@pytest.mark.build
+def test_built_site_serves_exactly_this_data(built_site, data):
+    served = json.loads((built_site / "explorer" / "data.json").read_text(encoding="utf-8"))
+    assert served == data
+    assert not (built_site.parent / "docs" / "explorer").exists()  # nothing written to docs/
+
+
+# ---- the five experiments, on the exported data -------------------------------------------
+
+
+@pytest.mark.claim("try-stages-keep-order")
+def test_1_scaling_and_softmax_keep_the_order_of_the_keys(data):
+    for word in WORDS:
+        for d_k in range(1, D_K_MAX + 1):
+            for scale in (False, True):
+                raw, scaled, weights, *_ = reference(d_k, scale)
+                i = WORDS.index(word)
+                order = np.argsort(-raw[i], kind="stable")
+                assert np.array_equal(np.argsort(-scaled[i], kind="stable"), order)
+                assert np.array_equal(np.argsort(-weights[i], kind="stable"), order)
+    # and the page's data keeps it at the default state
+    s = DEFAULTS
+    assert np.argmax(by_state(data, "raw", s["query"], s["dk"], 1)) == np.argmax(
+        by_state(data, "weights", s["query"], s["dk"], 1))
+
+
+@pytest.mark.claim("try-output-is-blend")
+def test_1_output_is_the_weights_times_the_values(data):
+    values = decoded(data["values"], data)
+    for word in WORDS:
+        for d_k in (1, 16, 64):
+            for scale in (False, True):
+                w = by_state(data, "weights", word, d_k, scale)
+                out = by_state(data, "output", word, d_k, scale)
+                assert np.abs(w @ values - out).max() < 1e-5
+                state = explorer_state(word, d_k, scale)
+                reference_values = reference(d_k, scale)[4]
+                np.testing.assert_allclose(
+                    state.output, (state.weights[:, None] * reference_values).sum(axis=0),
+                    atol=1e-12)
+
+
+def ranks(scores) -> list[int]:
+    return list(np.argsort(-np.asarray(scores), kind="stable"))
+
+
+@pytest.mark.claim("try-drank-reranks")
+def test_2_drank_rearranges_every_rank_at_the_default_dk(data):
+    d_k = DEFAULTS["dk"]
+    assert d_k == 16  # the chapter's claim is about d_k = 16
+    she = ranks(by_state(data, "raw", "she", d_k, 1))
+    drank = ranks(by_state(data, "raw", "drank", d_k, 1))
+    assert all(a != b for a, b in zip(she, drank, strict=True))
+    raw = reference(d_k, True)[0]
+    assert all(a != b for a, b in zip(ranks(raw[0]), ranks(raw[1]), strict=True))
+
+
+@pytest.mark.claim("try-dk1-one-ranking", "try-dk1-drank-like-she")
+def test_2_at_dk_1_every_query_ranks_the_keys_one_way_or_reversed():
+    raw = reference(1, True)[0]
+    base = ranks(raw[0])
+    for i in range(len(WORDS)):
+        assert ranks(raw[i]) in (base, base[::-1]), WORDS[i]
+    # both directions really occur, so the explorer shows the flip
+    assert {tuple(ranks(r)) == tuple(base) for r in raw} == {True, False}
+    assert ranks(raw[WORDS.index("drank")]) == base
+
+
+@pytest.mark.claim("try-unscaled-collapses")
+def test_3_unscaled_dk_64_collapses_most_queries(data):
+    largest = {w: by_state(data, "max_weight", w, 64, False) for w in WORDS}
+    assert sum(float(m) > 0.9 for m in largest.values()) == 4
+    assert largest[DEFAULTS["query"]] > 0.9
+    assert by_state(data, "entropy", "she", 64, False) < 0.01
+    _, _, weights, *_ = reference(64, False)
+    assert (weights.max(axis=-1) > 0.9).sum() == 4
+    assert qkv.entropy(weights[0]) < 0.01
+
+
+@pytest.mark.claim("try-close-scores-split")
+def test_3_the_queries_that_stay_split_have_near_tied_top_scores():
+    raw, _, weights, *_ = reference(64, False)
+    top_two = np.sort(raw, axis=-1)[:, ::-1][:, :2]
+    near_tie = {WORDS[i] for i in range(len(WORDS)) if top_two[i, 0] - top_two[i, 1] < 1}
+    split = {WORDS[i] for i in range(len(WORDS)) if weights[i].max() <= 0.9}
+    assert split == near_tie == {"milk", "cup"}
+
+
+@pytest.mark.claim("try-gradient-vanishes")
+def test_3_saturated_softmax_passes_almost_no_gradient():
+    she = WORDS.index("she")
+    unscaled = np.abs(qkv.softmax_jacobian(reference(64, False)[2][she])).max()
+    scaled = np.abs(qkv.softmax_jacobian(reference(64, True)[2][she])).max()
+    assert unscaled < 0.001 < 0.2 < scaled
+
+
+@pytest.mark.claim("try-scaled-spread")
+def test_4_scaling_at_dk_64_spreads_every_query(data):
+    for word in WORDS:
+        assert by_state(data, "max_weight", word, 64, True) <= 0.8, word
+        assert by_state(data, "entropy", word, 64, True) > 0.8, word
+    weights = reference(64, True)[2]
+    assert weights.max() <= 0.8
+    assert qkv.entropy(weights).min() > 0.8
+    assert np.log(len(WORDS)) == pytest.approx(1.79, abs=0.005)
+
+
+@pytest.mark.claim("try-dk1-identical")
+def test_5_at_dk_1_scaling_changes_nothing(data):
+    for word in WORDS:
+        for field in ("scaled", "weights", "entropy", "max_weight", "output"):
+            assert np.array_equal(by_state(data, field, word, 1, True),
+                                  by_state(data, field, word, 1, False)), (word, field)
+        on, off = explorer_state(word, 1, True), explorer_state(word, 1, False)
+        assert np.array_equal(on.scaled, off.scaled)
+        assert np.array_equal(on.weights, off.weights)
+    assert qkv.scale_factor(True, 1) == 1.0
+
+
+@pytest.mark.claim("try-dk4-halves")
+def test_5_at_dk_4_scaling_halves_every_score():
+    assert qkv.scale_factor(True, 4) == 0.5
+    raw, scaled, *_ = reference(4, True)
+    np.testing.assert_allclose(scaled, raw / 2, rtol=0, atol=1e-15)
+    on, off = reference(4, True)[2], reference(4, False)[2]
+    assert np.abs(on - off).max() > 0.05  # halving is visible in the weights
+
+
+def test_explorer_data_is_deterministic():
+    assert explorer_data() == explorer_data()
