@@ -55,7 +55,8 @@ def test_no_page_references_an_external_asset(built_site):
 def test_no_generator_link_or_web_font(built_site):
     home = (built_site / "index.html").read_text(encoding="utf-8")
     assert "fonts.googleapis" not in home and "fonts.gstatic" not in home
-    assert 'name="generator"' not in home
+    assert "Made with" not in home  # extra.generator: false drops Material's footer link
+    assert not list(built_site.rglob("_markdown_exec_pyodide*"))  # it @imports from a CDN
 
 
 def test_maths_is_rendered_to_mathml_not_left_as_latex(built_site):
