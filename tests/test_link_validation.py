@@ -1,0 +1,63 @@
+"""The strict build rejects a broken internal link and a broken anchor.
+
+A tiny docs tree with the site's own ``validation:`` block (copied from mkdocs.yml) is
+built with ``--strict``: with a link to a missing page and a link to a missing heading it
+fails and names both; without them it builds. MkDocs on its own only logs a missing anchor
+as information, so a third build shows that the failure comes from the site's settings.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+from checkout import PYTHON, clean_env
+from support import ROOT
+
+pytestmark = pytest.mark.build
+
+BROKEN = "See [a page that is not there](missing.md) and [a heading](other.md#no-such-heading).\n"
+SOUND = "See [the other page](other.md) and [its heading](other.md#a-real-heading).\n"
+
+
+def validation_block() -> str:
+    """The ``validation:`` block of the site's mkdocs.yml, verbatim."""
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    block = re.search(r"^validation:\n(?:[ \t]+.*\n)+", text, re.M)
+    assert block, "mkdocs.yml has no validation: block"
+    return block.group(0)
+
+
+def build_fixture(tmp_path, index: str, validation: str) -> subprocess.CompletedProcess:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text(f"# Fixture\n\n{index}")
+    (docs / "other.md").write_text("# Other\n\n## A real heading\n\nText.\n")
+    (tmp_path / "mkdocs.yml").write_text(f"site_name: fixture\n{validation}")
+    return subprocess.run([PYTHON, "-m", "mkdocs", "build", "--strict"], cwd=tmp_path,
+                          env=clean_env(), capture_output=True, text=True, timeout=300)
+
+
+def test_the_site_warns_on_links_and_anchors():
+    block = validation_block()
+    for setting in ("unrecognized_links", "anchors"):
+        assert re.search(rf"^\s+{setting}:\s*warn\s*$", block, re.M), setting
+
+
+def test_broken_link_and_anchor_fail_the_strict_build_naming_both(tmp_path):
+    done = build_fixture(tmp_path, BROKEN, validation_block())
+    log = done.stdout + done.stderr
+    assert done.returncode != 0, log
+    assert "missing.md" in log
+    assert "#no-such-heading" in log
+
+
+def test_the_same_tree_with_sound_links_builds(tmp_path):
+    done = build_fixture(tmp_path, SOUND, validation_block())
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_without_the_sites_settings_a_broken_anchor_passes(tmp_path):
+    done = build_fixture(tmp_path, "See [a heading](other.md#no-such-heading).\n", "")
+    assert done.returncode == 0, done.stdout + done.stderr
