@@ -11,9 +11,8 @@ def attention_flops(
 ) -> int:
     """Flops of attention's two matrix products (a multiply-add counts as 2).
 
-    ``Q Kᵀ`` costs ``2 t_q t_k d_k`` per head and ``weights @ V`` costs
-    ``2 t_q t_k d_v``.
-    Softmax is ``O(t_q t_k)`` and left out.
+    ``Q Kᵀ`` costs ``2 t_q t_k d_k`` per head and ``weights @ V`` costs ``2
+    t_q t_k d_v``. Softmax is ``O(t_q t_k)`` and left out.
 
     Examples
     --------
@@ -31,7 +30,14 @@ def attention_flops(
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The attention shape of a published model (from its public ``config.json``)."""
+    """The attention shape of a published model (from its public ``config.json``).
+
+    Examples
+    --------
+    >>> llama3 = next(m for m in MODELS if m.name == "Llama 3 8B")
+    >>> llama3.kind, llama3.n_heads // llama3.n_kv_heads
+    ('grouped-query', 4)
+    """
 
     name: str
     n_layers: int
@@ -78,11 +84,10 @@ def kv_cache_bytes(
     bytes_per_value: int = 2,
     batch: int = 1,
 ) -> int:
-    """Memory of a KV cache: a key and a value vector per layer, KV head and token.
+    """Bytes of a KV cache: a key and a value per layer, KV head and token.
 
-    ``2 × n_layers × n_kv_heads × d_head × n_tokens × batch``
-    ``× bytes_per_value``
-    (``bytes_per_value=2`` for float16/bfloat16).
+    ``2 × n_layers × n_kv_heads × d_head × n_tokens × batch`` ``×
+    bytes_per_value`` (``bytes_per_value=2`` for float16/bfloat16).
 
     Examples
     --------
@@ -103,7 +108,15 @@ def kv_cache_bytes(
             raise ValueError(
                 f"{name} must be a non-negative whole number, got {value!r}"
             )
-    return 2 * n_layers * n_kv_heads * d_head * n_tokens * batch * bytes_per_value
+    return (
+        2
+        * n_layers
+        * n_kv_heads
+        * d_head
+        * n_tokens
+        * batch
+        * bytes_per_value
+    )
 
 
 # --8<-- [end:kv_cache_bytes]

@@ -11,8 +11,8 @@ import numpy as np
 def entropy(weights) -> np.ndarray:
     """Shannon entropy of each row of weights, in nats, along the last axis.
 
-    0 means all weight on one key; ``log(n)`` means spread evenly over ``n`` keys.
-    A weight of exactly 0 contributes 0 (the limit of ``w log w``).
+    0 means all weight on one key; ``log(n)`` means spread evenly over ``n``
+    keys. A weight of exactly 0 contributes 0 (the limit of ``w log w``).
 
     Parameters
     ----------
@@ -33,17 +33,26 @@ def entropy(weights) -> np.ndarray:
     w = np.asarray(weights, dtype=float)
     if (w < 0).any() or not np.allclose(w.sum(axis=-1), 1.0, atol=1e-6):
         raise ValueError(
-            "weights must be non-negative rows that sum to 1 along the last axis"
+            "weights must be non-negative rows that sum to 1 along the last "
+            "axis"
         )
     safe = np.where(w > 0, w, 1.0)  # log(1) = 0, so zero weights add nothing
-    return 0.0 - (w * np.log(safe)).sum(axis=-1)  # 0.0 - x turns -0.0 into 0.0
+    return 0.0 - (w * np.log(safe)).sum(
+        axis=-1
+    )  # 0.0 - x turns -0.0 into 0.0
 
 
 # --8<-- [end:entropy]
 
 
 class ScoreStats(NamedTuple):
-    """Summary of a score array: mean, standard deviation and largest magnitude."""
+    """Summary of a score array: mean, standard deviation and largest magnitude.
+
+    Examples
+    --------
+    >>> score_stats([[2.0, -2.0]]).std
+    2.0
+    """
 
     mean: float
     std: float
@@ -66,7 +75,8 @@ def score_stats(scores) -> ScoreStats:
 def softmax_jacobian(weights) -> np.ndarray:
     """The Jacobian of softmax at the point where it produced ``weights``.
 
-    ``J[i, j] = d w_i / d z_j = w_i (δ_ij - w_j)``, i.e. ``diag(w) - w wᵀ``.
+    ``J[i, j] = d w_i / d z_j = w_i (δ_ij - w_j)``,
+    i.e. ``diag(w) - w wᵀ``.
     When one weight is near 1 and the rest near 0, every entry is near 0: the
     gradient that flows back through a saturated softmax vanishes.
 

@@ -17,13 +17,14 @@ def softmax(z, axis: int = -1) -> np.ndarray:
     """Turn scores into weights that are positive and sum to 1 along ``axis``.
 
     Subtracting each row's maximum first changes nothing mathematically
-    (softmax ignores a constant shift) but keeps ``exp`` from overflowing.
-    A score of ``-inf`` gets a weight of exactly 0.
+    (softmax ignores a constant shift) but keeps ``exp`` from overflowing. A
+    score of ``-inf`` gets a weight of exactly 0.
 
     Parameters
     ----------
     z : array_like, shape (..., n)
-        Scores. ``-inf`` is allowed (it means "masked"); NaN and ``+inf`` are not.
+        Scores. ``-inf`` is allowed (it means "masked"); NaN and ``+inf`` are
+        not.
     axis : int
         The axis that sums to 1.
 
@@ -34,7 +35,8 @@ def softmax(z, axis: int = -1) -> np.ndarray:
     Raises
     ------
     ValueError
-        If a row contains NaN or ``+inf``, or every entry of a row is ``-inf``.
+        If a row contains NaN or ``+inf``, or every entry of a row is
+        ``-inf``.
 
     Examples
     --------
@@ -65,7 +67,9 @@ def softmax_in_place(z: np.ndarray, axis: int = -1) -> np.ndarray:
     >>> softmax_in_place(z) is z, z.round(6).tolist()
     (True, [0.25, 0.75])
     """
-    peak = z.max(axis=axis, keepdims=True)  # NaN and +inf propagate into the max
+    peak = z.max(
+        axis=axis, keepdims=True
+    )  # NaN and +inf propagate into the max
     if not np.isfinite(peak).all():
         row = tuple(int(i) for i in np.argwhere(~np.isfinite(peak))[0])
         raise ValueError(
@@ -82,7 +86,17 @@ def softmax_in_place(z: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 class Attention(NamedTuple):
-    """What :func:`attention` returns: the weights and the blended values."""
+    """What :func:`attention` returns: the weights and the blended values.
+
+    A named tuple, so it unpacks like a pair or reads by name.
+
+    Examples
+    --------
+    >>> result = attention(np.eye(2), np.eye(2), np.ones((2, 3)))
+    >>> weights, output = result
+    >>> result.weights is weights, output.shape
+    (True, (2, 3))
+    """
 
     weights: np.ndarray
     """(..., Tq, Tk): row i says how much query i takes from each key; rows sum to 1."""
@@ -93,7 +107,8 @@ class Attention(NamedTuple):
 def scale_factor(scale, d_k: int) -> float:
     """The number the raw scores are multiplied by.
 
-    ``True`` means ``1/√d_k``, ``False`` means 1 (raw dot products), a float is used as is.
+    ``True`` means ``1/√d_k``, ``False`` means 1 (raw dot products), a float
+    is used as is.
 
     Examples
     --------
@@ -104,11 +119,13 @@ def scale_factor(scale, d_k: int) -> float:
         return 1.0 / float(np.sqrt(d_k))
     if scale is False:
         return 1.0
-    if isinstance(scale, (int, float, np.floating, np.integer)) and np.isfinite(
-        scale
-    ):
+    if isinstance(
+        scale, (int, float, np.floating, np.integer)
+    ) and np.isfinite(scale):
         return float(scale)
-    raise ValueError(f"scale must be True, False or a finite number, got {scale!r}")
+    raise ValueError(
+        f"scale must be True, False or a finite number, got {scale!r}"
+    )
 
 
 # --8<-- [start:attention]
@@ -122,31 +139,32 @@ def attention(q, k, v, mask=None, scale=True) -> Attention:
     k : array_like, shape (..., Tk, d_k)
         Keys: how each position advertises itself. Same ``d_k`` as ``q``.
     v : array_like, shape (..., Tk, d_v)
-        Values: what each position contributes. Same ``Tk`` as ``k``;
-        ``d_v`` is free.
+        Values: what each position contributes. Same ``Tk`` as ``k``; ``d_v``
+        is free.
     mask : array_like of bool, broadcastable to (..., Tq, Tk), optional
         ``True`` where a query may attend (as in PyTorch's
-        ``scaled_dot_product_attention``). Every query needs at least one ``True``.
+        ``scaled_dot_product_attention``). Every query needs at least one
+        ``True``.
     scale : bool or float
-        ``True`` divides the scores by ``√d_k``; ``False`` leaves them raw;
-        a number multiplies them by that number.
+        ``True`` divides the scores by ``√d_k``; ``False`` leaves them raw; a
+        number multiplies them by that number.
 
     Returns
     -------
     Attention
-        ``(weights, output)`` with shapes ``(..., Tq, Tk)`` and ``(..., Tq, d_v)``.
-        Leading dimensions broadcast as in PyTorch.
+        ``(weights, output)`` with shapes ``(..., Tq, Tk)`` and ``(..., Tq,
+        d_v)``. Leading dimensions broadcast as in PyTorch.
 
     Raises
     ------
     ValueError
-        On mismatched shapes, a non-boolean or non-broadcasting mask, NaN or inf in
-        the inputs, or a query row whose mask allows no key.
+        On mismatched shapes, a non-boolean or non-broadcasting mask, NaN or
+        inf in the inputs, or a query row whose mask allows no key.
 
     Examples
     --------
-    Two queries, three keys: every row of weights sums to 1, and the output has one
-    row per query and one column per value dimension.
+    Two queries, three keys: every row of weights sums to 1, and the output
+    has one row per query and one column per value dimension.
 
     >>> q = np.array([[1.0, 0.0], [0.0, 1.0]])
     >>> k = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
@@ -173,8 +191,8 @@ def attention(q, k, v, mask=None, scale=True) -> Attention:
         )
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
-            f"k and v must have the same number of positions Tk (one value per "
-            f"key): got k {k.shape} and v {v.shape}"
+            f"k and v must have the same number of positions Tk (one value "
+            f"per key): got k {k.shape} and v {v.shape}"
         )
     d_k = q.shape[-1]
     factor = scale_factor(scale, d_k)
@@ -187,7 +205,9 @@ def attention(q, k, v, mask=None, scale=True) -> Attention:
         scores = np.where(
             mask, scores, -np.inf
         )  # masked pairs get weight exactly 0
-    weights = softmax_in_place(scores, axis=-1)  # (..., Tq, Tk): each row sums to 1
+    weights = softmax_in_place(
+        scores, axis=-1
+    )  # (..., Tq, Tk): each row sums to 1
     output = weights @ v  # (..., Tq, d_v): weighted mixture of value rows
     return Attention(weights, output)
 

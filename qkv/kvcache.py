@@ -1,13 +1,13 @@
 """Token-by-token decoding with and without a key/value cache, counting the work.
 
-A decoder generates one token at a time. Its keys and values for earlier tokens do not
-change when a new token arrives (causal masking means earlier positions never look at
-later ones), so they can be computed once and stored.
+A decoder generates one token at a time. Its keys and values for earlier
+tokens do not change when a new token arrives (causal masking means earlier
+positions never look at later ones), so they can be computed once and stored.
 
-What the cache saves, precisely: the key/value *projections* per new token drop from
-``t`` (re-project the whole prefix) to 1. What it does not save: the new token's query
-is still dotted with all ``t`` cached keys, so score work per token still grows with
-``t``. The counters below record both.
+What the cache saves, precisely: the key/value *projections* per new token
+drop from ``t`` (re-project the whole prefix) to 1. What it does not save: the
+new token's query is still dotted with all ``t`` cached keys, so score work
+per token still grows with ``t``. The counters below record both.
 """
 
 from __future__ import annotations
@@ -30,8 +30,15 @@ from qkv.multihead import (
 class WorkCounter:
     """Work done while decoding, counted per generated token.
 
-    ``kv_projections[i]``: token positions whose key and value were projected at step i.
-    ``scores[i]``: query-key dot products computed at step i, summed over heads.
+    ``kv_projections[i]``: token positions whose key and value were projected
+    at step i. ``scores[i]``: query-key dot products computed at step i,
+    summed over heads.
+
+    Examples
+    --------
+    >>> counter = WorkCounter(kv_projections=[1, 1, 1], scores=[2, 4, 6])
+    >>> counter.total_kv_projections, counter.total_scores
+    (3, 12)
     """
 
     kv_projections: list[int] = field(default_factory=list)
@@ -50,7 +57,15 @@ class WorkCounter:
 class KVCache:
     """Keys and values of the tokens seen so far, per key/value head.
 
-    ``keys`` and ``values`` have shape ``(n_kv_heads, T, d_head)`` and grow along T.
+    ``keys`` and ``values`` have shape ``(n_kv_heads, T, d_head)`` and grow
+    along T.
+
+    Examples
+    --------
+    >>> cache = KVCache.empty(n_kv_heads=2, d_head=4)
+    >>> cache.append(np.zeros((2, 3, 4)), np.ones((2, 3, 4)))  # three positions
+    >>> len(cache), cache.keys.shape, cache.nbytes()  # float64: 8 bytes a number
+    (3, (2, 3, 4), 384)
     """
 
     keys: np.ndarray
@@ -59,7 +74,8 @@ class KVCache:
     @classmethod
     def empty(cls, n_kv_heads: int, d_head: int) -> KVCache:
         return cls(
-            np.zeros((n_kv_heads, 0, d_head)), np.zeros((n_kv_heads, 0, d_head))
+            np.zeros((n_kv_heads, 0, d_head)),
+            np.zeros((n_kv_heads, 0, d_head)),
         )
 
     def __len__(self) -> int:
@@ -67,7 +83,10 @@ class KVCache:
 
     def append(self, k, v) -> None:
         """Add the key and value of new positions, each ``(n_kv_heads, t_new, d_head)``."""
-        if np.shape(k) != np.shape(v) or np.shape(k)[::2] != self.keys.shape[::2]:
+        if (
+            np.shape(k) != np.shape(v)
+            or np.shape(k)[::2] != self.keys.shape[::2]
+        ):
             raise ValueError(
                 f"new k {np.shape(k)} and v {np.shape(v)} must both be "
                 f"(n_kv_heads, t_new, d_head) = ({self.keys.shape[0]}, t_new, {self.keys.shape[2]})"
@@ -83,7 +102,9 @@ class KVCache:
 def _check_sequence(x, w: MultiHeadWeights) -> np.ndarray:
     x = np.asarray(x, dtype=float)
     if x.ndim != 2 or x.shape[1] != w.d_model:
-        raise ValueError(f"x must be (T, d_model={w.d_model}), got shape {x.shape}")
+        raise ValueError(
+            f"x must be (T, d_model={w.d_model}), got shape {x.shape}"
+        )
     return x
 
 
@@ -91,7 +112,7 @@ def _check_sequence(x, w: MultiHeadWeights) -> np.ndarray:
 def decode_with_cache(
     x, w: MultiHeadWeights, counter: WorkCounter | None = None
 ) -> np.ndarray:
-    """Causal self-attention over ``x``, one token at a time, reusing cached K/V.
+    """Causal self-attention, one token at a time, reusing cached K and V.
 
     Parameters
     ----------
@@ -103,7 +124,8 @@ def decode_with_cache(
 
     Returns
     -------
-    ndarray, shape (T, d_model): the output for each token, as it was produced.
+    ndarray, shape (T, d_model): the output for each token, as it was
+    produced.
 
     Examples
     --------
@@ -113,7 +135,8 @@ def decode_with_cache(
     >>> w = MultiHeadWeights.random(rng, d_model=16, n_heads=4, n_kv_heads=2)
     >>> x = rng.normal(size=(6, 16))
     >>> full = multi_head_attention(x, x, w, mask=causal_mask(6)).output
-    >>> bool(np.allclose(decode_with_cache(x, w), full, rtol=1e-12, atol=1e-12))
+    >>> cached = decode_with_cache(x, w)
+    >>> bool(np.allclose(cached, full, rtol=1e-12, atol=1e-12))
     True
     """
     x = _check_sequence(x, w)
@@ -130,10 +153,14 @@ def decode_with_cache(
         )
         k = np.repeat(cache.keys, group, axis=0)  # (heads, t+1, d_head)
         v = np.repeat(cache.values, group, axis=0)
-        _, out = attention(q, k, v)  # no mask needed: the cache holds only the past
+        _, out = attention(
+            q, k, v
+        )  # no mask needed: the cache holds only the past
         outputs.append(merge_heads(out) @ w.w_o)  # (1, d_model)
         counter.kv_projections.append(1)  # one new position projected
-        counter.scores.append(w.n_heads * len(cache))  # one query against t+1 keys
+        counter.scores.append(
+            w.n_heads * len(cache)
+        )  # one query against t+1 keys
     return np.concatenate(outputs, axis=0)
 
 
@@ -144,11 +171,11 @@ def decode_with_cache(
 def decode_without_cache(
     x, w: MultiHeadWeights, counter: WorkCounter | None = None
 ) -> np.ndarray:
-    """Causal decoding that recomputes the whole prefix at every step (no cache).
+    """Causal decoding that recomputes the whole prefix at every step.
 
-    This is what ``model(prefix)[-1]`` in a plain generation loop does: each step
-    projects every token of the prefix again and computes the full causal score
-    matrix.
+    This is what ``model(prefix)[-1]`` in a plain generation loop does: each
+    step projects every token of the prefix again and computes the full causal
+    score matrix.
 
     Examples
     --------
@@ -165,10 +192,14 @@ def decode_without_cache(
     outputs = []
     for t in range(1, len(x) + 1):
         prefix = x[:t]  # (t, d_model): everything so far, projected again
-        out = multi_head_attention(prefix, prefix, w, mask=causal_mask(t)).output
+        out = multi_head_attention(
+            prefix, prefix, w, mask=causal_mask(t)
+        ).output
         outputs.append(out[-1:])  # keep only the newest token's output
         counter.kv_projections.append(t)
-        counter.scores.append(w.n_heads * t * t)  # the full t x t score matrix
+        counter.scores.append(
+            w.n_heads * t * t
+        )  # the full t x t score matrix
     return np.concatenate(outputs, axis=0)
 
 

@@ -7,17 +7,19 @@ import numpy as np
 
 # --8<-- [start:causal_mask]
 def causal_mask(t_q: int, t_k: int | None = None) -> np.ndarray:
-    """Mask that lets each position attend to itself and earlier positions only.
+    """Mask that lets each position attend to itself and earlier ones only.
 
-    With ``t_k > t_q`` the queries are the *last* ``t_q`` positions of a sequence of
-    length ``t_k`` (what a decoder with ``t_k - t_q`` earlier tokens cached sees).
+    With ``t_k > t_q`` the queries are the *last* ``t_q`` positions of a
+    sequence of length ``t_k`` (what a decoder with ``t_k - t_q`` earlier
+    tokens cached sees).
 
     Parameters
     ----------
     t_q : int
         Number of query positions.
     t_k : int, optional
-        Number of key positions; defaults to ``t_q``. Must be at least ``t_q``.
+        Number of key positions; defaults to ``t_q``. Must be at least
+        ``t_q``.
 
     Returns
     -------
@@ -29,7 +31,7 @@ def causal_mask(t_q: int, t_k: int | None = None) -> np.ndarray:
     array([[1, 0, 0],
            [1, 1, 0],
            [1, 1, 1]])
-    >>> causal_mask(1, 4).astype(int)  # the newest token sees everything before it
+    >>> causal_mask(1, 4).astype(int)  # the newest token sees all before it
     array([[1, 1, 1, 1]])
     """
     t_k = t_q if t_k is None else t_k
@@ -51,15 +53,16 @@ def padding_mask(lengths, t: int) -> np.ndarray:
     Parameters
     ----------
     lengths : array_like of int, shape (batch,)
-        The real length of each sequence; positions at and after it are padding.
+        The real length of each sequence; positions at and after it are
+        padding.
     t : int
         The padded length.
 
     Returns
     -------
     ndarray of bool, shape (batch, 1, t)
-        ``True`` on real tokens. The middle axis of size 1 broadcasts over queries,
-        so the mask fits scores of shape ``(batch, Tq, t)``.
+        ``True`` on real tokens. The middle axis of size 1 broadcasts over
+        queries, so the mask fits scores of shape ``(batch, Tq, t)``.
 
     Examples
     --------
@@ -70,13 +73,18 @@ def padding_mask(lengths, t: int) -> np.ndarray:
     """
     lengths = np.asarray(lengths)
     if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
-        raise ValueError(f"lengths must be a 1-D array of ints, got {lengths!r}")
+        raise ValueError(
+            f"lengths must be a 1-D array of ints, got {lengths!r}"
+        )
     if (lengths < 1).any() or (lengths > t).any():
         raise ValueError(
-            f"every length must be between 1 and t={t}, got {lengths.tolist()}"
+            f"every length must be between 1 and t={t}, "
+            f"got {lengths.tolist()}"
         )
     positions = np.arange(t)  # (t,)
-    return (positions[None, :] < lengths[:, None])[:, None, :]  # (batch, 1, t)
+    return (positions[None, :] < lengths[:, None])[
+        :, None, :
+    ]  # (batch, 1, t)
 
 
 # --8<-- [end:padding_mask]

@@ -1,7 +1,7 @@
 """Multi-head attention: split into heads, attend in each, concatenate, project.
 
-One function covers multi-head (``n_kv_heads == n_heads``), grouped-query
-(``1 < n_kv_heads < n_heads``) and multi-query (``n_kv_heads == 1``) attention: the
+One function covers multi-head (``n_kv_heads == n_heads``), grouped-query (``1
+< n_kv_heads < n_heads``) and multi-query (``n_kv_heads == 1``) attention: the
 only difference is how many distinct key/value heads the query heads share.
 """
 
@@ -19,8 +19,19 @@ from qkv.dot_product import Attention, attention
 class MultiHeadWeights:
     """Weights of one multi-head attention layer.
 
-    ``w_q``: (d_model, n_heads * d_head); ``w_k``, ``w_v``: (d_model, n_kv_heads * d_head);
-    ``w_o``: (n_heads * d_head, d_model), the output projection applied after concatenation.
+    ``w_q``: (d_model, n_heads * d_head); ``w_k``, ``w_v``: (d_model,
+    n_kv_heads * d_head); ``w_o``: (n_heads * d_head, d_model), the output
+    projection applied after concatenation.
+
+    Examples
+    --------
+    Four query heads sharing two key/value heads of width 3 (grouped-query
+    attention):
+
+    >>> w = MultiHeadWeights(np.ones((8, 12)), np.ones((8, 6)), np.ones((8, 6)),
+    ...                      np.ones((12, 8)), n_heads=4, n_kv_heads=2)
+    >>> w.d_model, w.d_head
+    (8, 3)
     """
 
     w_q: np.ndarray
@@ -78,8 +89,8 @@ class MultiHeadWeights:
     ) -> MultiHeadWeights:
         """Random weights with entries N(0, 1/fan_in).
 
-        ``d_head`` defaults to ``d_model // n_heads``, the usual choice that keeps the
-        total width of all heads equal to ``d_model``.
+        ``d_head`` defaults to ``d_model // n_heads``, the usual choice that
+        keeps the total width of all heads equal to ``d_model``.
 
         Examples
         --------
@@ -119,12 +130,14 @@ def split_heads(x, n_heads: int) -> np.ndarray:
             f"last axis {width} (shape {x.shape}) is not divisible by "
             f"n_heads={n_heads}"
         )
-    x = x.reshape(*lead, t, n_heads, width // n_heads)  # (..., T, heads, d_head)
+    x = x.reshape(
+        *lead, t, n_heads, width // n_heads
+    )  # (..., T, heads, d_head)
     return np.swapaxes(x, -3, -2)  # (..., heads, T, d_head)
 
 
 def merge_heads(x) -> np.ndarray:
-    """Undo :func:`split_heads`: concatenate the heads back along the last axis.
+    """Undo :func:`split_heads`: put the heads back side by side.
 
     Examples
     --------
@@ -144,15 +157,15 @@ def merge_heads(x) -> np.ndarray:
 def multi_head_attention(
     x_q, x_kv, w: MultiHeadWeights, mask=None, scale=True
 ) -> Attention:
-    """Run ``w.n_heads`` attentions side by side and mix their outputs with ``w_o``.
+    """Run ``w.n_heads`` attentions side by side, then mix them with ``w_o``.
 
     Parameters
     ----------
     x_q : array_like, shape (..., Tq, d_model)
         Where the queries come from.
     x_kv : array_like, shape (..., Tk, d_model)
-        Where keys and values come from: ``x_q`` itself for self-attention, another
-        sequence for cross-attention.
+        Where keys and values come from: ``x_q`` itself for self-attention,
+        another sequence for cross-attention.
     w : MultiHeadWeights
     mask : bool array broadcastable to (..., Tq, Tk), optional
         Shared by all heads (a head axis is inserted for you).
@@ -160,7 +173,8 @@ def multi_head_attention(
     Returns
     -------
     Attention
-        weights of shape (..., n_heads, Tq, Tk); output of shape (..., Tq, d_model).
+        weights of shape (..., n_heads, Tq, Tk); output of shape (..., Tq,
+        d_model).
 
     Examples
     --------
@@ -176,13 +190,17 @@ def multi_head_attention(
     q = split_heads(x_q @ w.w_q, w.n_heads)  # (..., heads, Tq, d_head)
     k = split_heads(x_kv @ w.w_k, w.n_kv_heads)  # (..., kv_heads, Tk, d_head)
     v = split_heads(x_kv @ w.w_v, w.n_kv_heads)  # (..., kv_heads, Tk, d_head)
-    group = w.n_heads // w.n_kv_heads  # query heads that share one key/value head
+    group = (
+        w.n_heads // w.n_kv_heads
+    )  # query heads that share one key/value head
     k = np.repeat(k, group, axis=-3)  # (..., heads, Tk, d_head)
     v = np.repeat(v, group, axis=-3)  # (..., heads, Tk, d_head)
     if mask is not None:
         mask = np.asarray(mask)
         if mask.ndim < 2:
-            raise ValueError(f"mask must be (..., Tq, Tk), got shape {mask.shape}")
+            raise ValueError(
+                f"mask must be (..., Tq, Tk), got shape {mask.shape}"
+            )
         mask = mask[..., None, :, :]  # same mask for every head
     weights, heads_out = attention(q, k, v, mask=mask, scale=scale)
     output = merge_heads(heads_out) @ w.w_o  # (..., Tq, d_model)

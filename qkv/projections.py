@@ -1,7 +1,7 @@
 """Where Q, K and V come from: three learned linear maps of the same input.
 
-All the parameters of an attention layer live here. :func:`qkv.attention` itself
-has none.
+All the parameters of an attention layer live here. :func:`qkv.attention`
+itself has none.
 """
 
 from __future__ import annotations
@@ -18,8 +18,15 @@ from qkv.dot_product import Attention, attention
 class Projections:
     """The three weight matrices of one attention head.
 
-    ``w_q`` and ``w_k`` are ``(d_model, d_k)``: queries and keys are dotted together,
-    so they must share ``d_k``. ``w_v`` is ``(d_model, d_v)`` and ``d_v`` is free.
+    ``w_q`` and ``w_k`` are ``(d_model, d_k)``: queries and keys are dotted
+    together, so they must share ``d_k``. ``w_v`` is ``(d_model, d_v)`` and
+    ``d_v`` is free.
+
+    Examples
+    --------
+    >>> p = Projections(np.ones((8, 4)), np.ones((8, 4)), np.ones((8, 2)))
+    >>> p.d_model, p.d_k, p.d_v
+    (8, 4, 2)
     """
 
     w_q: np.ndarray
@@ -63,8 +70,9 @@ class Projections:
     ) -> Projections:
         """Draw the three matrices with entries N(0, 1/d_model).
 
-        That variance makes each component of ``x @ w`` have variance 1 when ``x`` has
-        unit-variance entries: the assumption behind the ``√d_k`` argument.
+        That variance makes each component of ``x @ w`` have variance 1 when
+        ``x`` has unit-variance entries: the assumption behind the ``√d_k``
+        argument.
 
         Examples
         --------
@@ -79,6 +87,17 @@ class Projections:
             w_k=rng.normal(0.0, std, (d_model, d_k)),
             w_v=rng.normal(0.0, std, (d_model, d_v)),
         )
+
+
+def checked_input(name: str, x, p: Projections) -> np.ndarray:
+    """``x`` as a float array whose last axis is ``p.d_model``, or a ValueError."""
+    x = as_float_array(name, x)
+    if x.shape[-1] != p.d_model:
+        raise ValueError(
+            f"{name} has d_model={x.shape[-1]} (shape {x.shape}) but the "
+            f"projections expect d_model={p.d_model}"
+        )
+    return x
 
 
 # --8<-- [start:project]
@@ -106,12 +125,7 @@ def project(x, p: Projections) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     >>> bool(np.allclose(Q, K))
     False
     """
-    x = as_float_array("x", x)
-    if x.shape[-1] != p.d_model:
-        raise ValueError(
-            f"x has d_model={x.shape[-1]} (shape {x.shape}) but the projections "
-            f"expect d_model={p.d_model}"
-        )
+    x = checked_input("x", x, p)
     return x @ p.w_q, x @ p.w_k, x @ p.w_v
 
 
@@ -133,7 +147,9 @@ def self_attention(x, p: Projections, mask=None, scale=True) -> Attention:
 
 
 # --8<-- [start:cross_attention]
-def cross_attention(x_q, x_kv, p: Projections, mask=None, scale=True) -> Attention:
+def cross_attention(
+    x_q, x_kv, p: Projections, mask=None, scale=True
+) -> Attention:
     """Attention with queries from ``x_q`` and keys and values from ``x_kv``.
 
     Parameters
@@ -149,8 +165,8 @@ def cross_attention(x_q, x_kv, p: Projections, mask=None, scale=True) -> Attenti
 
     Examples
     --------
-    Three decoder positions reading five encoder positions: the weights are 3 x 5,
-    and each decoder position spreads a total of 1 over the encoder.
+    Three decoder positions reading five encoder positions: the weights are 3
+    x 5, and each decoder position spreads a total of 1 over the encoder.
 
     >>> rng = np.random.default_rng(0)
     >>> p = Projections.random(rng, d_model=8, d_k=4)
@@ -159,8 +175,10 @@ def cross_attention(x_q, x_kv, p: Projections, mask=None, scale=True) -> Attenti
     >>> w.shape, bool(np.allclose(w.sum(axis=-1), 1.0))
     ((3, 5), True)
     """
-    q, _, _ = project(x_q, p)
-    _, k, v = project(x_kv, p)
+    x_q = checked_input("x_q", x_q, p)
+    x_kv = checked_input("x_kv", x_kv, p)
+    q = x_q @ p.w_q  # (..., Tq, d_k): the asking sequence only needs queries
+    k, v = x_kv @ p.w_k, x_kv @ p.w_v  # (..., Tk, d_k), (..., Tk, d_v)
     return attention(q, k, v, mask=mask, scale=scale)
 
 
