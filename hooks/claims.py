@@ -50,7 +50,7 @@ def _last_sentence(text_before: str) -> str:
     text = re.sub(r"<[^>]+>", "", text_before)  # raw HTML
     text = re.sub(r"(\s*\[[^\]]*\]\([^)]*\))+\s*$", "", text)  # trailing links: navigation
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links -> their text
-    text = re.sub(r"[*`]", "", text).strip()  # keep _ : it is a subscript inside $...$
+    text = re.sub(r"\*", "", text).strip()  # keep _ (subscripts in $...$) and `code`
     text = re.sub(r"^\s*(?:[-*+]|\d+\.)\s+", "", text)  # list bullets
     text = re.sub(r"\s+", " ", text)
     sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z(\\$0-9])", text)

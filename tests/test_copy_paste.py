@@ -2,8 +2,8 @@
 in a fresh interpreter, as if pasted one after another into a notebook.
 
 Blocks marked ``.excerpt`` (a function shown out of its module) are labelled as such on the
-page and skipped here; blocks of ``>>>`` lines are run as doctests, so their shown output
-is checked too.
+page and skipped here, as are the API reference's signatures; blocks of ``>>>`` lines are
+run as doctests, so their shown output is checked too.
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ class CodeBlocks(HTMLParser):
                 self._in_code = True
             return
         if tag == "div" and "highlight" in classes and "language-python" in classes:
-            self._current = {"excerpt": "excerpt" in classes, "code": []}
+            # An excerpt (code out of its module) or an API signature is not a script.
+            partial = "excerpt" in classes or "doc-signature" in classes
+            self._current = {"excerpt": partial, "code": []}
             self._depth = 1
 
     def handle_endtag(self, tag):
