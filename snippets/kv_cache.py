@@ -54,8 +54,8 @@ cached = qkv.decode_with_cache(x, w)
 uncached = qkv.decode_without_cache(x, w)
 mask = qkv.causal_mask(len(x))
 one_pass = qkv.multi_head_attention(x, x, w, mask=mask).output
-print("max |cached - uncached| =", np.abs(cached - uncached).max())
-print("max |cached - one pass| =", np.abs(cached - one_pass).max())
+print(f"max |cached - uncached| = {np.abs(cached - uncached).max():.1e}")
+print(f"max |cached - one pass| = {np.abs(cached - one_pass).max():.1e}")
 # --8<-- [end:decode]
 
 # --8<-- [start:work]

@@ -36,5 +36,5 @@ causal = qkv.causal_mask(6)  # True where a query may attend, as in SDPA
 theirs = torch_multi_head(t(x), t(w.w_q), t(w.w_k), t(w.w_v), t(w.w_o),
                           n_heads=8, mask=t(causal))
 ours = qkv.multi_head_attention(x, x, w, mask=causal).output
-print("max |torch - qkv| =", np.abs(theirs.numpy() - ours).max())
+print(f"max |torch - qkv| = {np.abs(theirs.numpy() - ours).max():.1e}")
 # --8<-- [end:torch]

@@ -1,9 +1,11 @@
-"""Self-, cross- and masked (causal, padding) attention: one formula, different inputs.
+"""Self-, cross- and masked (causal, padding) attention: one formula.
 
 Run: python snippets/three_kinds.py
 """
 
 # --8<-- [start:self]
+import textwrap
+
 import numpy as np
 
 import qkv
@@ -34,7 +36,8 @@ print(causal.astype(int))
 masked = qkv.self_attention(X, p, mask=causal)
 show(masked.weights, words, words)
 future = ~causal  # the pairs above the diagonal
-print("weights on future tokens all exactly 0:", bool((masked.weights[future] == 0).all()))
+exact = bool((masked.weights[future] == 0).all())
+print("weights on future tokens all exactly 0:", exact)
 print("row sums:", masked.weights.sum(axis=-1).round(6))
 # --8<-- [end:causal]
 
@@ -42,17 +45,20 @@ print("row sums:", masked.weights.sum(axis=-1).round(6))
 # --8<-- [start:padding]
 # A batch of two sequences: all six words, and the first four padded to six.
 rng = np.random.default_rng(1)
-batch = np.stack([X, np.vstack([X[:4], rng.normal(size=(2, 16))])])  # (2, 6, 16)
+junk = rng.normal(size=(2, 16))  # whatever the padding holds
+batch = np.stack([X, np.vstack([X[:4], junk])])  # (2, 6, 16)
 lengths = [6, 4]
-pad = qkv.padding_mask(lengths, t=6)  # (2, 1, 6): broadcasts over the queries
-print(pad.astype(int))
+pad = qkv.padding_mask(lengths, t=6)  # (2, 1, 6): broadcasts over queries
+print("padding mask", pad.shape, "- the keys each sequence may use:")
+print(pad[:, 0].astype(int))
 
 padded = qkv.self_attention(batch, p, mask=pad)
 labels = (*words[:4], "<pad>", "<pad>")
 show(padded.weights[1], labels, labels)
-print("weights on padding all exactly 0:", bool((padded.weights[1][:, 4:] == 0).all()))
+on_pad = padded.weights[1][:, 4:]  # every query's weight on the two pads
+print("weights on padding all exactly 0:", bool((on_pad == 0).all()))
 
-short = qkv.self_attention(X[:4], p)  # the four words alone, no padding at all
+short = qkv.self_attention(X[:4], p)  # the four words alone, unpadded
 print("real tokens' outputs equal the unpadded ones:",
       np.allclose(padded.output[1, :4], short.output))
 
@@ -64,8 +70,9 @@ print("causal and padding together:", both.shape)
 # --8<-- [start:cross]
 decoder_words = ("elle", "a", "bu")  # three positions of another sequence
 decoder = toy.embeddings(decoder_words, seed=7)  # (3, 16)
-cross = qkv.cross_attention(decoder, X, p)  # queries from decoder; keys, values from X
-print("cross-attention weights:", cross.weights.shape, " output:", cross.output.shape)
+cross = qkv.cross_attention(decoder, X, p)  # Q from decoder; K, V from X
+print("cross-attention weights:", cross.weights.shape,
+      " output:", cross.output.shape)
 show(cross.weights, decoder_words, words)
 print("row sums:", cross.weights.sum(axis=-1).round(6))
 # --8<-- [end:cross]
@@ -85,9 +92,9 @@ import torch.nn.functional as F
 
 
 def masked_attention(q, k, v, mask):
-    """softmax(q k^T / sqrt(d_k)) v, where mask is True for pairs that may attend."""
+    """softmax(q k^T / sqrt(d_k)) v; mask is True where a query may attend."""
     scores = q @ k.transpose(-2, -1) / k.shape[-1] ** 0.5  # (..., Tq, Tk)
-    scores = scores.masked_fill(~mask, float("-inf"))  # forbidden pairs: weight 0
+    scores = scores.masked_fill(~mask, float("-inf"))  # hidden: weight 0
     weights = torch.softmax(scores, dim=-1)  # over the keys
     return weights, weights @ v
 
@@ -109,10 +116,12 @@ blocked[0, 0] = False  # the first query may now attend to nothing at all
 try:
     qkv.attention(Q, K, V, mask=blocked)
 except ValueError as error:
-    print("qkv:", error)
+    print(textwrap.fill(f"qkv: {error}", 72))
 
 torch_blocked = torch.from_numpy(blocked)
-print("hand-written torch, row 0:", masked_attention(q, k, v, torch_blocked)[1][0, :3])
-sdpa_blocked = F.scaled_dot_product_attention(q, k, v, attn_mask=torch_blocked)
+by_hand = masked_attention(q, k, v, torch_blocked)[1]
+sdpa_blocked = F.scaled_dot_product_attention(q, k, v,
+                                              attn_mask=torch_blocked)
+print("hand-written torch, row 0:", by_hand[0, :3])
 print("torch SDPA, row 0:        ", sdpa_blocked[0, :3])
 # --8<-- [end:fully_masked]

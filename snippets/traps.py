@@ -36,8 +36,9 @@ print("right: favourite keys:  ", favourites(right.weights))
 p64 = toy.projections(d_k=64)
 for scale in [False, True]:
     w = qkv.self_attention(X, p64, scale=scale).weights
-    print(f"scale={scale!s:5}  largest weight per row: {w.max(axis=-1).round(3)}",
-          f" mean entropy {qkv.entropy(w).mean():.2f} nats")
+    label = "scaled" if scale else "unscaled"
+    print(f"{label:>8}: largest weight per row", w.max(axis=-1).round(3))
+    print(f"{'':10}mean entropy {qkv.entropy(w).mean():.2f} nats")
 # --8<-- [end:no_scaling]
 
 
@@ -46,9 +47,11 @@ twice = np.vstack([X, X[2]])  # "milk" appears twice: identical embeddings
 labels = (*words, "milk'")
 w = qkv.self_attention(twice, p).weights  # (7, 7)
 milk, copy = 2, 6
-print("milk -> milk:", w[milk, milk].round(3), "  milk -> milk':", w[milk, copy].round(3))
-print("milk's favourite key:", labels[w[milk].argmax()], w[milk].max().round(3))
-same = np.allclose(w[:, milk], w[:, copy], rtol=1e-12, atol=0)  # up to rounding
+print("milk -> milk:", w[milk, milk].round(3),
+      "  milk -> milk':", w[milk, copy].round(3))
+favourite = w[milk].argmax()
+print("milk's favourite key:", labels[favourite], w[milk, favourite].round(3))
+same = np.allclose(w[:, milk], w[:, copy], rtol=1e-12, atol=0)
 print("every query weighs milk and milk' equally:", same)
 print("words whose favourite key is themselves:",
       [labels[i] for i in range(7) if w[i].argmax() == i])
@@ -61,7 +64,8 @@ Q6, K6, V6 = qkv.project(X, p6)
 weights = qkv.softmax(Q6 @ K6.T / np.sqrt(8))
 forgot = weights  # wrong: stopped after softmax
 output = weights @ V6  # right: the weights applied to the values
-print("shapes:", forgot.shape, output.shape, " equal:", forgot.shape == output.shape)
+print("shapes:", forgot.shape, output.shape,
+      " equal:", forgot.shape == output.shape)
 print("largest difference:", np.abs(forgot - output).max().round(3))
 print("rows of the wrong one sum to 1:", forgot.sum(axis=-1).round(6))
 # --8<-- [end:forgot_values]
@@ -88,10 +92,12 @@ print(forwards[0].numpy().round(2))
 # --8<-- [start:additive_mask]
 q, k, v = (torch.from_numpy(a) for a in (Q, K, V))
 future = torch.from_numpy(~causal)
-as_float = torch.from_numpy(causal).double()  # wrong: 1.0 / 0.0 gets *added*
-additive = torch.zeros(6, 6).double().masked_fill(future, -torch.inf)  # right: 0 / -inf
+# wrong: 1.0 / 0.0, which SDPA *adds* to the scores
+as_float = torch.from_numpy(causal).double()
+# right: 0 where a query may attend, -inf where it may not
+additive = torch.zeros(6, 6).double().masked_fill(future, -torch.inf)
 scores = q @ k.T / 8**0.5
-leak = torch.softmax(scores + as_float, dim=-1)[future]  # weights on future keys
+leak = torch.softmax(scores + as_float, dim=-1)[future]  # on future keys
 print(f"0/1 float mask, smallest weight on a future token: {leak.min():.3f}")
 causal_qkv = qkv.attention(Q, K, V, mask=causal).output
 for name, m in [("0/1 float", as_float), ("0/-inf", additive)]:
@@ -103,30 +109,36 @@ for name, m in [("0/1 float", as_float), ("0/-inf", additive)]:
 
 # --8<-- [start:wrong_axis]
 scores = Q @ K.T / np.sqrt(8)
-by_query = qkv.softmax(scores, axis=0)  # wrong: normalises each key's column
-by_key = qkv.softmax(scores, axis=-1)  # right: normalises each query's row
+by_query = qkv.softmax(scores, axis=0)  # wrong: each key's column sums to 1
+by_key = qkv.softmax(scores, axis=-1)  # right: each query's row sums to 1
 print("row sums, axis=0: ", by_query.sum(axis=-1).round(3))
 print("row sums, axis=-1:", by_key.sum(axis=-1).round(3))
+print("mean row sum, axis=0:", by_query.sum(axis=-1).mean().round(12))
 # --8<-- [end:wrong_axis]
 
 
 # --8<-- [start:nan_rows]
 def attend(q, k, v, mask):
     """Hand-written masked attention: True = may attend."""
-    scores = (q @ k.transpose(-2, -1) / k.shape[-1] ** 0.5).masked_fill(~mask, -torch.inf)
+    scores = q @ k.transpose(-2, -1) / k.shape[-1] ** 0.5
+    scores = scores.masked_fill(~mask, -torch.inf)
     return torch.softmax(scores, dim=-1) @ v
 
 
-real = np.array([False, False, True, True, True, True])  # two pads on the left
+def nan_rows(x):
+    return torch.isnan(x).any(-1).sum().item()
+
+
+real = np.array([False, False, True, True, True, True])  # two pads, left
 mask = qkv.causal_mask(6) & real  # pad queries 0 and 1 may see nothing
 m = torch.from_numpy(mask)
 layer1 = attend(q, k, v, m)
 layer2 = attend(layer1, layer1, layer1, m)  # the next layer, same mask
-print("rows with NaN after layer 1:", torch.isnan(layer1).any(-1).sum().item())
-print("rows with NaN after layer 2:", torch.isnan(layer2).any(-1).sum().item())
+print("rows with NaN after layer 1:", nan_rows(layer1))
+print("rows with NaN after layer 2:", nan_rows(layer2))
 
-fixed = mask | np.eye(6, dtype=bool)  # right: every query may at least see itself
+fixed = mask | np.eye(6, dtype=bool)  # right: every query may see itself
 ok = attend(q, k, v, torch.from_numpy(fixed))
-print("fixed mask: NaN rows", torch.isnan(ok).any(-1).sum().item(),
+print("fixed mask: NaN rows", nan_rows(ok),
       " real rows unchanged:", torch.allclose(ok[2:], layer1[2:]))
 # --8<-- [end:nan_rows]

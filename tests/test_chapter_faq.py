@@ -29,7 +29,7 @@ def test_a_longer_query_turns_the_blend_into_one_lookup():
     weights, out = qkv.attention(16 * query[None], keys, values)
     assert np.argmax(weights[0]) == best
     assert np.abs(weights[0] - np.eye(5)[best]).max() < 5e-4  # one-hot to three decimals
-    assert np.linalg.norm(out[0] - values[best]) < 5e-4
+    assert np.linalg.norm(out[0] - values[best]) < 1e-3
 
 
 @settings(max_examples=50, deadline=None)
@@ -125,7 +125,7 @@ def test_the_ceiling_for_six_keys_is_reached_and_is_0_596():
     ceiling = np.e**2 / (np.e**2 + 5)
     assert round(ceiling, 3) == 0.596
     assert np.isclose(qkv.softmax(g["best_case"]).max(), ceiling, rtol=0, atol=1e-12)
-    assert qkv.softmax(g["cos"]).max() < ceiling  # random vectors stay well below it
+    assert qkv.softmax(g["cos"]).max() < ceiling / 2  # random vectors stay well below it
 
 
 @pytest.mark.claim("faq-cosine-temperature")

@@ -172,7 +172,8 @@ def test_formula_equals_the_bytes_of_a_real_cache(n_kv_heads):
     assert cache.keys.shape == (n_kv_heads, 16, w.d_head)
     assert cache.nbytes() == qkv.kv_cache_bytes(1, n_kv_heads, w.d_head, 16, bytes_per_value=8)
     # one key and one value, of d_head numbers each, per layer, KV head and token
-    assert qkv.kv_cache_bytes(3, 5, 7, 11, bytes_per_value=2, batch=13) == 2 * 3 * 5 * 7 * 11 * 2 * 13
+    by_formula = qkv.kv_cache_bytes(3, 5, 7, 11, bytes_per_value=2, batch=13)
+    assert by_formula == 2 * 3 * 5 * 7 * 11 * 2 * 13
 
 
 def _published_bytes(name, n_tokens, heads_for_cache=None):
@@ -196,9 +197,22 @@ def test_memory_per_token_and_at_4096_from_the_published_configs():
     assert _published_bytes("Llama 2 70B", 4096) == 1.25 * 2**30
 
 
+def _llama2_7b_parameters():
+    """Parameter count of Llama 2 7B from the fields of its config.json."""
+    vocab, hidden, mlp, layers = 32000, 4096, 11008, 32  # vocab_size, hidden_size,
+    # intermediate_size, num_hidden_layers; tie_word_embeddings is false
+    per_layer = 4 * hidden * hidden + 3 * hidden * mlp + 2 * hidden  # attention, MLP, 2 norms
+    return 2 * vocab * hidden + layers * per_layer + hidden  # embeddings, head, final norm
+
+
 @pytest.mark.claim("cache-batch-64gib")
 def test_a_batch_of_32_llama2_7b_sequences_at_4096_tokens():
-    assert qkv.kv_cache_bytes(32, 32, 128, 4096, batch=32) == 64 * 2**30
+    cache = qkv.kv_cache_bytes(32, 32, 128, 4096, batch=32)
+    assert cache == 64 * 2**30
+    assert _llama2_7b_parameters() == 6_738_415_616  # the "7B": 6.74 billion
+    weights = 2 * _llama2_7b_parameters()  # 16-bit
+    assert round(weights / 2**30, 1) == 12.6
+    assert round(cache / weights) == 5
 
 
 @pytest.mark.claim("cache-gqa-shrink", "recap-gqa-shrink")

@@ -11,6 +11,7 @@ import inspect
 
 import numpy as np
 import pytest
+import torch
 
 import qkv
 
@@ -90,3 +91,27 @@ def test_cross_attention_weights_are_tq_by_tk_rows_summing_to_one(rng):
     weights, _ = qkv.cross_attention(rng.normal(size=(3, 8)), rng.normal(size=(10, 8)), p)
     assert weights.shape == (3, 10)
     assert np.allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
+
+
+@pytest.mark.claim("recap-traps-silent")
+def test_three_traps_run_without_error_and_give_wrong_numbers(rng):
+    q, k, v = (rng.normal(size=(6, 64)) for _ in range(3))
+    # Dropping the scale at d_k = 64: runs, and the weights move far from the right ones.
+    right = qkv.attention(q, k, v)
+    unscaled = qkv.attention(q, k, v, scale=False)
+    assert np.abs(unscaled.weights - right.weights).max() > 0.1
+    # Softmax over the queries: runs, and the rows no longer sum to 1.
+    scores = q @ k.T / 8
+    assert not np.allclose(qkv.softmax(scores, axis=0).sum(axis=-1), 1.0, atol=0.05)
+    # A True = may-attend mask handed to nn.MultiheadAttention, which reads True = blocked:
+    # runs, and its output differs from what the right mask gives.
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(64, 4, batch_first=True, dtype=torch.float64)
+    x = torch.from_numpy(q)[None]
+    causal = torch.from_numpy(qkv.causal_mask(6))
+    with torch.no_grad():
+        wrong, _ = mha(x, x, x, attn_mask=causal)
+        good, _ = mha(x, x, x, attn_mask=~causal)
+    assert not torch.isnan(good).any()
+    rows = slice(0, 5)  # the last row of the wrong one is NaN: it may see nothing
+    assert (wrong[0, rows] - good[0, rows]).abs().max() > 0.1

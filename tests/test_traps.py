@@ -101,8 +101,16 @@ def test_multihead_attention_reads_true_as_blocked(page):
 def test_a_zero_one_float_mask_hides_nothing_and_zero_minus_inf_works(page):
     assert page["leak"].min() > 0  # every future pair keeps a positive weight
     q, k, v, causal = page["q"], page["k"], page["v"], page["causal"]
+    as_float = page["as_float"]
+    assert as_float.dtype == torch.float64
+    np.testing.assert_array_equal(as_float.numpy(), causal.astype(float))  # 1 allowed, 0 not
     want = qkv.attention(page["Q"], page["K"], page["V"], mask=causal).output
-    leaky = F.scaled_dot_product_attention(q, k, v, attn_mask=page["as_float"])
+    leaky = F.scaled_dot_product_attention(q, k, v, attn_mask=as_float)
+    # SDPA adds the float mask to the scaled scores: +1 on every allowed pair
+    added = qkv.attention(page["Q"], page["K"], page["V"]).weights  # unmasked
+    plus_one = np.exp(np.log(added) + causal)  # weights of scores + mask, unnormalised
+    plus_one /= plus_one.sum(axis=-1, keepdims=True)
+    assert np.abs(leaky.numpy() - plus_one @ page["V"]).max() < 1e-12
     assert np.abs(leaky.numpy() - want).max() > 0.1
     good = F.scaled_dot_product_attention(q, k, v, attn_mask=page["additive"])
     assert np.abs(good.numpy() - want).max() < 1e-12
@@ -113,6 +121,7 @@ def test_softmax_over_queries_leaves_rows_that_do_not_sum_to_one(page):
     by_query, by_key = page["by_query"], page["by_key"]
     np.testing.assert_allclose(by_query.sum(axis=0), 1.0, rtol=1e-12)  # columns do instead
     rows = by_query.sum(axis=-1)
+    assert abs(rows.mean() - 1.0) < 1e-12  # T columns of 1 shared over T rows
     assert rows.min() < 0.8 and rows.max() > 1.5
     np.testing.assert_allclose(by_key.sum(axis=-1), 1.0, rtol=1e-12)
 
