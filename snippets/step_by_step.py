@@ -1,4 +1,4 @@
-"""The computation step by step: scores, scaling, softmax, mixing, with the shape at each step.
+"""Attention step by step: scores, scaling, softmax, mixing, and the shape at each step.
 
 Four tokens, d_k = 64. Run: python snippets/step_by_step.py
 """
@@ -11,7 +11,8 @@ from qkv import toy
 
 words = toy.SENTENCE[:4]  # ("she", "drank", "milk", "from")
 X = toy.embeddings(words)  # one 16-wide embedding per token
-Q, K, V = qkv.project(X, toy.projections(d_k=64))  # Q = X W_Q, K = X W_K, V = X W_V
+p = toy.projections(d_k=64)  # W_Q, W_K, W_V: (16, 64) each
+Q, K, V = qkv.project(X, p)  # Q = X W_Q, K = X W_K, V = X W_V
 d_k = K.shape[-1]
 
 print("X", X.shape, "-> Q", Q.shape, " K", K.shape, " V", V.shape)
@@ -27,24 +28,27 @@ print("typical size (std) of a raw score:", scores.std().round(1))
 
 # --8<-- [start:scale]
 scaled = scores / np.sqrt(d_k)  # same shape, sqrt(64) = 8 times smaller
-print("scaled = scores / sqrt(d_k):", scaled.shape, " sqrt(d_k) =", np.sqrt(d_k))
+print("sqrt(d_k) =", np.sqrt(d_k))
+print("scaled = scores / sqrt(d_k):", scaled.shape)
 print("typical size (std) of a scaled score:", scaled.std().round(1))
 # --8<-- [end:scale]
 
 
 # --8<-- [start:softmax]
-weights = qkv.softmax(scaled, axis=-1)  # softmax along each row, i.e. over the keys
+weights = qkv.softmax(scaled, axis=-1)  # along each row: over the keys
 print("weights = softmax(scaled):", weights.shape)
-print(" " * 7 + "".join(f"{w:>7}" for w in words))  # column headers: the keys
+print(" " * 7 + "".join(f"{w:>7}" for w in words))  # one column per key
 for word, row in zip(words, weights, strict=True):
     print(f"{word:>7}" + "".join(f"{x:7.3f}" for x in row))
-print("row sums:", weights.sum(axis=-1).round(6))
+print("row sums:   ", weights.sum(axis=-1).round(6))
+print("column sums:", weights.sum(axis=0).round(3))
 # --8<-- [end:softmax]
 
 
 # --8<-- [start:mix]
 output = weights @ V  # row i = sum over j of weights[i, j] * V[j]
-print("output = weights @ V:", weights.shape, "@", V.shape, "->", output.shape)
+print("output = weights @ V:", weights.shape, "@", V.shape, "->",
+      output.shape)
 
 i = words.index("milk")
 mixture = sum(weights[i, j] * V[j] for j in range(len(words)))
@@ -64,8 +68,8 @@ print("output matches the steps above:", np.allclose(result.output, output))
 import torch
 import torch.nn.functional as F
 
-q, k, v = (torch.from_numpy(a) for a in (Q, K, V))  # float64 tensors, shapes as above
-torch_output = F.scaled_dot_product_attention(q, k, v)  # scales by 1/sqrt(d_k) by default
+q, k, v = (torch.from_numpy(a) for a in (Q, K, V))  # float64, shapes as above
+torch_output = F.scaled_dot_product_attention(q, k, v)  # divides by sqrt(d_k)
 print("torch output:", tuple(torch_output.shape))
 gap = np.abs(torch_output.numpy() - result.output).max()
 print(f"largest difference from qkv: {gap:.1e}")

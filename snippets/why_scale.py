@@ -29,8 +29,9 @@ print(" d_k  scaled  mean max w  max w > 0.99  mean entropy  median |J|")
 for d_k in [1, 64]:
     for scale in [True, False]:
         s = saturation(d_k, scale=scale, n_keys=n_keys)
+        near_one_hot = (s.max_weight > 0.99).mean()
         print(f"{d_k:4}  {scale!s:6}  {s.max_weight.mean():10.3f}",
-              f"{(s.max_weight > 0.99).mean():13.1%}  {s.entropy.mean():12.3f}",
+              f"{near_one_hot:13.1%}  {s.entropy.mean():12.3f}",
               f"{np.median(s.jacobian_norm):11.4f}")
 # --8<-- [end:saturation]
 
@@ -59,9 +60,10 @@ for d_k in [64, 256, 512]:
 
 
 # --8<-- [start:assumptions]
-q, k = next(draw_queries_keys(d_k=64, n_draws=2000))  # unit-variance components
+q, k = next(draw_queries_keys(d_k=64, n_draws=2000))  # unit variance
 q, k = q[:, 0], k[:, 0]  # (2000, 64) each: one query-key pair per row
-for sigma in [1.0, 2.0]:  # component std 2: what training may well produce
-    scores = ((sigma * q) * (sigma * k)).sum(axis=-1) * qkv.scale_factor(True, 64)
+for sigma in [1.0, 2.0]:  # std 2: what training may well produce
+    dots = ((sigma * q) * (sigma * k)).sum(axis=-1)
+    scores = dots * qkv.scale_factor(True, 64)
     print(f"component std {sigma}: std of scaled scores = {scores.std():.2f}")
 # --8<-- [end:assumptions]

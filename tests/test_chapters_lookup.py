@@ -50,7 +50,8 @@ def test_home_example_gives_one_row_per_word_and_d_v_columns():
     g = snippet_globals("first_attention.py")
     t = len(toy.SENTENCE)
     assert g["weights"].shape == (t, t)
-    assert g["output"].shape == (t, 8)  # the page projects with d_k = d_v = 8
+    assert g["v"].shape[-1] == g["q"].shape[-1] == 8  # values as wide as queries and keys
+    assert g["output"].shape == (t, g["v"].shape[-1])
 
 
 @pytest.mark.claim("home-is-the-formula")
@@ -105,6 +106,8 @@ def test_the_answer_is_the_weighted_average_and_no_stored_colour():
     np.testing.assert_allclose(g["answer"][0], weights[0] @ g["values"], rtol=1e-12)
     distance_to_nearest_entry = np.abs(g["values"] - g["answer"][0]).max(axis=-1).min()
     assert distance_to_nearest_entry > 0.1
+    red, green, blue = g["answer"][0]
+    assert red > max(green, blue) and min(green, blue) > 0.2  # reddish, but muted
 
 
 @pytest.mark.claim("lookup-answer-width")
@@ -140,7 +143,13 @@ def test_at_64_times_the_worst_key_still_has_a_tiny_positive_weight():
 @pytest.mark.claim("lookup-nudge")
 def test_a_small_step_flips_the_hard_answer_but_barely_moves_the_soft_one():
     g = snippet_globals("soft_lookup.py")
-    palette, hard = g["palette"], g["hard_lookup"]
+    palette, hard, keys = g["palette"], g["hard_lookup"], g["keys"]
+    # red and orange match (1, t) equally where 1 + 0.2 t = 0.8 + 0.8 t: the two queries
+    # sit either side of that line, a hair apart
+    red_key, orange_key = keys[g["names"].index("red")], keys[g["names"].index("orange")]
+    t_equal = (red_key[0] - orange_key[0]) / (orange_key[1] - red_key[1])
+    assert g["before"][0, 1] < t_equal < g["after"][0, 1]
+    assert g["after"][0, 1] - g["before"][0, 1] <= 0.1
     np.testing.assert_array_equal(hard(g["before"]), palette["red"])
     np.testing.assert_array_equal(hard(g["after"]), palette["orange"])
     assert np.abs(hard(g["after"]) - hard(g["before"])).max() == 0.5
@@ -328,6 +337,17 @@ def test_tied_scores_are_equal_but_the_weights_are_not(tie):
     milk, frm, s, w = tie["milk"], tie["frm"], tie["S_tied"], tie["W_tied"]
     assert s[milk, frm] == pytest.approx(s[frm, milk], abs=1e-12)
     assert w[milk, frm] > 10 * w[frm, milk]
+
+
+@pytest.mark.claim("three-tied-row-total-ratio")
+def test_tied_the_weight_ratio_is_the_ratio_of_row_totals(tie):
+    milk, frm, s, w = tie["milk"], tie["frm"], tie["S_tied"], tie["W_tied"]
+    totals = np.exp(s).sum(axis=-1)  # Z_i, written out here
+    np.testing.assert_allclose(tie["totals"], totals, rtol=1e-12)
+    assert totals[frm] > 10 * totals[milk]
+    # equal scores both ways, so w[milk, from] / w[from, milk] = Z_from / Z_milk
+    np.testing.assert_allclose(w[milk, frm] / w[frm, milk], totals[frm] / totals[milk],
+                               rtol=1e-9)
 
 
 @pytest.mark.claim("three-tied-row-totals")

@@ -18,11 +18,13 @@ from qkv.explorer import (
     D_K_MAX,
     D_V,
     DEFAULTS,
+    STAGES,
     explorer_data,
     explorer_json,
     explorer_state,
     to_fixed,
 )
+from qkv.scaling import score_std
 
 WORDS = toy.SENTENCE
 HALF_UNIT = 0.5e-6 + 1e-12  # rounding to 6 decimals moves a number by at most this
@@ -193,6 +195,36 @@ def test_2_at_dk_1_every_query_ranks_the_keys_one_way_or_reversed():
     # both directions really occur, so the explorer shows the flip
     assert {tuple(ranks(r)) == tuple(base) for r in raw} == {True, False}
     assert ranks(raw[WORDS.index("drank")]) == base
+
+
+@pytest.mark.claim("try-default-state")
+def test_the_explorer_opens_on_she_at_stage_3_dk_16_scaled(data):
+    assert DEFAULTS == {"stage": 3, "query": "she", "dk": 16, "scale": 1}
+    assert STAGES[DEFAULTS["stage"] - 1] == "softmax weights"
+    assert data["defaults"] == DEFAULTS  # what the page reads
+
+
+@pytest.mark.claim("try-unscaled-eight-times")
+def test_unscaled_scores_at_64_are_typically_eight_times_the_scaled_ones_at_16():
+    # std(q·k) = sqrt(d_k): raw at 64 is 8; scaled at 16 is 4 / 4 = 1. Tolerance: 5 standard
+    # errors of a ratio of two independent sample stds (see tests/test_why_scale.py).
+    n = 20_000
+    ratio = score_std(64, scale=False, n_draws=n) / score_std(16, scale=True, n_draws=n)
+    rel_se = np.hypot(*(0.5 * np.sqrt((2 + 6 / d) / n) for d in (64, 16)))
+    assert abs(ratio - 8) < 5 * 8 * rel_se
+
+
+@pytest.mark.claim("try-near-tie-ratio")
+def test_3_a_lead_under_one_leaves_the_runner_up_over_a_third_of_the_winner():
+    _, scaled, weights, *_ = reference(64, False)
+    for i, word in enumerate(WORDS):
+        first, second = np.argsort(-scaled[i])[:2]
+        ratio = weights[i, second] / weights[i, first]
+        np.testing.assert_allclose(ratio, np.exp(scaled[i, second] - scaled[i, first]),
+                                   rtol=1e-9)
+        if scaled[i, first] - scaled[i, second] < 1:
+            assert ratio > np.exp(-1), word
+    assert np.exp(-1) == pytest.approx(0.37, abs=0.005)
 
 
 @pytest.mark.claim("try-unscaled-collapses")

@@ -108,6 +108,35 @@ def test_unscaled_largest_weight_is_near_one(d64):
     assert (scaled.max_weight > 0.99).sum() == 0
 
 
+@pytest.mark.claim("scale-unscaled-majority-copies")
+def test_unscaled_a_single_key_takes_most_weight_in_most_draws(d64):
+    raw, scaled = d64
+    share = (raw.max_weight > 0.95).mean()
+    assert share - Z * np.sqrt(share * (1 - share) / N_SAT) > 0.5
+    assert (scaled.max_weight > 0.95).mean() < 0.01  # scaled, it almost never happens
+
+
+@pytest.mark.claim("scale-init-unit-variance")
+def test_qkv_projections_of_unit_variance_inputs_have_unit_variance_components():
+    # W has entries N(0, 1/d_model), so a component x @ w of a unit-variance x is a sum of
+    # d_model independent terms of variance 1/d_model: mean 0, variance 1, and (as for q·k
+    # in the module docstring) fourth moment 3 + 6/d_model, so a sample variance over N
+    # independent components has standard error sqrt((2 + 6/d_model) / N).
+    d_model, width, draws = 16, 10, 2000
+    rng = np.random.default_rng(7)
+    q, k = [], []
+    for _ in range(draws):
+        p = qkv.Projections.random(rng, d_model, width)
+        x = rng.standard_normal((width, d_model))
+        q_, k_, _ = qkv.project(x, p)
+        # the diagonal pairs row i of x with column i of W: independent components
+        q.append(np.diag(q_)), k.append(np.diag(k_))
+    n = draws * width
+    for comp in (np.concatenate(q), np.concatenate(k)):
+        assert abs(comp.mean()) < Z * np.sqrt(1 / n)
+        assert abs(comp.var() - 1) < Z * np.sqrt((2 + 6 / d_model) / n)
+
+
 @pytest.mark.claim("scale-unscaled-low-entropy")
 def test_unscaled_entropy_is_a_sixth_of_uniform(d64):
     raw, scaled = d64
