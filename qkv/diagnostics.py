@@ -37,9 +37,8 @@ def entropy(weights) -> np.ndarray:
             "axis"
         )
     safe = np.where(w > 0, w, 1.0)  # log(1) = 0, so zero weights add nothing
-    return 0.0 - (w * np.log(safe)).sum(
-        axis=-1
-    )  # 0.0 - x turns -0.0 into 0.0
+    # 0.0 - x turns -0.0 into 0.0
+    return 0.0 - (w * np.log(safe)).sum(axis=-1)
 
 
 # --8<-- [end:entropy]

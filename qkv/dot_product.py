@@ -50,9 +50,8 @@ def softmax(z, axis: int = -1) -> np.ndarray:
     [0.7311 0.2689 0.    ]
     """
     z = np.asarray(z)
-    z = np.array(
-        z, dtype=np.result_type(z.dtype, np.float32)
-    )  # a float copy we may overwrite
+    # a float copy we may overwrite
+    z = np.array(z, dtype=np.result_type(z.dtype, np.float32))
     return softmax_in_place(z, axis)
 
 
@@ -67,9 +66,8 @@ def softmax_in_place(z: np.ndarray, axis: int = -1) -> np.ndarray:
     >>> softmax_in_place(z) is z, z.round(6).tolist()
     (True, [0.25, 0.75])
     """
-    peak = z.max(
-        axis=axis, keepdims=True
-    )  # NaN and +inf propagate into the max
+    # NaN and +inf propagate into the max, so one check covers them
+    peak = z.max(axis=axis, keepdims=True)
     if not np.isfinite(peak).all():
         row = tuple(int(i) for i in np.argwhere(~np.isfinite(peak))[0])
         raise ValueError(
@@ -181,6 +179,7 @@ def attention(q, k, v, mask=None, scale=True) -> Attention:
     >>> print(attention(q, k, v, mask=mask).weights[0, 2])
     0.0
     """
+    # --8<-- [start:attention_body]
     q = as_float_array("q", q)
     k = as_float_array("k", k)
     v = as_float_array("v", v)
@@ -197,19 +196,18 @@ def attention(q, k, v, mask=None, scale=True) -> Attention:
     d_k = q.shape[-1]
     factor = scale_factor(scale, d_k)
 
-    scores = (q * factor) @ np.swapaxes(
-        k, -1, -2
-    )  # (..., Tq, Tk): q·k for every pair
+    # (..., Tq, Tk): q·k/√d_k for every pair of query and key
+    scores = (q * factor) @ np.swapaxes(k, -1, -2)
     if mask is not None:
         mask = check_mask(mask, scores.shape)
-        scores = np.where(
-            mask, scores, -np.inf
-        )  # masked pairs get weight exactly 0
-    weights = softmax_in_place(
-        scores, axis=-1
-    )  # (..., Tq, Tk): each row sums to 1
-    output = weights @ v  # (..., Tq, d_v): weighted mixture of value rows
+        # masked pairs score -inf, so their weight comes out exactly 0
+        scores = np.where(mask, scores, -np.inf)
+    # (..., Tq, Tk): softmax along the keys; each row sums to 1
+    weights = softmax_in_place(scores, axis=-1)
+    # (..., Tq, d_v): each row a weighted mixture of the value rows
+    output = weights @ v
     return Attention(weights, output)
+    # --8<-- [end:attention_body]
 
 
 # --8<-- [end:attention]

@@ -117,11 +117,13 @@ def explorer_state(query: str, d_k: int, scale: bool, words=toy.SENTENCE,
     # --8<-- [start:explorer_state]
     _check(words, query, d_k, scale)
     x = toy.embeddings(words)  # (T, d_model)
-    q, k, v = project(x, toy.projections(d_k, d_v=d_v))  # (T, d_k), (T, d_k), (T, d_v)
+    # (T, d_k), (T, d_k), (T, d_v)
+    q, k, v = project(x, toy.projections(d_k, d_v=d_v))
     i = list(words).index(query)
     raw = q[i] @ k.T  # (T,): one dot product per key
     scaled = raw * scale_factor(bool(scale), d_k)
-    weights, output = attention(q[i : i + 1], k, v, scale=bool(scale))  # (1, T), (1, d_v)
+    # (1, T), (1, d_v): one query row against all six keys
+    weights, output = attention(q[i : i + 1], k, v, scale=bool(scale))
     return ExplorerState(
         raw=raw,
         scaled=scaled,

@@ -153,14 +153,12 @@ def decode_with_cache(
         )
         k = np.repeat(cache.keys, group, axis=0)  # (heads, t+1, d_head)
         v = np.repeat(cache.values, group, axis=0)
-        _, out = attention(
-            q, k, v
-        )  # no mask needed: the cache holds only the past
+        # no mask needed: the cache holds only the past
+        _, out = attention(q, k, v)
         outputs.append(merge_heads(out) @ w.w_o)  # (1, d_model)
         counter.kv_projections.append(1)  # one new position projected
-        counter.scores.append(
-            w.n_heads * len(cache)
-        )  # one query against t+1 keys
+        # one query against t+1 keys, in every head
+        counter.scores.append(w.n_heads * len(cache))
     return np.concatenate(outputs, axis=0)
 
 
@@ -197,9 +195,8 @@ def decode_without_cache(
         ).output
         outputs.append(out[-1:])  # keep only the newest token's output
         counter.kv_projections.append(t)
-        counter.scores.append(
-            w.n_heads * t * t
-        )  # the full t x t score matrix
+        # the full t x t score matrix, in every head
+        counter.scores.append(w.n_heads * t * t)
     return np.concatenate(outputs, axis=0)
 
 

@@ -130,9 +130,8 @@ def split_heads(x, n_heads: int) -> np.ndarray:
             f"last axis {width} (shape {x.shape}) is not divisible by "
             f"n_heads={n_heads}"
         )
-    x = x.reshape(
-        *lead, t, n_heads, width // n_heads
-    )  # (..., T, heads, d_head)
+    # (..., T, heads, d_head)
+    x = x.reshape(*lead, t, n_heads, width // n_heads)
     return np.swapaxes(x, -3, -2)  # (..., heads, T, d_head)
 
 
@@ -190,9 +189,8 @@ def multi_head_attention(
     q = split_heads(x_q @ w.w_q, w.n_heads)  # (..., heads, Tq, d_head)
     k = split_heads(x_kv @ w.w_k, w.n_kv_heads)  # (..., kv_heads, Tk, d_head)
     v = split_heads(x_kv @ w.w_v, w.n_kv_heads)  # (..., kv_heads, Tk, d_head)
-    group = (
-        w.n_heads // w.n_kv_heads
-    )  # query heads that share one key/value head
+    # query heads that share one key/value head
+    group = w.n_heads // w.n_kv_heads
     k = np.repeat(k, group, axis=-3)  # (..., heads, Tk, d_head)
     v = np.repeat(v, group, axis=-3)  # (..., heads, Tk, d_head)
     if mask is not None:
