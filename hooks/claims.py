@@ -127,7 +127,19 @@ def problems(claims: list[Claim], guards: list[Guard]) -> list[str]:
     return found
 
 
-def how_we_know_markdown(claims: list[Claim], guards: list[Guard], titles: dict[str, str]) -> str:
+def nav_order(nav) -> list[str]:
+    """The Markdown files of a MkDocs ``nav`` setting, in reading order."""
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, dict):
+        return [f for value in nav.values() for f in nav_order(value)]
+    if isinstance(nav, list):
+        return [f for item in nav for f in nav_order(item)]
+    return []
+
+
+def how_we_know_markdown(claims: list[Claim], guards: list[Guard], titles: dict[str, str],
+                         order: list[str] | None = None) -> str:
     tests_by_claim: dict[str, list[str]] = {}
     for guard in guards:
         tests_by_claim.setdefault(guard.claim_id, []).append(guard.test)
@@ -150,7 +162,10 @@ def how_we_know_markdown(claims: list[Claim], guards: list[Guard], titles: dict[
     by_page: dict[str, list[Claim]] = {}
     for claim in claims:
         by_page.setdefault(claim.page, []).append(claim)
-    for page, page_claims in by_page.items():
+    order = order or []
+    reading = sorted(by_page, key=lambda p: (order.index(p) if p in order else len(order), p))
+    for page in reading:
+        page_claims = by_page[page]
         lines += [f"## {titles.get(page, page)}", "", "| Claim | Guarded by |", "|---|---|"]
         for claim in page_claims:
             tests = "<br>".join(f"`{t}`" for t in tests_by_claim.get(claim.id, [])) or "**none**"
@@ -179,7 +194,8 @@ def on_files(files, config):
     for problem in problems(claims, guards):
         log.warning(problem)
     titles = {c.page: _title(docs_dir / c.page) for c in claims}
-    files.append(File.generated(config, PAGE, content=how_we_know_markdown(claims, guards, titles)))
+    page = how_we_know_markdown(claims, guards, titles, nav_order(config["nav"]))
+    files.append(File.generated(config, PAGE, content=page))
     return files
 
 

@@ -54,3 +54,11 @@ def test_how_we_know_page_lists_each_claim_with_its_test(built_site):
         assert f"#claim-{claim.id}" in page
     for guard in claims.find_guards(ROOT / "tests"):
         assert guard.test in page
+
+
+def test_how_we_know_follows_the_reading_order_of_the_nav():
+    nav = [{"Home": "index.md"}, {"Part": [{"B": "b.md"}, {"A": "a.md"}]}]
+    assert claims.nav_order(nav) == ["index.md", "b.md", "a.md"]
+    found = [claims.Claim("x", "a.md", "A fact."), claims.Claim("y", "b.md", "B fact.")]
+    page = claims.how_we_know_markdown(found, [], {"a.md": "A", "b.md": "B"}, claims.nav_order(nav))
+    assert page.index("## B") < page.index("## A")
