@@ -346,7 +346,7 @@ def test_instant_navigation_from_things_to_try_opens_the_linked_state(page, inst
     page.get_by_test_id("scale").check()
     expect_url(page, scale=1)
     # away and back again, still without a full load: a fresh explorer for the new page
-    page.locator("a.md-footer__link--prev").click()
+    page.locator('article a[href$="things-to-try/"]').last.click()  # the "Read next" link
     page.wait_for_url("**/things-to-try/**")
     page.go_back()
     page.wait_for_selector("#qkv-explorer.qx-ready")
