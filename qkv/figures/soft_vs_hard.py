@@ -74,8 +74,10 @@ def build(style) -> Figure:
         (1, hard_ax, d.hard, d.hard_answer, "Hard: dictionary lookup",
          [f"{w:g}" for w in d.hard]),
     ):
-        colours = [style.accent if i == best else style.primary for i in x]
-        bars = ax.bar(x, weights, color=colours, width=0.7)
+        # Each bar is painted in its entry's own colour (the value it hands over), so
+        # "red" is red; the outline keeps white visible and marks the best match.
+        bars = ax.bar(x, weights, color=[tuple(v) for v in VALUES], width=0.7,
+                      edgecolor=style.text, linewidth=[2.0 if i == best else 0.6 for i in x])
         ax.bar_label(bars, labels, padding=2, fontsize=11, color=style.text)
         ax.set_title(title, loc="left")
         ax.set_ylabel("weight")
