@@ -26,7 +26,7 @@ layers = [qkv.MultiHeadWeights.random(rng, d_model, n_heads)
           for _ in range(3)]
 
 
-def keys_and_values(x, causal=True):
+def keys_and_values(layers, x, causal=True):
     """The keys and values each layer of a residual stack computes."""
     per_layer = []
     for layer in layers:
@@ -40,8 +40,8 @@ tokens = rng.normal(size=(7, d_model))
 print("largest change in the first six tokens' keys and values")
 print("when a seventh token arrives:")
 for causal in (True, False):
-    before = keys_and_values(tokens[:6], causal)  # six tokens so far
-    after = keys_and_values(tokens, causal)  # a seventh arrives
+    before = keys_and_values(layers, tokens[:6], causal)  # six so far
+    after = keys_and_values(layers, tokens, causal)  # a seventh arrives
     moved = [max(np.abs(ka[:6] - kb).max(), np.abs(va[:6] - vb).max())
              for (kb, vb), (ka, va) in zip(before, after, strict=True)]
     print(f"  {'causal' if causal else 'no mask':<8}",

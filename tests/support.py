@@ -22,12 +22,17 @@ CHROMIUM_ARGS = [
 ]
 
 
-def build_site(out: Path, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run ``mkdocs build --strict`` into ``out`` and return the finished process."""
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", **(extra_env or {})}
+def build_site(out: Path, extra_env: dict[str, str] | None = None, *, cwd: Path = ROOT,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``mkdocs build --strict`` in ``cwd`` into ``out``; return the finished process.
+
+    ``env`` replaces this process's environment as the base (``extra_env`` goes on top).
+    """
+    env = {**(os.environ if env is None else env), "NO_MKDOCS_2_WARNING": "1",
+           **(extra_env or {})}
     return subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=1200,
     )
 
 

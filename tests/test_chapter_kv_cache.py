@@ -50,31 +50,23 @@ def test_text_reading_patches_gets_a_rectangular_weight_map():
     assert np.allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
 
 
-def _kv_per_layer(layers, x, causal):
-    per_layer = []
-    for layer in layers:
-        per_layer.append((x @ layer.w_k, x @ layer.w_v))
-        mask = qkv.causal_mask(len(x)) if causal else None
-        x = x + qkv.multi_head_attention(x, x, layer, mask=mask).output
-    return per_layer
-
-
 @pytest.mark.claim("cache-earlier-kv-unchanged", "recap-cache-equal")
 @pytest.mark.parametrize("depth", [1, 2, 5])
 def test_earlier_keys_and_values_never_change_in_a_causal_stack(depth):
     rng = np.random.default_rng(depth)
     layers = [qkv.MultiHeadWeights.random(rng, 16, 4) for _ in range(depth)]
     tokens = rng.normal(size=(12, 16))
-    final = _kv_per_layer(layers, tokens, causal=True)
+    keys_and_values = snippet_globals("kv_cache.py")["keys_and_values"]  # the page's code
+    final = keys_and_values(layers, tokens, causal=True)
     for t in range(1, 12):  # every prefix, at every layer
-        prefix = _kv_per_layer(layers, tokens[:t], causal=True)
+        prefix = keys_and_values(layers, tokens[:t], causal=True)
         for (k_p, v_p), (k_f, v_f) in zip(prefix, final, strict=True):
             assert np.allclose(k_p, k_f[:t], rtol=0, atol=1e-12)
             assert np.allclose(v_p, v_f[:t], rtol=0, atol=1e-12)
     # and the page's own three-layer example
     g = snippet_globals("kv_cache.py")
-    before = g["keys_and_values"](g["tokens"][:6], True)
-    after = g["keys_and_values"](g["tokens"], True)
+    before = g["keys_and_values"](g["layers"], g["tokens"][:6], True)
+    after = g["keys_and_values"](g["layers"], g["tokens"], True)
     for (kb, vb), (ka, va) in zip(before, after, strict=True):
         assert np.allclose(kb, ka[:6], rtol=0, atol=1e-12)
         assert np.allclose(vb, va[:6], rtol=0, atol=1e-12)
@@ -83,8 +75,8 @@ def test_earlier_keys_and_values_never_change_in_a_causal_stack(depth):
 @pytest.mark.claim("cache-no-mask-changes")
 def test_without_the_mask_deeper_keys_and_values_change():
     g = snippet_globals("kv_cache.py")
-    before = g["keys_and_values"](g["tokens"][:6], False)
-    after = g["keys_and_values"](g["tokens"], False)
+    before = g["keys_and_values"](g["layers"], g["tokens"][:6], False)
+    after = g["keys_and_values"](g["layers"], g["tokens"], False)
     changes = [max(np.abs(ka[:6] - kb).max(), np.abs(va[:6] - vb).max())
                for (kb, vb), (ka, va) in zip(before, after, strict=True)]
     assert changes[0] <= 1e-12  # layer 1 projects the raw input: nothing to change it yet

@@ -36,6 +36,13 @@ def random_projections(seed, d_model, d_k, d_v):
     return qkv.Projections.random(np.random.default_rng(seed), d_model, d_k, d_v)
 
 
+def random_tied_case(seed, d_k, t):
+    """``t`` random inputs of width 6 and projections with W_Q tied to W_K."""
+    p = random_projections(seed, 6, d_k, 3)
+    x = np.random.default_rng(seed).normal(size=(t, 6))
+    return x, qkv.Projections(p.w_k, p.w_k, p.w_v)
+
+
 # ---- Home page -----------------------------------------------------------------------
 
 
@@ -320,9 +327,8 @@ def test_milk_gives_from_more_than_twice_the_weight_from_gives_milk(tie):
 @settings(max_examples=50, deadline=None)
 @given(seeds, widths, st.integers(1, 10))
 def test_tying_w_q_to_w_k_makes_every_score_matrix_symmetric(seed, d_k, t):
-    p = random_projections(seed, 6, d_k, 3)
-    tied = qkv.Projections(p.w_k, p.w_k, p.w_v)
-    s = scores_of(np.random.default_rng(seed).normal(size=(t, 6)), tied)
+    x, tied = random_tied_case(seed, d_k, t)
+    s = scores_of(x, tied)
     assert np.abs(s - s.T).max() <= 1e-12 * max(1.0, np.abs(s).max())
 
 
@@ -354,9 +360,7 @@ def test_tied_the_weight_ratio_is_the_ratio_of_row_totals(tie):
 @settings(max_examples=50, deadline=None)
 @given(seeds, widths, st.integers(1, 10))
 def test_tied_weights_are_symmetric_once_each_row_is_multiplied_by_its_total(seed, d_k, t):
-    p = random_projections(seed, 6, d_k, 3)
-    tied = qkv.Projections(p.w_k, p.w_k, p.w_v)
-    x = np.random.default_rng(seed).normal(size=(t, 6))
+    x, tied = random_tied_case(seed, d_k, t)
     totals = np.exp(scores_of(x, tied)).sum(axis=-1, keepdims=True)  # Z_i
     unnormalised = qkv.self_attention(x, tied).weights * totals  # w_ij Z_i = exp(s_ij)
     np.testing.assert_allclose(unnormalised, unnormalised.T, rtol=1e-9)
@@ -366,9 +370,8 @@ def test_tied_weights_are_symmetric_once_each_row_is_multiplied_by_its_total(see
 @settings(max_examples=50, deadline=None)
 @given(seeds, widths, st.integers(1, 10))
 def test_tied_a_word_never_scores_itself_below_zero(seed, d_k, t):
-    p = random_projections(seed, 6, d_k, 3)
-    x = np.random.default_rng(seed).normal(size=(t, 6))
-    assert (np.diag(scores_of(x, qkv.Projections(p.w_k, p.w_k, p.w_v))) >= 0).all()
+    x, tied = random_tied_case(seed, d_k, t)
+    assert (np.diag(scores_of(x, tied)) >= 0).all()
 
 
 @pytest.mark.claim("three-tied-self-score")

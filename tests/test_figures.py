@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from chapter_snippets import snippet_globals
-from support import ROOT, html_pages
+from support import ROOT, build_site, html_pages
 
 from qkv import MODELS, kv_cache_bytes, toy
 from qkv.figures import (
@@ -236,12 +236,7 @@ def _mini_project(tmp_path: Path, pages: dict[str, str], keep: set[str]) -> Path
 
 
 def _build(root: Path, cache: Path, **env) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(root / "site")],
-        cwd=root, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1",
-             "QKV_FIGURES_CACHE": str(cache), **env},
-    )
+    return build_site(root / "site", {"QKV_FIGURES_CACHE": str(cache), **env}, cwd=root)
 
 
 FIGURE_PAGE = "# Memory\n\n<!-- figure: kv-cache-memory -->\n\n```\n<!-- figure: in-code -->\n```\n"

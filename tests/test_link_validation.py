@@ -12,8 +12,8 @@ import re
 import subprocess
 
 import pytest
-from checkout import PYTHON, clean_env
-from support import ROOT
+from checkout import clean_env
+from support import ROOT, build_site
 
 pytestmark = pytest.mark.build
 
@@ -35,8 +35,7 @@ def build_fixture(tmp_path, index: str, validation: str) -> subprocess.Completed
     (docs / "index.md").write_text(f"# Fixture\n\n{index}")
     (docs / "other.md").write_text("# Other\n\n## A real heading\n\nText.\n")
     (tmp_path / "mkdocs.yml").write_text(f"site_name: fixture\n{validation}")
-    return subprocess.run([PYTHON, "-m", "mkdocs", "build", "--strict"], cwd=tmp_path,
-                          env=clean_env(), capture_output=True, text=True, timeout=300)
+    return build_site(tmp_path / "site", cwd=tmp_path, env=clean_env())
 
 
 def test_the_site_warns_on_links_and_anchors():

@@ -10,9 +10,7 @@ from __future__ import annotations
 import html
 import importlib.util
 import json
-import os
 import re
-import subprocess
 import sys
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlparse
@@ -20,7 +18,7 @@ from urllib.parse import urljoin, urlparse
 import nbformat
 import pytest
 from nbclient import NotebookClient
-from support import ROOT
+from support import ROOT, build_site
 
 NOTEBOOK = ROOT / "docs" / "notebook.ipynb"
 
@@ -238,8 +236,6 @@ def test_a_failing_cell_fails_the_build(tmp_path):
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, tmp_path / "docs" / "broken.ipynb")
     (tmp_path / "mkdocs.yml").write_text(f"site_name: fixture\nplugins:\n{plugin.group(0)}")
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict"], cwd=tmp_path,
-                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-                          capture_output=True, text=True, timeout=300)
+    done = build_site(tmp_path / "site", cwd=tmp_path)
     assert done.returncode != 0
     assert "the text says so" in done.stdout + done.stderr

@@ -15,8 +15,8 @@ import subprocess
 from datetime import UTC, datetime
 
 import pytest
-from checkout import PYTHON, clean_env, copy_project
-from support import ROOT
+from checkout import clean_env, copy_project
+from support import ROOT, build_site
 
 pytestmark = pytest.mark.build
 
@@ -34,10 +34,9 @@ def build_date() -> str:
 
 def build(root, site, epoch: str) -> dict[str, bytes]:
     """Build the tree at ``root`` into ``site``; every file of the site by its path."""
-    done = subprocess.run([PYTHON, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                          cwd=root, env=clean_env(PYTHONPATH=str(root), SOURCE_DATE_EPOCH=epoch,
-                                                  QKV_SITE_URL=SITE_URL),
-                          capture_output=True, text=True, timeout=1200)
+    done = build_site(site, cwd=root, env=clean_env(PYTHONPATH=str(root),
+                                                    SOURCE_DATE_EPOCH=epoch,
+                                                    QKV_SITE_URL=SITE_URL))
     assert done.returncode == 0, f"build failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return {p.relative_to(site).as_posix(): p.read_bytes() for p in site.rglob("*") if p.is_file()}
 
