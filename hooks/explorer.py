@@ -1,7 +1,7 @@
 """Export the attention explorer's numbers from qkv while the site builds.
 
 The explorer page (``docs/explorer.md``, URL ``explorer/``) only renders; every number it
-shows comes from ``qkv.explorer.explorer_json()``, written here to ``explorer/data.json``
+shows comes from ``qkv_site.explorer_data.explorer_json()``, written here to ``explorer/data.json``
 through MkDocs' file API (never into ``docs/``, which would make ``mkdocs serve`` loop).
 
 The export runs in a fresh interpreter so that ``mkdocs serve -w qkv`` picks up edits to
@@ -20,7 +20,7 @@ from mkdocs.utils import get_relative_url
 ROOT = Path(__file__).resolve().parent.parent
 DATA_URI = "explorer/data.json"
 PAGE = "explorer.md"
-_EXPORT = "import sys; from qkv.explorer import explorer_json; sys.stdout.write(explorer_json())"
+_EXPORT = "import sys; from qkv_site.explorer_data import explorer_json; sys.stdout.write(explorer_json())"
 
 
 def export_json() -> str:

@@ -4,13 +4,14 @@ A chapter places a figure with a line of its own::
 
     <!-- figure: score-spread -->
 
-Every module in ``qkv/figures/`` (see its ``__init__``) is a figure. Each is rendered by
-``python -m qkv.figures.render NAME DIR`` in a fresh interpreter (clean matplotlib settings,
-a fresh import of ``qkv``), in the background while MkDocs renders the pages, up to one
-process per core. The SVGs land in a cache folder outside ``docs/`` (``.cache/figures/``,
-or ``$QKV_FIGURES_CACHE``) keyed by a hash of everything the figure depends on: its own
-module, every other file of ``qkv/`` (figure modules of other figures excepted), and the
-numpy, matplotlib and Python versions. A rebuild with nothing changed renders nothing.
+Every module in ``sitebuild/qkv_site/figures/`` (see its ``__init__``) is a figure. Each is
+rendered by ``python -m qkv_site.figures.render NAME DIR`` in a fresh interpreter (clean
+matplotlib settings, a fresh import of ``qkv``), in the background while MkDocs renders the
+pages, up to one process per core. The SVGs land in a cache folder outside ``docs/``
+(``.cache/figures/``, or ``$QKV_FIGURES_CACHE``) keyed by a hash of everything the figure
+depends on: its own module, every other file of ``qkv/`` and ``sitebuild/qkv_site/``
+(figure modules of other figures excepted), and the numpy, matplotlib and Python versions.
+A rebuild with nothing changed renders nothing.
 
 The token becomes a ``<figure>`` with a light and a dark image (Material shows the one
 whose ``src`` ends in ``#only-light`` or ``#only-dark``), a stacked variant for phones
@@ -77,20 +78,24 @@ class Rendered:
 
 
 def figure_names(root: Path = ROOT) -> list[str]:
-    """The figures in ``root/qkv/figures``, by the rule in that package's ``__init__``.
+    """The figures in ``root/sitebuild/qkv_site/figures``, by the rule in that package's ``__init__``.
 
     The ``__init__`` imports only the standard library, so it is loaded from its path:
     that reads the figures of ``root`` (a copy, in tests) without importing numpy.
     """
-    path = root / "qkv" / "figures" / "__init__.py"
+    path = figures_folder(root) / "__init__.py"
     spec = importlib.util.spec_from_file_location("_qkv_figures_index", path)
     index = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(index)
     return index.names()
 
 
+def figures_folder(root: Path = ROOT) -> Path:
+    return root / "sitebuild" / "qkv_site" / "figures"
+
+
 def module_path(name: str, root: Path = ROOT) -> Path:
-    return root / "qkv" / "figures" / f"{name.replace('-', '_')}.py"
+    return figures_folder(root) / f"{name.replace('-', '_')}.py"
 
 
 def cache_key(name: str, root: Path = ROOT, names: list[str] | None = None) -> str:
@@ -100,8 +105,8 @@ def cache_key(name: str, root: Path = ROOT, names: list[str] | None = None) -> s
     for package in ("numpy", "matplotlib"):
         digest.update(f"{package}=={importlib.metadata.version(package)}\0".encode())
     digest.update(f"python {sys.version_info[:2]}\0".encode())
-    package = root / "qkv"
-    for path in sorted(package.rglob("*")):
+    files = [*(root / "qkv").rglob("*"), *(root / "sitebuild" / "qkv_site").rglob("*")]
+    for path in sorted(files):
         if not path.is_file() or "__pycache__" in path.parts or path in others:
             continue
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
@@ -126,14 +131,15 @@ def _script_failed(name: str, root: Path, code: int, stderr: str) -> FigureError
 
 def _environment(root: Path) -> dict:
     env = {**os.environ, "MPLBACKEND": "svg"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    paths = [str(root), str(root / "sitebuild"), env.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
     return env
 
 
 def run_in_subprocess(name: str, outdir: Path, root: Path) -> None:
-    """Render ``name`` into ``outdir`` with ``python -m qkv.figures.render``."""
+    """Render ``name`` into ``outdir`` with ``python -m qkv_site.figures.render``."""
     done = subprocess.run(
-        [sys.executable, "-m", "qkv.figures.render", name, str(outdir)],
+        [sys.executable, "-m", "qkv_site.figures.render", name, str(outdir)],
         cwd=root, env=_environment(root), capture_output=True, text=True, timeout=600,
     )
     if done.returncode != 0:
@@ -159,8 +165,8 @@ for line in sys.stdin:
             fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(fd, 1)
             os.dup2(fd, 2)
-            sys.path.insert(0, root)
-            from qkv.figures.render import main
+            sys.path[:0] = [root, os.path.join(root, "sitebuild")]
+            from qkv_site.figures.render import main
             code = main([name, outdir])
         except SystemExit as stop:
             code = stop.code if isinstance(stop.code, int) else 1

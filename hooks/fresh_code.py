@@ -23,12 +23,12 @@ log = logging.getLogger("mkdocs.hooks.fresh_code")
 
 # markdown-exec names a module after each executed block: "<code block: session x; n1>"
 # becomes "_code_block_session_x_n1_".
-_FORGET_PREFIXES = ("qkv.", "_code_block_")
+_FORGET_PREFIXES = ("qkv.", "qkv_site.", "_code_block_")
 
 
 def forget_imported_code() -> list[str]:
     """Drop ``qkv`` and markdown-exec's block modules and sessions; return what was dropped."""
-    names = [n for n in sys.modules if n == "qkv" or n.startswith(_FORGET_PREFIXES)]
+    names = [n for n in sys.modules if n in ("qkv", "qkv_site") or n.startswith(_FORGET_PREFIXES)]
     for name in names:
         del sys.modules[name]
     try:  # markdown-exec keeps its sessions in module globals (not a public API)

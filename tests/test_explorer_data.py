@@ -1,7 +1,8 @@
 """The explorer's exported data is qkv's computation, and the five experiments hold on it.
 
 The reference here recomputes every state from qkv's public API, all six queries at once,
-independently of ``qkv.explorer``; the exported JSON must match it to its 6 decimals.
+independently of ``qkv.explorer`` and ``qkv_site.explorer_data``; the exported JSON must
+match it to its 6 decimals.
 """
 
 from __future__ import annotations
@@ -11,19 +12,11 @@ from functools import cache
 
 import numpy as np
 import pytest
+from qkv_site.explorer_data import explorer_data, explorer_json, to_fixed
 
 import qkv
 from qkv import toy
-from qkv.explorer import (
-    D_K_MAX,
-    D_V,
-    DEFAULTS,
-    STAGES,
-    explorer_data,
-    explorer_json,
-    explorer_state,
-    to_fixed,
-)
+from qkv.explorer import D_K_MAX, D_V, DEFAULTS, STAGES, explorer_state
 from qkv.scaling import score_std
 
 WORDS = toy.SENTENCE

@@ -1,6 +1,6 @@
 """Figures: deterministic, cached, placed by the chapters, and showing what their alt text says.
 
-The build hook is ``hooks/figures.py``; the figures are the modules of ``qkv/figures/``.
+The build hook is ``hooks/figures.py``; the figures are the modules of ``sitebuild/qkv_site/figures/``.
 Tests that change code work on a temporary copy of ``qkv/`` and a temporary cache, never
 on the real tree.
 """
@@ -22,10 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from chapter_snippets import snippet_globals
-from support import ROOT, build_site, html_pages
-
-from qkv import MODELS, kv_cache_bytes, toy
-from qkv.figures import (
+from qkv_site.figures import (
     cross_attention,
     four_stages,
     kv_cache_memory,
@@ -38,8 +35,11 @@ from qkv.figures import (
     tied_qk,
     vanishing_gradient,
 )
-from qkv.figures.render import load
-from qkv.figures.style import DARK, LIGHT
+from qkv_site.figures.render import load
+from qkv_site.figures.style import DARK, LIGHT
+from support import ROOT, build_site, html_pages
+
+from qkv import MODELS, kv_cache_bytes, toy
 
 
 def _load_hook():
@@ -55,8 +55,10 @@ NAMES = hook.figure_names()
 
 
 def copy_project_qkv(dest: Path, keep: set[str] | None = None) -> Path:
-    """Copy ``qkv/`` to ``dest``; with ``keep``, drop every figure module not named in it."""
-    shutil.copytree(ROOT / "qkv", dest / "qkv", ignore=shutil.ignore_patterns("__pycache__"))
+    """Copy ``qkv/`` and the site package to ``dest``; with ``keep``, drop every figure module
+    not named in it."""
+    for package in ("qkv", "sitebuild/qkv_site"):
+        shutil.copytree(ROOT / package, dest / package, ignore=shutil.ignore_patterns("__pycache__"))
     if keep is not None:
         for name in set(NAMES) - keep:
             hook.module_path(name, dest).unlink()
@@ -100,7 +102,7 @@ def _site_figures(site: Path):
 @pytest.mark.build
 def test_every_figure_is_placed_and_every_placed_figure_exists(built_site):
     placed = {name for _, names, _ in _site_figures(built_site) for name in names}
-    assert placed - set(NAMES) == set(), "pages show figures that qkv/figures/ does not have"
+    assert placed - set(NAMES) == set(), "pages show figures that sitebuild/qkv_site/figures/ does not have"
     assert set(NAMES) - placed == set(), "figures that no page places"
 
 
@@ -144,7 +146,7 @@ def test_a_fresh_render_is_byte_identical_to_the_built_site(built_site, tmp_path
     """Two renders, by different processes at different times, give the same bytes.
 
     The build renders in children forked from a zygote process; this renders each figure
-    in a plain ``python -m qkv.figures.render`` subprocess, so it also checks that the two
+    in a plain ``python -m qkv_site.figures.render`` subprocess, so it also checks that the two
     ways agree.
     """
     def fresh(name):
@@ -181,11 +183,11 @@ def test_cache_hits_when_nothing_changed_and_misses_when_a_dependency_changes(tm
     assert render().rendered, "an empty cache renders"
     assert not render().rendered, "nothing changed: served from the cache"
 
-    with (root / "qkv" / "figures" / "score_spread.py").open("a") as f:
+    with (hook.figures_folder(root) / "score_spread.py").open("a") as f:
         f.write("\n# another figure's module changed\n")
     assert not render().rendered, "another figure's module is not a dependency"
 
-    with (root / "qkv" / "figures" / "kv_cache_memory.py").open("a") as f:
+    with (hook.figures_folder(root) / "kv_cache_memory.py").open("a") as f:
         f.write("\n# this figure's module changed\n")
     assert render().rendered, "the figure's own module changed"
     assert not render().rendered
@@ -194,7 +196,7 @@ def test_cache_hits_when_nothing_changed_and_misses_when_a_dependency_changes(tm
         f.write("\n# the package changed\n")
     assert render().rendered, "anything in qkv changed"
 
-    with (root / "qkv" / "figures" / "style.py").open("a") as f:
+    with (hook.figures_folder(root) / "style.py").open("a") as f:
         f.write("\n# the style changed\n")
     assert render().rendered, "the style changed"
 
@@ -209,13 +211,13 @@ def test_cache_key_covers_the_library_versions(monkeypatch):
 
 def test_a_failing_figure_script_names_the_script_and_shows_its_stderr(tmp_path):
     root = copy_project_qkv(tmp_path / "project", keep=set())
-    (root / "qkv" / "figures" / "broken_demo.py").write_text(
+    (hook.figures_folder(root) / "broken_demo.py").write_text(
         'ALT = CAPTION = "x"\n\n'
         'def build(style):\n    raise RuntimeError("the data went missing")\n')
     with pytest.raises(hook.FigureError) as caught:
         hook.render_cached("broken-demo", tmp_path / "cache", root)
     message = str(caught.value)
-    assert "qkv/figures/broken_demo.py" in message
+    assert "sitebuild/qkv_site/figures/broken_demo.py" in message
     assert "RuntimeError: the data went missing" in message  # the script's own stderr
     assert not any((tmp_path / "cache" / "broken-demo").iterdir()), "no half-written entry"
 
@@ -265,11 +267,11 @@ def test_mini_build_places_figures_with_paths_relative_to_nested_pages(tmp_path)
 @pytest.mark.build
 def test_mini_build_fails_naming_a_failing_figure_script(tmp_path):
     root = _mini_project(tmp_path, {"index.md": "# Home\n"}, keep=set())
-    (root / "qkv" / "figures" / "broken_demo.py").write_text(
+    (hook.figures_folder(root) / "broken_demo.py").write_text(
         'ALT = CAPTION = "x"\n\ndef build(style):\n    return 1 / 0\n')
     done = _build(root, tmp_path / "cache")
     assert done.returncode != 0
-    assert "figure script qkv/figures/broken_demo.py failed" in done.stderr
+    assert "figure script sitebuild/qkv_site/figures/broken_demo.py failed" in done.stderr
     assert "ZeroDivisionError" in done.stderr
 
 
@@ -471,8 +473,7 @@ def test_kv_cache_memory_lines_follow_the_formula():
 
 def test_render_refuses_a_figure_whose_text_sticks_out():
     from matplotlib.figure import Figure
-
-    from qkv.figures.render import check_text_inside
+    from qkv_site.figures.render import check_text_inside
 
     figure = Figure(figsize=(2, 1.5), layout="constrained")
     ax = figure.add_subplot()

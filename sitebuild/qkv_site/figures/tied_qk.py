@@ -10,8 +10,8 @@ from matplotlib.figure import Figure
 
 from qkv import toy
 from qkv.dot_product import scale_factor
-from qkv.figures._draw import cell_text, heatmap, outline
 from qkv.projections import Projections, project
+from qkv_site.figures._draw import cell_text, heatmap, outline
 
 D_K = 8  # as in the chapter's snippet (snippets/tie_query_key.py)
 PAIR = ("milk", "from")  # the pair the chapter discusses

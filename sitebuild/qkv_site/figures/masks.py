@@ -10,9 +10,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
 from qkv import toy
-from qkv.figures._draw import cell_text, heatmap
 from qkv.masks import causal_mask, padding_mask
 from qkv.projections import self_attention
+from qkv_site.figures._draw import cell_text, heatmap
 
 D_K = 8
 REAL = 4  # the padded sequence: four real words, then padding up to six positions

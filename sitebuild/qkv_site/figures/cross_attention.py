@@ -9,8 +9,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from qkv import toy
-from qkv.figures._draw import cell_text, heatmap
 from qkv.projections import cross_attention
+from qkv_site.figures._draw import cell_text, heatmap
 
 # The chapter's example (snippets/three_kinds.py; a test keeps the two equal): three
 # positions of a French decoder read the six-word English sentence.

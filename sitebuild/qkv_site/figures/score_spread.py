@@ -8,8 +8,8 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib.figure import Figure
 
-from qkv.figures._draw import DIMS, log2_axis
 from qkv.scaling import score_std
+from qkv_site.figures._draw import DIMS, log2_axis
 
 N_DRAWS = 5_000
 

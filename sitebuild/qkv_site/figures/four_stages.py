@@ -10,8 +10,8 @@ from matplotlib.figure import Figure
 
 from qkv import toy
 from qkv.dot_product import attention, scale_factor, softmax
-from qkv.figures._draw import heatmap
 from qkv.projections import project
+from qkv_site.figures._draw import heatmap
 
 WORDS = toy.SENTENCE[:4]  # the chapter's four tokens (snippets/step_by_step.py)
 QUERY = "from"  # the row of the chapter's table whose scores spread most

@@ -8,8 +8,8 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib.figure import Figure
 
-from qkv.figures._draw import DIMS, log2_axis
 from qkv.scaling import saturation
+from qkv_site.figures._draw import DIMS, log2_axis
 
 N_KEYS = 6
 N_DRAWS = 2_000

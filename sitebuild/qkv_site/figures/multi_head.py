@@ -10,8 +10,8 @@ from matplotlib.figure import Figure
 
 from qkv import toy
 from qkv.cost import attention_flops
-from qkv.figures._draw import heatmap
 from qkv.multihead import MultiHeadWeights, multi_head_attention
+from qkv_site.figures._draw import heatmap
 
 N_HEADS = 4  # heads drawn: of d_head = 16 / 4 = 4 on the toy embeddings
 SEED = 0

@@ -1,6 +1,6 @@
 """Render a figure to SVG, the same bytes every time.
 
-``python -m qkv.figures.render NAME OUTDIR`` writes ``NAME-light.svg``, ``NAME-dark.svg``
+``python -m qkv_site.figures.render NAME OUTDIR`` writes ``NAME-light.svg``, ``NAME-dark.svg``
 (and ``NAME-light-narrow.svg``, ``NAME-dark-narrow.svg`` for a figure with ``NARROW = True``,
 a stacked layout for phones) and ``NAME.json`` (alt text, caption, variants) into
 ``OUTDIR``. The site's build runs it in a fresh interpreter per figure, so no figure sees
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import matplotlib
 
-from qkv.figures import module_name, names
-from qkv.figures.style import STYLES
+from qkv_site.figures import module_name, names
+from qkv_site.figures.style import STYLES
 
 THEMES = ("light", "dark")
 
@@ -107,7 +107,7 @@ def write(name: str, outdir: Path) -> list[Path]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m qkv.figures.render NAME OUTDIR", file=sys.stderr)
+        print("usage: python -m qkv_site.figures.render NAME OUTDIR", file=sys.stderr)
         return 2
     write(argv[0], Path(argv[1]))
     return 0

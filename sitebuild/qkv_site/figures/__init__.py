@@ -6,12 +6,12 @@ A figure is one module here, named after the figure with ``-`` spelled ``_``
 - ``ALT``: what the figure shows, stated as a finding (the ``alt`` text of its images);
 - ``CAPTION``: one or two sentences printed under it;
 - ``data()``: the numbers it plots, computed with ``qkv`` (tests check ``ALT`` against them);
-- ``build(style) -> matplotlib.figure.Figure``: the drawing, in a :class:`~qkv.figures.style.Style`;
+- ``build(style) -> matplotlib.figure.Figure``: the drawing, in a :class:`~qkv_site.figures.style.Style`;
 - optionally ``NARROW = True`` and ``build(style, narrow=True)``: a stacked layout that the
   site shows instead on screens narrower than 600 px.
 
 Modules whose name starts with ``_``, and ``style``, are helpers, not figures.
-``python -m qkv.figures.render NAME OUTDIR`` renders one figure in both themes; the site's
+``python -m qkv_site.figures.render NAME OUTDIR`` renders one figure in both themes; the site's
 build hook (``hooks/figures.py``) runs that for every figure a chapter places with
 ``<!-- figure: NAME -->``.
 
@@ -23,7 +23,7 @@ Examples
 >>> "score-spread" in names()
 True
 >>> module_name("kv-cache-memory")
-'qkv.figures.kv_cache_memory'
+'qkv_site.figures.kv_cache_memory'
 """
 
 from __future__ import annotations
@@ -42,4 +42,4 @@ def names(folder: Path = HERE) -> list[str]:
 
 def module_name(name: str) -> str:
     """The importable module of figure ``name``."""
-    return "qkv.figures." + name.replace("-", "_")
+    return "qkv_site.figures." + name.replace("-", "_")
