@@ -10,6 +10,7 @@ from qkv.kvcache import KVCache, WorkCounter, decode_with_cache, decode_without_
 from qkv.masks import causal_mask, padding_mask
 from qkv.multihead import MultiHeadWeights, merge_heads, multi_head_attention, split_heads
 from qkv.projections import Projections, cross_attention, project, self_attention
+from qkv.rope import rope, rope_angles
 
 __all__ = [
     "MODELS",
@@ -32,6 +33,8 @@ __all__ = [
     "multi_head_attention",
     "padding_mask",
     "project",
+    "rope",
+    "rope_angles",
     "scale_factor",
     "score_stats",
     "self_attention",

@@ -93,3 +93,32 @@ def test_grouped_query_with_all_kv_heads_equals_multi_head(n_heads, d_head, t, s
     expected = np.concatenate(per_head, axis=-1) @ w.w_o
     got = qkv.multi_head_attention(x_q, x_kv, w).output
     np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+
+
+# ---- rotary position embedding --------------------------------------------------------------
+
+
+@given(st.integers(0, 50), st.integers(0, 50), st.integers(-20, 20), st.integers(0, 2**16))
+def test_rope_score_depends_only_on_the_offset(m, n, shift, seed):
+    rng = np.random.default_rng(seed)
+    q, k = rng.normal(size=(2, 1, 16))
+    def score(a, b):
+        return (qkv.rope(q, [a]) @ qkv.rope(k, [b]).T).item()
+    np.testing.assert_allclose(score(m, n), score(m + 60 + shift, n + 60 + shift), rtol=1e-9,
+                               atol=1e-9)
+
+
+@given(st.integers(1, 12), st.integers(0, 2**16))
+def test_rope_keeps_every_norm_and_is_undone_by_the_opposite_angle(t, seed):
+    x = np.random.default_rng(seed).normal(size=(3, t, 8))
+    turned = qkv.rope(x)
+    np.testing.assert_allclose(np.linalg.norm(turned, axis=-1), np.linalg.norm(x, axis=-1))
+    back = qkv.rope(turned, -np.arange(t))
+    np.testing.assert_allclose(back, x, atol=1e-12)
+
+
+def test_rope_rejects_odd_widths_and_wrong_position_counts():
+    with pytest.raises(ValueError, match="d must be even"):
+        qkv.rope(np.zeros((2, 5)))
+    with pytest.raises(ValueError, match="3 positions for 2 tokens"):
+        qkv.rope(np.zeros((2, 4)), [0, 1, 2])
