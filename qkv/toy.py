@@ -16,6 +16,12 @@ SENTENCE = ("she", "drank", "milk", "from", "a", "cup")
 D_MODEL = 16
 """Width of the toy embeddings."""
 
+D_K = 8
+"""The site's one toy head width for queries and keys (pages that vary it say so)."""
+
+D_V = 4
+"""The site's one toy value width: different from ``D_K`` so a reader can tell them apart."""
+
 
 def embeddings(words=SENTENCE, d_model: int = D_MODEL, seed: int = 0) -> np.ndarray:
     """Seeded embeddings with unit-variance entries, one row per word: (T, d_model).
