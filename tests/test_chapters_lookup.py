@@ -446,3 +446,11 @@ def test_cross_attention_of_a_sequence_with_itself_is_self_attention(seed, d_k, 
     x = np.random.default_rng(seed).normal(size=(t, 6))
     np.testing.assert_array_equal(qkv.cross_attention(x, x, p).weights,
                                   qkv.self_attention(x, p).weights)
+
+
+@pytest.mark.claim("three-head-sizes")
+def test_every_recorded_published_model_uses_heads_of_64_or_128():
+    # qkv.MODELS is checked field by field against the published configs in
+    # test_chapter_kv_cache.py; here only the head widths matter.
+    assert len(qkv.MODELS) >= 5
+    assert {m.d_head for m in qkv.MODELS} <= {64, 128}

@@ -410,11 +410,20 @@ def test_tied_qk_is_symmetric_only_when_tied_and_matches_the_chapter():
     np.testing.assert_allclose(d.tied, page["S_tied"], rtol=1e-12, atol=1e-12)
 
 
+def page_scores():
+    """The raw scores Q Kᵀ of the step-by-step chapter, recomputed here."""
+    page = snippet_globals("step_by_step.py")
+    return page["Q"] @ page["K"].T
+
+
 def test_four_stages_follow_the_formula_and_match_the_chapter():
     d = four_stages.data()
-    assert d.raw.max() - d.raw.min() > 10  # "spread over tens"
-    np.testing.assert_allclose(d.scaled, d.raw / 8)
-    assert d.scaled.max() - d.scaled.min() < 5  # "a few units"
+    assert 7.5 < d.raw.max() - d.raw.min() < 8.5  # "spread over about eight units"
+    np.testing.assert_allclose(d.scaled, d.raw / np.sqrt(8))
+    assert d.scaled.max() - d.scaled.min() < 3.2  # "within about three units"
+    assert d.values.shape == (len(toy.SENTENCE), toy.D_V)
+    spreads = {w: np.ptp(row) for w, row in zip(d.words, page_scores(), strict=True)}
+    assert max(spreads, key=spreads.get) == four_stages.QUERY  # "the row whose scores spread most"
     assert np.isclose(d.weights.sum(), 1) and np.all(d.weights > 0)
     np.testing.assert_allclose(d.output, d.weights @ d.values, atol=1e-12)
     page = snippet_globals("step_by_step.py")
