@@ -20,6 +20,7 @@ import pytest
 from chapter_snippets import snippet_globals
 from qkv_site.figures import (
     cross_attention,
+    data_flow,
     four_stages,
     kv_cache_memory,
     kv_cache_work,
@@ -247,6 +248,20 @@ def page_scores():
     """The raw scores Q Kᵀ of the step-by-step chapter, recomputed here."""
     page = snippet_globals("step_by_step.py")
     return page["Q"] @ page["K"].T
+
+
+def test_data_flow_shapes_are_those_of_the_toy_layer():
+    t, d_model, d_k, d_v = len(toy.SENTENCE), toy.D_MODEL, toy.D_K, toy.D_V
+    expected = {"x": (t, d_model), "w_q": (d_model, d_k), "w_k": (d_model, d_k),
+                "w_v": (d_model, d_v), "q": (t, d_k), "k": (t, d_k), "v": (t, d_v),
+                "scores": (t, t), "scaled": (t, t), "masked": (t, t), "weights": (t, t),
+                "mixed": (t, d_v), "w_o": (d_v, d_model), "update": (t, d_model),
+                "next": (t, d_model)}
+    assert data_flow.data() == expected
+    for shape in ("6 × 16", "6 × 8", "6 × 4", "6 × 6", "4 × 16"):  # the alt text's shapes
+        assert shape in data_flow.ALT
+    page = snippet_globals("step_by_step.py")  # the chapter's own arrays have these shapes
+    assert page["W_O"].shape == expected["w_o"] and page["X_next"].shape == expected["next"]
 
 
 def test_four_stages_follow_the_formula_and_match_the_chapter():
