@@ -103,3 +103,39 @@ print("torch output:", tuple(torch_output.shape))
 gap = np.abs(torch_output.numpy() - result.output).max()
 print(f"largest difference from qkv: {gap:.1e}")
 # --8<-- [end:pytorch]
+
+
+# --8<-- [start:exercise_by_hand]
+q = np.array([[2.0, 0.0, 2.0, 0.0]])  # one query, d_k = 4, so sqrt(d_k) = 2
+k = np.array([[1.0, 0.0, 1.0, 0.0],
+              [0.0, 1.0, 0.0, 1.0],
+              [1.0, 0.0, 0.0, 0.0]])
+v = np.array([[1.0, 0.0],
+              [0.0, 1.0],
+              [1.0, 1.0]])
+w, out = qkv.attention(q, k, v)
+print("scaled scores:", (q @ k.T / 2).round(3))
+print("weights:      ", w.round(3))
+print("output:       ", out.round(3))
+# --8<-- [end:exercise_by_hand]
+
+
+# --8<-- [start:exercise_wrong_axis]
+by_column = qkv.softmax(scaled, axis=0)  # normalised over the queries: the wrong axis
+print("row sums:   ", by_column.sum(axis=-1).round(3))
+print("column sums:", by_column.sum(axis=0).round(3))
+other = Q.copy()
+other[words.index("cup")] *= 3  # change only cup's query
+moved = qkv.softmax(other @ K.T / np.sqrt(d_k), axis=0)
+print("she's row moves when cup's query changes:",
+      not np.allclose(moved[0], by_column[0]))
+# --8<-- [end:exercise_wrong_axis]
+
+
+# --8<-- [start:exercise_order]
+same_order = (np.argsort(scores, axis=-1) == np.argsort(scaled, axis=-1)).all()
+unscaled = qkv.softmax(scores, axis=-1)
+print("each row ranks the keys the same, raw or scaled:", same_order)
+print(f"largest weight per row, raw:    {unscaled.max(axis=-1).round(2)}")
+print(f"largest weight per row, scaled: {weights.max(axis=-1).round(2)}")
+# --8<-- [end:exercise_order]

@@ -534,3 +534,69 @@ def test_from_looks_for_cup_but_cup_does_not_look_for_from(hand):
     assert W[frm, cup] == pytest.approx(np.exp(8 / np.sqrt(8)) / (np.exp(8 / np.sqrt(8)) + 5),
                                         rel=1e-12)
     assert (round(W[frm, cup], 2), round(W[cup, frm], 2)) == (0.77, 0.11)
+
+
+# ---- exercises of chapter 1 ----------------------------------------------------------------
+
+
+def palette_weights(query):
+    """Softmax of the palette's scores for ``query``, written out here (d_k = 2)."""
+    keys = np.array([[1.0, 0.2], [0.8, 0.8], [-1.0, 0.0], [0.0, 1.0]])  # red orange blue white
+    s = keys @ np.asarray(query, dtype=float) / np.sqrt(2)
+    e = np.exp(s - s.max())
+    return e / e.sum()
+
+
+@pytest.mark.claim("lookup-ex-bright")
+def test_the_bright_query_weighs_white_most_and_blue_least():
+    g = snippet_globals("soft_lookup.py")
+    np.testing.assert_array_equal(g["keys"] @ g["bright"][0], [0.2, 0.8, 0.0, 1.0])
+    w = palette_weights([0, 1])
+    assert [g["names"][i] for i in np.argsort(-w)] == ["white", "orange", "red", "blue"]
+    answer = w @ g["values"]
+    np.testing.assert_allclose(qkv.attention(g["bright"], g["keys"], g["values"]).output[0],
+                               answer, rtol=1e-12)
+    assert np.abs(g["values"] - answer).max(axis=-1).min() > 0.1  # no entry holds it
+    assert answer.min() > 0.4  # pale: every channel well above 0
+
+
+@pytest.mark.claim("lookup-ex-factor")
+def test_red_first_passes_0_99_at_33_times_the_warm_query():
+    red = 0
+    on_red = [palette_weights([f, 0])[red] for f in range(1, 40)]
+    first = next(f for f, w in zip(range(1, 40), on_red, strict=True) if w > 0.99)
+    assert first == 33 == snippet_globals("soft_lookup.py")["factor"]
+
+
+@pytest.mark.claim("lookup-ex-never-pure")
+def test_a_query_aimed_at_blue_never_gives_pure_blue():
+    g = snippet_globals("soft_lookup.py")
+    w = palette_weights(64 * np.array([-1.0, 0.0]))
+    assert 0 < np.delete(w, 2).sum() < 1e-19  # the weight not on blue
+    assert g["a"][0, 0] > 0 and g["a"][0, 0] == pytest.approx(w @ g["values"][:, 0], rel=1e-9)
+
+
+# ---- exercises of chapter 2 ----------------------------------------------------------------
+
+
+@pytest.mark.claim("proj-ex-params")
+def test_one_head_of_64_in_a_512_model_has_98304_numbers():
+    g = snippet_globals("where_qkv_come_from.py")
+    head = g["head"]
+    assert head.w_q.size + head.w_k.size + head.w_v.size == 3 * 512 * 64 == 98_304
+
+
+@pytest.mark.claim("proj-ex-she-milk")
+def test_one_entry_of_w_q_turns_she_towards_milk():
+    g = snippet_globals("where_qkv_come_from.py")
+    changed = g["w_q"] != toy.hand_built_projections().w_q
+    assert changed.sum() == 1  # one entry
+    assert changed[toy.FEATURES.index("person"), toy.FEATURES.index("liquid")]
+    # she's scores are now 8/√8 on milk, 4/√8 on drank, 0 elsewhere: softmax written out
+    e_milk, e_drank = np.exp(8 / np.sqrt(8)), np.exp(4 / np.sqrt(8))
+    row = g["row"]
+    assert row[toy.SENTENCE.index("milk")] == pytest.approx(e_milk / (e_milk + e_drank + 4))
+    assert row[toy.SENTENCE.index("drank")] == pytest.approx(e_drank / (e_milk + e_drank + 4))
+    drank_row = qkv.self_attention(toy.feature_embeddings(), toy.hand_built_projections()).weights[1]
+    assert row.max() == pytest.approx(drank_row.max(), rel=1e-12)  # "exactly what drank gives it"
+    assert (round(row.max(), 2), round(row[1], 2)) == (0.68, 0.16)

@@ -154,3 +154,34 @@ def test_the_output_is_projected_back_and_added_to_x(page):
     reference = (e / e.sum(axis=-1, keepdims=True)) @ page["V"]
     np.testing.assert_allclose(X_next, X + reference @ W_O, rtol=1e-12)
     assert not np.allclose(X_next, output @ W_O)  # the token's own vector is still in it
+
+
+@pytest.mark.claim("steps-ex-by-hand")
+def test_the_three_token_exercise_matches_the_hand_calculation(page):
+    e = np.array([np.e**2, 1.0, np.e])  # exp of the scaled scores 2, 0, 1
+    weights = e / e.sum()
+    output = weights @ np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    np.testing.assert_allclose(page["w"][0], weights, rtol=1e-12)
+    np.testing.assert_allclose(page["out"][0], output, rtol=1e-12)
+    np.testing.assert_array_equal(weights.round(3), [0.665, 0.090, 0.245])  # as the page works out
+    np.testing.assert_array_equal(output.round(3), [0.910, 0.335])
+
+
+@pytest.mark.claim("steps-ex-wrong-axis")
+def test_softmax_over_the_queries_normalises_columns_and_couples_rows(page):
+    scaled = page["Q"] @ page["K"].T / np.sqrt(8)
+    e = np.exp(scaled - scaled.max(axis=0, keepdims=True))
+    by_column = e / e.sum(axis=0, keepdims=True)  # written out here
+    np.testing.assert_allclose(page["by_column"], by_column, rtol=1e-12)
+    np.testing.assert_allclose(by_column.sum(axis=0), 1.0, rtol=1e-12)
+    assert np.abs(by_column.sum(axis=-1) - 1).max() > 0.1
+    assert not np.allclose(page["moved"][0], by_column[0])
+
+
+@pytest.mark.claim("steps-ex-order-kept")
+def test_scaling_keeps_every_rows_ranking_but_sharpens_without_it(page):
+    scores = page["Q"] @ page["K"].T
+    np.testing.assert_array_equal(np.argsort(scores, axis=-1),
+                                  np.argsort(scores / np.sqrt(8), axis=-1))
+    raw, scaled = qkv.softmax(scores), qkv.softmax(scores / np.sqrt(8))
+    assert (raw.max(axis=-1) > scaled.max(axis=-1)).all()

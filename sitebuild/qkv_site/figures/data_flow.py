@@ -23,8 +23,9 @@ ALT = (
 )
 CAPTION = (
     f"One attention layer, with the shapes of the random toy (T = {len(toy.SENTENCE)} words, "
-    f"d_model = {toy.D_MODEL}, dₖ = {toy.D_K}, d_v = {toy.D_V}). Only the two matrix "
-    "products with K and V change the width; W_O restores it so the output can be added to X."
+    f"d_model = {toy.D_MODEL}, dₖ = {toy.D_K}, d_v = {toy.D_V}). Inside attention only the "
+    "products with Kᵀ and with V change a shape; W_O brings the output back to the width of X "
+    "so that it can be added to X."
 )
 
 
