@@ -437,31 +437,6 @@ def test_each_extra_key_dimension_costs_one_multiply_add_per_score(t_q, t_k, d_k
     assert extra == 2 * t_q * t_k  # one multiply-add (2 flops) for each of the t_q x t_k scores
 
 
-@pytest.mark.claim("three-cross-rows")
-def test_six_queries_reading_five_positions_give_six_by_five_rows_of_one(tie):
-    cross = tie["cross"]
-    assert cross.weights.shape == (len(toy.SENTENCE), len(tie["french"]))
-    np.testing.assert_allclose(cross.weights.sum(axis=-1), 1.0, rtol=1e-12)
-
-
-@pytest.mark.claim("three-cross-columns-free")
-def test_cross_attention_columns_total_one_per_query_but_not_one_each(tie):
-    columns = tie["cross"].weights.sum(axis=0)
-    assert columns.sum() == pytest.approx(len(toy.SENTENCE), abs=1e-12)
-    assert columns.max() > 1.5
-    assert columns.min() < 1.0
-
-
-@pytest.mark.claim("three-self-is-cross")
-@settings(deadline=None)  # timing is not what these tests check
-@given(seeds, widths, st.integers(1, 8))
-def test_cross_attention_of_a_sequence_with_itself_is_self_attention(seed, d_k, t):
-    p = random_projections(seed, 6, d_k, 3)
-    x = np.random.default_rng(seed).normal(size=(t, 6))
-    np.testing.assert_array_equal(qkv.cross_attention(x, x, p).weights,
-                                  qkv.self_attention(x, p).weights)
-
-
 @pytest.mark.claim("three-head-sizes")
 def test_every_recorded_published_model_uses_heads_of_64_or_128():
     # qkv.MODELS is checked field by field against the published configs in
