@@ -51,3 +51,22 @@ def score(m, n):
 for m, n in [(3, 0), (10, 7), (500, 497), (3, 1), (10, 9)]:
     print(f"query at {m:>3}, key at {n:>3} (offset {m - n}): score {score(m, n):+.6f}")
 # --8<-- [end:offset]
+
+# --8<-- [start:exercise_self]
+# the random toy: in the hand-built one no word looks for itself, so every such score is 0
+queries, keys, _ = qkv.project(toy.embeddings(), toy.projections(toy.D_K, toy.D_V))
+plain_self = (queries * keys).sum(axis=-1)  # each word's query with its own key
+rotated_self = (qkv.rope(queries) * qkv.rope(keys)).sum(axis=-1)
+print("own-key scores, plain:  ", plain_self.round(4))
+print("own-key scores, rotated:", rotated_self.round(4))
+# --8<-- [end:exercise_self]
+
+# --8<-- [start:exercise_added]
+positions = np.random.default_rng(1).normal(0.0, 0.5, size=(6, x.shape[1]))  # one per slot
+milk = toy.SENTENCE.index("milk")
+reversed_at = order.index(milk)  # where milk sits in the reversed sentence
+v_in_order = (x + positions) @ p.w_v  # position added to the embeddings
+v_reversed = (x[order] + positions) @ p.w_v
+print("milk's value in order: ", v_in_order[milk].round(2))
+print("milk's value reversed: ", v_reversed[reversed_at].round(2))
+# --8<-- [end:exercise_added]

@@ -99,3 +99,27 @@ def test_any_rotated_score_depends_only_on_the_offset(seed, m, n, shift):
             @ rotate(k, np.array([n]) * 10_000.0 ** (-np.arange(0, 8, 2) / 8)[None]).T)
     moved = qkv.rope(q, [m + shift + 500]) @ qkv.rope(k, [n + shift + 500]).T
     assert abs(here.item() - moved.item()) < 1e-9 * max(1.0, abs(here.item()))
+
+
+@pytest.mark.claim("pos-ex-self-score")
+def test_rope_leaves_every_own_key_score_unchanged(page):
+    np.testing.assert_allclose(page["rotated_self"], page["plain_self"], rtol=1e-12, atol=1e-12)
+    rng = np.random.default_rng(5)
+    q, k = rng.normal(size=(2, 40, 8))
+    angles = np.arange(40)[:, None] * 10_000.0 ** (-np.arange(0, 8, 2) / 8)
+    np.testing.assert_allclose((rotate(q, angles) * rotate(k, angles)).sum(-1), (q * k).sum(-1),
+                               rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.claim("pos-ex-added-reaches-values")
+def test_added_positions_change_a_words_value_but_rope_does_not(page):
+    x, p, order = page["x"], page["p"], page["order"]
+    milk = toy.SENTENCE.index("milk")
+    at = order.index(milk)
+    assert at != milk  # milk moves when the sentence is reversed
+    pos = page["positions"]
+    v_in_order, v_reversed = (x + pos) @ p.w_v, (x[order] + pos) @ p.w_v
+    assert np.abs(v_in_order[milk] - v_reversed[at]).max() > 0.1
+    np.testing.assert_allclose(page["v_in_order"], v_in_order, rtol=1e-12)
+    # RoPE: V = X W_V, untouched by position, the same row wherever milk stands
+    np.testing.assert_array_equal((x @ p.w_v)[milk], (x[order] @ p.w_v)[at])

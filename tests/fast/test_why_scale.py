@@ -232,3 +232,21 @@ def test_scaling_does_not_normalise_scores_of_wider_components(page):
     # and the page's own 2,000 draws
     assert abs(page["scores"].std() - 4) < Z * 4 * rel_se_std(d, 2000)
     assert page["sigma"] == 2.0
+
+
+@pytest.mark.claim("scale-ex-d16")
+def test_raw_scores_at_d_k_16_have_std_4():
+    n = 20_000
+    std = score_std(16, scale=False, n_draws=n)
+    assert abs(std - 4) < Z * 4 * rel_se_std(16, n)
+
+
+@pytest.mark.claim("scale-ex-sigma")
+def test_dividing_by_sigma_squared_sqrt_d_k_restores_unit_std(page):
+    assert page["factor"] == 1 / 32 and page["qs"].shape == (20_000, 64)
+    n = 20_000
+    scaled = (page["qs"] * page["ks"]).sum(axis=-1) / (2.0**2 * np.sqrt(64))
+    # the components are Gaussian with std 2: the scaled score is a unit-variance sum of
+    # products of standard normals, so the std error of module docstring applies
+    assert abs(scaled.std() - 1) < Z * rel_se_std(64, n)
+    assert np.std(page["qs"]) == pytest.approx(2.0, rel=0.01)
