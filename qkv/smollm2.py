@@ -50,7 +50,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from qkv.cost import ModelConfig
 from qkv.dot_product import softmax
 from qkv.kvcache import KVCache, WorkCounter
 from qkv.masks import causal_mask
@@ -93,8 +92,6 @@ class Config:
     ...            context_length=8192)
     >>> c.group, [c.kv_head(h) for h in range(c.n_heads)]
     (3, [0, 0, 0, 1, 1, 1, 2, 2, 2])
-    >>> c.attention_shape().kind
-    'grouped-query'
     """
 
     n_layers: int
@@ -118,13 +115,6 @@ class Config:
         if not 0 <= head < self.n_heads:
             raise ValueError(f"head must be in 0..{self.n_heads - 1}, got {head}")
         return head // self.group
-
-    def attention_shape(self) -> ModelConfig:
-        """The attention shape as a :class:`qkv.ModelConfig`, for :func:`qkv.kv_cache_bytes`."""
-        return ModelConfig(
-            "SmolLM2-135M", self.n_layers, self.n_heads, self.n_kv_heads, self.d_head,
-            f"GGUF metadata of {GGUF_NAME} ({PACKAGE})",
-        )
 
     @classmethod
     def from_metadata(cls, meta: dict[str, Any]) -> Config:
