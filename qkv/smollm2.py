@@ -30,7 +30,7 @@ With the model installed (not run here, since the model is optional)::
     trace = smollm2.run("The cat sat on the mat because it was warm")
     trace.pieces                    # ('The', ' cat', ' sat', ..., ' warm')
     trace.weights.shape             # (30, 9, 10, 10): layer, head, query, key
-    trace.next_tokens(1)            # [(' and', 0.2...)]: the most likely next token
+    trace.next_tokens(1)            # [(' and', 0.30...)]: the likeliest next token
 """
 
 from __future__ import annotations
