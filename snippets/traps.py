@@ -32,16 +32,6 @@ print("right: favourite keys:  ", favourites(right.weights))
 # --8<-- [end:same_vector]
 
 
-# --8<-- [start:no_scaling]
-p64 = toy.projections(d_k=64)
-for scale in [False, True]:
-    w = qkv.self_attention(X, p64, scale=scale).weights
-    label = "scaled" if scale else "unscaled"
-    print(f"{label:>8}: largest weight per row", w.max(axis=-1).round(3))
-    print(f"{'':10}mean entropy {qkv.entropy(w).mean():.2f} nats")
-# --8<-- [end:no_scaling]
-
-
 # --8<-- [start:similarity]
 twice = np.vstack([X, X[2]])  # "milk" appears twice: identical embeddings
 labels = (*words, "milk'")

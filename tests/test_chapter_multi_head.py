@@ -205,3 +205,17 @@ def test_nn_multiheadattention_wants_the_mask_inverted():
     assert np.allclose(wrong[:, :5], only_later[:, :5], rtol=0, atol=1e-12)
     # ... and the last query, left with no key at all, comes out as NaN.
     assert np.isnan(wrong[:, 5]).all()
+
+
+@pytest.mark.claim("heads-order-blind")
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_shuffling_the_tokens_only_shuffles_every_heads_weights_and_outputs(seed):
+    w, x = _layer(seed=seed, d_model=64, n_heads=8, t=6)
+    order = np.random.default_rng(seed + 10).permutation(6)
+    assert not np.array_equal(order, np.arange(6))
+    plain = qkv.multi_head_attention(x, x, w)
+    shuffled = qkv.multi_head_attention(x[order], x[order], w)
+    # Query i of the shuffled run is token order[i]; key j is token order[j].
+    expected_weights = plain.weights[:, order][:, :, order]
+    assert np.allclose(shuffled.weights, expected_weights, rtol=0, atol=1e-12)
+    assert np.allclose(shuffled.output, plain.output[order], rtol=0, atol=1e-12)
