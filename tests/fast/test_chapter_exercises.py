@@ -88,6 +88,29 @@ def test_left_padding_with_a_causal_mask_empties_the_pad_queries(traps):
                       mask=traps["allowed"])
 
 
+# ---- chapter 10 ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def multi_head():
+    return snippet_globals("multi_head_exercises.py")
+
+
+@pytest.mark.claim("heads-exercise-gpt2")
+def test_gpt2_small_heads_are_64_wide_and_the_layer_holds_4_times_768_squared(multi_head):
+    assert multi_head["w"].d_head == 768 // 12 == 64
+    assert multi_head["params"] == 4 * 768 * 768 == 2_359_296
+
+
+@pytest.mark.claim("heads-exercise-grouped")
+def test_grouped_query_layer_shapes_and_weight_count(multi_head):
+    g = multi_head["g"]
+    assert g.w_q.shape == g.w_o.shape == (768, 768)
+    assert g.w_k.shape == g.w_v.shape == (768, 4 * 64)
+    assert multi_head["grouped"] == 2 * 768**2 + 2 * 768 * 256 == 1_572_864
+    assert 1 - 1_572_864 / 2_359_296 == pytest.approx(1 / 3)
+
+
 # ---- chapter 11 ----------------------------------------------------------------------------
 
 
