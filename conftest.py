@@ -2,7 +2,7 @@
 
 Sybil collects fenced blocks whose info string is exactly ``python`` and that start with
 ``>>>``; blocks run by markdown-exec (``exec="on"``) or shown with a ``title=`` are left
-to the build and to tests/test_snippets.py.
+to the build and to tests/fast/test_snippets.py.
 """
 
 import doctest

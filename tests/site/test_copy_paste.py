@@ -17,8 +17,6 @@ from html.parser import HTMLParser
 import pytest
 from support import ROOT, html_pages
 
-pytestmark = pytest.mark.build
-
 
 class CodeBlocks(HTMLParser):
     """Extract the text of each ``div.language-python.highlight`` block, as the copy button does."""
