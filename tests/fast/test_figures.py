@@ -26,6 +26,7 @@ from qkv_site.figures import (
     kv_cache_work,
     masks,
     multi_head,
+    multi_head_flow,
     saturation,
     score_spread,
     soft_vs_hard,
@@ -341,3 +342,30 @@ def test_render_refuses_a_figure_whose_text_sticks_out():
     ax.set_title("short")
     figure.savefig(io.BytesIO(), format="svg")
     check_text_inside(figure, "demo")  # fits: no error
+
+
+def test_multi_head_flow_splits_attends_concatenates_and_projects():
+    d = multi_head_flow.data()
+    n, t = multi_head_flow.N_HEADS, len(toy.SENTENCE)
+    d_head = toy.D_MODEL // n
+    assert d.queries.shape == d.concat.shape == d.output.shape == (t, toy.D_MODEL)
+    assert d.weights.shape == (n, t, t) and d.per_head.shape == (n, t, d_head)
+    np.testing.assert_allclose(d.weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
+    # Recomputed here by column slicing, without split_heads / merge_heads:
+    w = multi_head_flow.MultiHeadWeights.random(np.random.default_rng(multi_head_flow.SEED),
+                                                toy.D_MODEL, n_heads=n)
+    x = toy.embeddings()
+    for h in range(n):
+        band = slice(h * d_head, (h + 1) * d_head)  # head h owns these columns only
+        q, k, v = x @ w.w_q[:, band], x @ w.w_k[:, band], x @ w.w_v[:, band]
+        np.testing.assert_allclose(d.queries[:, band], q, atol=1e-12)
+        s = q @ k.T / np.sqrt(d_head)
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        weights = e / e.sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(d.weights[h], weights, atol=1e-12)
+        np.testing.assert_allclose(d.per_head[h], weights @ v, atol=1e-12)
+        np.testing.assert_allclose(d.concat[:, band], weights @ v, atol=1e-12)
+    np.testing.assert_allclose(d.output, d.concat @ w.w_o, atol=1e-12)
+    # the alt text's sizes
+    assert f"{t} rows by {toy.D_MODEL} columns" in multi_head_flow.ALT
+    assert f"{n} coloured bands of {d_head} columns" in multi_head_flow.ALT
