@@ -63,14 +63,3 @@ print("weights match the steps above:", np.allclose(result.weights, weights))
 print("output matches the steps above:", np.allclose(result.output, output))
 # --8<-- [end:numpy]
 
-
-# --8<-- [start:pytorch]
-import torch
-import torch.nn.functional as F
-
-q, k, v = (torch.from_numpy(a) for a in (Q, K, V))  # float64, shapes as above
-torch_output = F.scaled_dot_product_attention(q, k, v)  # divides by sqrt(d_k)
-print("torch output:", tuple(torch_output.shape))
-gap = np.abs(torch_output.numpy() - result.output).max()
-print(f"largest difference from qkv: {gap:.1e}")
-# --8<-- [end:pytorch]
