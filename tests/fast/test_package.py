@@ -8,6 +8,8 @@ pyproject.toml, not from the built files.
 from __future__ import annotations
 
 import email.parser
+import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -85,3 +87,18 @@ def test_the_sdist_holds_the_library_its_licence_and_its_build_files(built_dist)
     assert {"LICENSE", "README.md", "pyproject.toml", "PKG-INFO"} <= files
     assert not {n for n in names if n.split("/")[0] in {"tests", "sitebuild", "hooks", "docs",
                                                           "snippets", "benchmarks"}}
+
+
+def test_the_install_line_is_on_the_home_page_in_the_readme_and_atop_the_notebook():
+    notebook = json.loads((ROOT / "docs" / "notebook.ipynb").read_text(encoding="utf-8"))
+    first = notebook["cells"][0]
+    assert first["cell_type"] == "markdown"  # read by the reader, never run by the build
+    places = {"README.md": (ROOT / "README.md").read_text(encoding="utf-8"),
+              "docs/index.md": (ROOT / "docs" / "index.md").read_text(encoding="utf-8"),
+              "the notebook's first cell": "".join(first["source"])}
+    for place, text in places.items():
+        extras = re.findall(r'pip install "qkv\[(\w+)\]"', text)
+        assert extras == ["examples"], place
+    assert "examples" in PROJECT["optional-dependencies"]
+    code = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert not [c for c in code if "pip install" in c or "%pip" in c]
