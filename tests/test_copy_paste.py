@@ -2,8 +2,10 @@
 in a fresh interpreter, as if pasted one after another into a notebook.
 
 Blocks marked ``.excerpt`` (a function shown out of its module) are labelled as such on the
-page and skipped here, as are the API reference's signatures; blocks of ``>>>`` lines are
-run as doctests, so their shown output is checked too.
+page and skipped here, as are the API reference's signatures; blocks of ``>>>`` lines (the
+``pycon`` sessions of the PyTorch tabs) are run as doctests, so their shown output is checked
+too. (Their copy button copies the code alone, without prompts and output: a subset of what
+runs here.)
 
 They run where a reader runs them: in a fresh virtual environment holding the BUILT WHEEL of
 qkv (not the working tree) and what a reader installs with it, `pip install "qkv[examples]"`
