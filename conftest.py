@@ -3,7 +3,7 @@
 Sybil collects fenced blocks whose info string is exactly ``python`` or ``pycon`` and that
 start with ``>>>``, and checks their shown output (this is how a page's PyTorch tabs are
 checked: the docs build installs no torch, the test extra does). Blocks shown with a
-``title=`` are left to the build and to tests/test_snippets.py.
+``title=`` are left to the build and to tests/fast/test_snippets.py.
 
 A ``>>>`` block may use what the page's earlier blocks defined, as a reader pasting the page
 in order would. So on a page that has such a block, the blocks the build runs

@@ -122,13 +122,6 @@ def test_bad_state_is_refused_with_a_clear_message(bad):
         explorer_state(**args)
 
 
-@pytest.mark.build
-def test_built_site_serves_exactly_this_data(built_site, data):
-    served = json.loads((built_site / "explorer" / "data.json").read_text(encoding="utf-8"))
-    assert served == data
-    assert not (built_site.parent / "docs" / "explorer").exists()  # nothing written to docs/
-
-
 # ---- the five experiments, on the exported data -------------------------------------------
 
 
@@ -200,7 +193,7 @@ def test_the_explorer_opens_on_she_at_stage_3_dk_16_scaled(data):
 @pytest.mark.claim("try-unscaled-eight-times")
 def test_unscaled_scores_at_64_are_typically_eight_times_the_scaled_ones_at_16():
     # std(q·k) = sqrt(d_k): raw at 64 is 8; scaled at 16 is 4 / 4 = 1. Tolerance: 5 standard
-    # errors of a ratio of two independent sample stds (see tests/test_why_scale.py).
+    # errors of a ratio of two independent sample stds (see tests/fast/test_why_scale.py).
     n = 20_000
     ratio = score_std(64, scale=False, n_draws=n) / score_std(16, scale=True, n_draws=n)
     rel_se = np.hypot(*(0.5 * np.sqrt((2 + 6 / d) / n) for d in (64, 16)))

@@ -37,8 +37,6 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from support import html_pages
 
-pytestmark = pytest.mark.build
-
 
 class CodeBlocks(HTMLParser):
     """Extract the text of each ``div.language-python.highlight`` block, as the copy button does."""
