@@ -47,9 +47,15 @@ class CodeBlocks(HTMLParser):
         self._depth = 0  # div nesting inside the current code block
         self._in_code = False
         self._current: dict | None = None
+        self._divs = 0  # div nesting outside code blocks
+        self._api_docs: list[int] = []  # nesting levels of the API reference's docstrings
 
     def handle_starttag(self, tag, attrs):
         classes = (dict(attrs).get("class") or "").split()
+        if self._current is None and tag == "div":
+            self._divs += 1
+            if "doc-contents" in classes:
+                self._api_docs.append(self._divs)
         if self._current is not None:
             if tag == "div":
                 self._depth += 1
@@ -58,13 +64,19 @@ class CodeBlocks(HTMLParser):
             return
         code_block = {"language-python", "language-pycon"} & set(classes)  # pycon: a session
         if tag == "div" and "highlight" in classes and code_block:
-            # An excerpt (code out of its module) or an API signature is not a script.
-            partial = "excerpt" in classes or "doc-signature" in classes
+            self._divs -= 1  # counted above; the code block counts its own divs
+            # An excerpt (code out of its module), an API signature or a docstring's example
+            # (run in its module's namespace by --doctest-modules) is not a script.
+            partial = "excerpt" in classes or "doc-signature" in classes or bool(self._api_docs)
             self._current = {"excerpt": partial, "code": []}
             self._depth = 1
 
     def handle_endtag(self, tag):
         if self._current is None:
+            if tag == "div":
+                if self._api_docs and self._api_docs[-1] == self._divs:
+                    self._api_docs.pop()
+                self._divs -= 1
             return
         if tag == "code":
             self._in_code = False
@@ -91,6 +103,7 @@ for number, code in enumerate(blocks, 1):
             flags = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
             runner = doctest.DocTestRunner(optionflags=flags)
             runner.run(test, out=sys.stderr.write, clear_globs=False)
+            namespace.update(test.globs)  # the DocTest ran in a copy; later blocks need its names
             if runner.failures:
                 raise AssertionError(f"doctest block {number} failed")
         else:
@@ -101,6 +114,9 @@ for number, code in enumerate(blocks, 1):
 '''
 
 
+# The contributor guide's code (a test using pytest) is for a contributor's clone, so it runs
+# in the test environment; every other page's code runs where a reader runs it.
+CONTRIBUTOR_PAGES = {"contributing/index.html"}
 READER_EXTRAS = ["examples"]  # pip install "qkv[examples]"
 READER_ALSO = ["torch"]  # the PyTorch tabs: pip install torch
 
@@ -196,7 +212,8 @@ def test_every_python_block_on_every_page_runs_in_order(built_site, reader_pytho
         skipped += len(blocks) - len(runnable)
         if not runnable:
             continue
-        done = run_blocks(reader_python, runnable, tmp_path)
+        python = Path(sys.executable) if page in CONTRIBUTOR_PAGES else reader_python
+        done = run_blocks(python, runnable, tmp_path)
         if done.returncode:
             failures.append(f"{page}:\n{done.stderr[-3000:]}")
         ran += len(runnable)
@@ -214,3 +231,14 @@ def test_the_extractor_reads_code_as_the_copy_button_would():
     parser.feed(html)
     assert parser.blocks == [{"excerpt": False, "code": "x = 1\nprint(x < 2)\n"},
                              {"excerpt": True, "code": "def f(): ..."}]
+
+
+def test_the_extractor_skips_docstring_examples_but_not_sessions_outside_them():
+    html = ('<div class="doc doc-object"><div class="doc doc-contents"><div class="x"></div>'
+            '<div class="language-pycon highlight"><pre><code>&gt;&gt;&gt; attention(q)\n</code></pre></div>'
+            '</div></div>'
+            '<div class="language-pycon highlight"><pre><code>&gt;&gt;&gt; 1 + 1\n2\n</code></pre></div>')
+    parser = CodeBlocks()
+    parser.feed(html)
+    assert parser.blocks == [{"excerpt": True, "code": ">>> attention(q)\n"},
+                             {"excerpt": False, "code": ">>> 1 + 1\n2\n"}]
