@@ -16,7 +16,7 @@ from qkv_site.figures._draw import cell_text, heatmap
 # positions of a French decoder read the six-word English sentence.
 DECODER = ("elle", "a", "bu")
 DECODER_SEED = 7
-D_K = 8
+D_K = toy.D_K  # the site's one toy head; the weights do not depend on d_v
 
 ALT = (
     f"Heatmap of cross-attention weights with {len(DECODER)} rows, one per French decoder "

@@ -28,7 +28,8 @@ ALT = (
 CAPTION = (
     f"One row of attention for “{QUERY}” (six tokens of the random toy, dₖ = {D_K}, "
     f"d_v = {D_V}). Stages 1 and 2 share an axis, so the division by √dₖ is visible as a "
-    "shrink. Stage 4 shows each value vector, scaled by its weight's label, and their blend."
+    "shrink. Stage 4 shows the six value vectors as they are, each row labelled with the "
+    "weight it gets, and below them the output: the sum of the rows times their weights."
 )
 
 

@@ -14,7 +14,7 @@ from qkv.masks import causal_mask, padding_mask
 from qkv.projections import self_attention
 from qkv_site.figures._draw import cell_text, heatmap
 
-D_K = 8
+D_K = toy.D_K  # the site's one toy head; the weights do not depend on d_v
 REAL = 4  # the padded sequence: four real words, then padding up to six positions
 PAD = "<pad>"
 PAD_SEED = 1  # padding holds arbitrary numbers, as in the chapter's snippets/three_kinds.py
