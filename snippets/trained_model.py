@@ -5,14 +5,18 @@ Shown on docs/trained-model.md. Run it as `python snippets/trained_model.py`
 Layers, heads and positions are printed counting from 1, as on the page.
 """
 
+# --8<-- [start:threads]
+from threadpoolctl import threadpool_limits
+
+threadpool_limits(1)  # small matrices: one BLAS thread is faster than several here
+# --8<-- [end:threads]
+
 # --8<-- [start:run]
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 import qkv
 from qkv import smollm2
 
-threadpool_limits(1)  # small matrices: one BLAS thread is faster than several
 trace = smollm2.run("The cat sat on the mat because it was warm")
 L, H, T, T = trace.weights.shape  # layers, heads, query position, key position
 print("tokens:", list(trace.pieces))
