@@ -17,12 +17,14 @@ import numpy as np
 import qkv
 from qkv import smollm2
 
-trace = smollm2.run("The cat sat on the mat because it was warm")
+model = smollm2.load()  # read once, then cached on disk and in memory
+trace = smollm2.run("The cat sat on the mat because it was warm", model)
+config = trace.config  # 30 layers, 9 query heads, 3 key/value heads, d_head 64
 L, H, T, T = trace.weights.shape  # layers, heads, query position, key position
 print("tokens:", list(trace.pieces))
 print("q", trace.q.shape, " k", trace.k.shape, " v", trace.v.shape,
       " weights", trace.weights.shape)
-print("likeliest next token:", [(t, round(p, 2)) for t, p in trace.next_tokens(3)])
+print("likeliest next tokens:", ", ".join(f"{t!r} {p:.2f}" for t, p in trace.next_tokens(3)))
 # --8<-- [end:run]
 
 # --8<-- [start:it_row]
@@ -35,9 +37,9 @@ for rank, j in enumerate(order, 1):
     print(f"  {rank}. {trace.pieces[j]!r:<11} {mean[j]:.3f}")
 favourite = row.argmax(axis=-1)  # (L, H): each head's largest-weight key
 counts = np.bincount(favourite.ravel(), minlength=it + 1)
-print("heads whose largest weight is on it:",
-      ", ".join(f"{trace.pieces[j]!r} {counts[j]}" for j in np.argsort(-counts)
-                if counts[j]))
+print(f"how many of the {L * H} heads give each key the largest weight:")
+print("  " + ", ".join(f"{trace.pieces[j]!r} {counts[j]}" for j in np.argsort(-counts)
+                       if counts[j]))
 # --8<-- [end:it_row]
 
 # --8<-- [start:mat_cat]
@@ -52,6 +54,26 @@ by_layer = np.stack([on_mat.mean(axis=1), on_cat.mean(axis=1)])  # (2, L)
 print('layers where " mat" beats " cat" (mean over heads):',
       [int(layer) + 1 for layer in np.flatnonzero(by_layer[0] > by_layer[1])])
 # --8<-- [end:mat_cat]
+
+# --8<-- [start:beyond_weights]
+# What each key adds to a head's output: weight × value, then the head's slice of W_O
+contribution = np.zeros((L, H, it + 1))
+value_size = np.zeros((L, H, it + 1))
+for layer in range(L):
+    w_o = model.layers[layer].attention.w_o  # (9 * 64, d_model): heads stacked
+    for h in range(H):
+        g, rows = config.kv_head(h), slice(h * 64, (h + 1) * 64)
+        out = trace.v[layer, g, : it + 1] @ w_o[rows]  # (it + 1, d_model)
+        value_size[layer, h] = np.linalg.norm(out, axis=-1)
+        terms = row[layer, h] * value_size[layer, h]  # |weight_j · v_j W_O|
+        contribution[layer, h] = terms / terms.sum()
+share = contribution.mean(axis=(0, 1))
+size = value_size.mean(axis=(0, 1))
+print(f'query " it", averaged over {L * H} heads:')
+print(f"  {'key':<11} {'weight':>7} {'|v W_O|':>8} {'share of output':>16}")
+for j in range(it + 1):
+    print(f"  {trace.pieces[j]!r:<11} {mean[j]:>7.3f} {size[j]:>8.1f} {share[j]:>16.3f}")
+# --8<-- [end:beyond_weights]
 
 # --8<-- [start:sinks]
 # the first query can only look at itself, so count queries 2..T
@@ -85,6 +107,20 @@ for other in ("She poured the milk into the cup, and then she drank it slowly.",
     print(f"  same heads in {other[:24]!r}...: {same}")
 # --8<-- [end:previous]
 
+# --8<-- [start:no_rope]
+x = model.embedding[trace.ids]  # (T, d_model): no position in here at all
+kept = []
+for layer_weights in model.layers:  # every token at position 0: RoPE turns nothing
+    x, seen = smollm2.decoder_layer(x, layer_weights, model.config, np.zeros(T, int))
+    kept.append(seen.weights)
+no_rope = np.stack(kept)  # (L, H, T, T)
+blind = no_rope[:, :, queries, queries - 1].mean(axis=-1)  # (L, H)
+print(f"without RoPE, heads with mean weight on token i-1 above 0.5: "
+      f"{(blind > 0.5).sum()}")
+print("the four heads now:", ", ".join(
+    f"layer {layer + 1} head {head + 1}: {blind[layer, head]:.2f}" for layer, head in found))
+# --8<-- [end:no_rope]
+
 # --8<-- [start:entropy]
 spread = qkv.entropy(trace.weights[:, :, 1:].astype(np.float64))  # (L, H, T - 1) nats
 uniform = np.log(np.arange(2, T + 1))  # the most a query at position i can have: log(i)
@@ -112,23 +148,7 @@ print(f"spread (std) of the real raw scores q·k: {spread_raw:.1f}; after 1/√6
       f"{spread_raw / 8:.1f}")
 # --8<-- [end:scale]
 
-# --8<-- [start:no_rope]
-model = smollm2.load()
-x = model.embedding[trace.ids]  # (T, d_model): no position in here at all
-kept = []
-for layer_weights in model.layers:  # every token at position 0: RoPE turns nothing
-    x, seen = smollm2.decoder_layer(x, layer_weights, model.config, np.zeros(T, int))
-    kept.append(seen.weights)
-no_rope = np.stack(kept)  # (L, H, T, T)
-blind = no_rope[:, :, queries, queries - 1].mean(axis=-1)  # (L, H)
-print(f"without RoPE, heads with mean weight on token i-1 above 0.5: "
-      f"{(blind > 0.5).sum()}")
-print("the four heads now:", ", ".join(
-    f"layer {layer + 1} head {head + 1}: {blind[layer, head]:.2f}" for layer, head in found))
-# --8<-- [end:no_rope]
-
 # --8<-- [start:shared_kv]
-config = trace.config
 print(f"{config.n_heads} query heads share {config.n_kv_heads} key/value heads: "
       f"query head h reads K/V head h // {config.group} (from 0)")
 layer = 0
@@ -157,23 +177,3 @@ print(f"per token in float16: {per_token:,} bytes; with a K/V head per query hea
 print(f"same logits as the full pass: "
       f"{np.abs(decoded.logits - trace.logits).max():.0e} largest difference")
 # --8<-- [end:kv_memory]
-
-# --8<-- [start:beyond_weights]
-# What each key adds to a head's output: weight × value, then the head's slice of W_O
-contribution = np.zeros((L, H, it + 1))
-value_size = np.zeros((L, H, it + 1))
-for layer in range(L):
-    w_o = model.layers[layer].attention.w_o  # (9 * 64, d_model): heads stacked
-    for h in range(H):
-        g, rows = config.kv_head(h), slice(h * 64, (h + 1) * 64)
-        out = trace.v[layer, g, : it + 1] @ w_o[rows]  # (it + 1, d_model)
-        value_size[layer, h] = np.linalg.norm(out, axis=-1)
-        terms = row[layer, h] * value_size[layer, h]  # |weight_j · v_j W_O|
-        contribution[layer, h] = terms / terms.sum()
-share = contribution.mean(axis=(0, 1))
-size = value_size.mean(axis=(0, 1))
-print(f'query " it", averaged over {L * H} heads:')
-print(f"  {'key':<11} {'weight':>7} {'|v W_O|':>8} {'share of output':>16}")
-for j in range(it + 1):
-    print(f"  {trace.pieces[j]!r:<11} {mean[j]:>7.3f} {size[j]:>8.1f} {share[j]:>16.3f}")
-# --8<-- [end:beyond_weights]

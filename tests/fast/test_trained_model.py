@@ -98,7 +98,7 @@ def test_layer_matrices_are_q4_1_embeddings_q8_0_gains_float32():
     assert gains and all(kinds[n] == Q.F32 for n in gains)
 
 
-@pytest.mark.claim("trained-it-ranking")
+@pytest.mark.claim("trained-it-ranking", "note-soft-lookup-trained")
 def test_it_looks_at_the_first_token_and_ranks_mat_seventh(trace):
     rows = it_rows(trace)
     mean = sum(rows.values()) / len(rows)
@@ -107,6 +107,7 @@ def test_it_looks_at_the_first_token_and_ranks_mat_seventh(trace):
     assert ranking[0] == 0 and round(mean[0], 3) == 0.477
     assert ranking.index(MAT) + 1 == 7 and round(mean[MAT], 3) == 0.040
     assert ranking.index(CAT) + 1 == 5 and round(mean[CAT], 3) == 0.050
+    assert np.all(mean > 0) and ranking[-1] == 2 and round(mean[2], 3) == 0.030  # ' sat'
 
 
 @pytest.mark.claim("trained-it-top-key")
@@ -128,7 +129,7 @@ def test_mat_against_cat(trace):
     assert top_cat == (13, 8) and round(rows[top_cat][CAT], 2) == 0.80
 
 
-@pytest.mark.claim("trained-sink-values")
+@pytest.mark.claim("trained-sink-values", "note-keys-values-trained")
 def test_the_first_tokens_values_are_small(model, trace):
     n_layers, n_heads = trace.weights.shape[:2]
     sizes, shares = [], []
@@ -161,7 +162,7 @@ def test_first_token_share_by_layer(trace):
     assert {ly + 1 for ly in range(n_layers) if round(share[ly], 2) == 0.90} == {21, 25}
 
 
-@pytest.mark.claim("trained-previous-token")
+@pytest.mark.claim("trained-previous-token", "note-multi-head-trained")
 def test_previous_token_heads_are_the_same_in_three_sentences(model, trace):
     assert previous_token_heads(trace) == PREVIOUS_TOKEN_HEADS
     for text in OTHERS:
@@ -199,7 +200,7 @@ def test_entropy_by_layer(trace):
     assert relative[15:].mean() < relative[:15].mean()
 
 
-@pytest.mark.claim("trained-scale")
+@pytest.mark.claim("trained-scale", "note-why-scale-trained")
 def test_dropping_the_scale_saturates_the_real_scores(trace):
     _, n_heads, t, _ = trace.weights.shape
     q = trace.q.astype(np.float64)
@@ -222,7 +223,7 @@ def test_dropping_the_scale_saturates_the_real_scores(trace):
     np.testing.assert_allclose(softmax_rows(causal(raw / 8)), trace.weights, atol=1e-5)
 
 
-@pytest.mark.claim("trained-shared-kv")
+@pytest.mark.claim("trained-shared-kv", "note-multi-head-trained")
 def test_each_query_head_reads_its_groups_keys(trace):
     import qkv
 
@@ -246,7 +247,7 @@ def test_each_query_head_reads_its_groups_keys(trace):
         assert np.array_equal(own, trace.weights[0, h])
 
 
-@pytest.mark.claim("trained-kv-bytes")
+@pytest.mark.claim("trained-kv-bytes", "note-kv-cache-trained")
 def test_cache_bytes_for_this_model(model, trace):
     import qkv
 
@@ -260,3 +261,14 @@ def test_cache_bytes_for_this_model(model, trace):
     per_token = 2 * c.n_layers * c.n_kv_heads * c.d_head * 2  # float16
     every_head = 2 * c.n_layers * c.n_heads * c.d_head * 2
     assert per_token == 23_040 and every_head == 69_120 == 3 * per_token
+
+
+@pytest.mark.claim("note-multi-head-trained")
+def test_in_most_maps_the_first_token_gets_the_most_weight(trace):
+    n_layers, n_heads = trace.weights.shape[:2]
+    sinks = 0
+    for ly in range(n_layers):
+        for h in range(n_heads):
+            on_key = trace.weights[ly, h, 1:].mean(axis=0)  # mean over queries 2..T
+            sinks += int(np.argmax(on_key) == 0)
+    assert n_layers * n_heads == 270 and sinks == 249
