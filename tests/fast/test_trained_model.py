@@ -272,3 +272,32 @@ def test_in_most_maps_the_first_token_gets_the_most_weight(trace):
             on_key = trace.weights[ly, h, 1:].mean(axis=0)  # mean over queries 2..T
             sinks += int(np.argmax(on_key) == 0)
     assert n_layers * n_heads == 270 and sinks == 249
+
+
+def test_filling_the_weight_cache_is_one_at_a_time(tmp_path):
+    """Builds start several processes at once; with an empty cache only one dequantizes,
+    the others wait for its lock and then read the cache it wrote."""
+    import threading
+    import time
+
+    events = []
+    first_inside = threading.Event()
+
+    def first():
+        with smollm2._fill_lock(tmp_path):
+            events.append("first in")
+            first_inside.set()
+            time.sleep(0.5)
+            events.append("first out")
+
+    def second():
+        first_inside.wait()
+        with smollm2._fill_lock(tmp_path):
+            events.append("second in")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert events == ["first in", "first out", "second in"]
