@@ -71,6 +71,14 @@ def test_svgs_stay_small_and_deterministic(name):
     assert render_svg(name, "light") == first
 
 
+def test_the_grid_has_a_phone_layout_of_all_thirty_layers():
+    svg = render_svg("trained-head-grid", "dark-narrow")
+    assert len(svg) < 300_000
+    image = trained_head_grid.mosaic(trained_head_grid.data().weights, range(30))
+    step = 10 + trained_head_grid.GAP
+    assert image.shape == (30 * step - trained_head_grid.GAP, 9 * step - trained_head_grid.GAP)
+
+
 def test_figure_cache_key_names_the_model_package(monkeypatch):
     import importlib.util
     import sys

@@ -13,6 +13,7 @@ from qkv_site.figures._trained import SENTENCE, trace
 
 BLOCKS = ((0, 15), (15, 30))  # layers drawn side by side: 1-15 and 16-30
 GAP = 2  # blank pixels between two maps
+NARROW = True  # phones: one column of all 30 layers, taller
 
 ALT = (
     "A grid of 270 small attention maps of SmolLM2-135M on “The cat sat on the mat because "
@@ -54,14 +55,15 @@ def mosaic(weights: np.ndarray, layers: range) -> np.ndarray:
     return image
 
 
-def build(style) -> Figure:
+def build(style, narrow: bool = False) -> Figure:
     d = data()
-    n_heads, t = d.weights.shape[1], d.weights.shape[-1]
+    n_layers, n_heads, t = d.weights.shape[0], d.weights.shape[1], d.weights.shape[-1]
     step = t + GAP
-    fig = Figure(figsize=(7.0, 6.3), layout="constrained")
-    axes = fig.subplots(1, len(BLOCKS))
+    blocks = ((0, n_layers),) if narrow else BLOCKS
+    fig = Figure(figsize=(3.8, 9.0) if narrow else (7.0, 6.3), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(blocks)))
     norm = PowerNorm(gamma=0.5, vmin=0.0, vmax=1.0)
-    for ax, (first, last) in zip(axes, BLOCKS, strict=True):
+    for ax, (first, last) in zip(axes, blocks, strict=True):
         layers = range(first, last)
         image = ax.imshow(mosaic(d.weights, layers), cmap=style.cmap, norm=norm,
                           interpolation="none")
@@ -70,12 +72,15 @@ def build(style) -> Figure:
                       [str(layer + 1) for layer in layers])
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
-        ax.tick_params(length=0)
+        ax.tick_params(length=0, labelsize=9 if narrow else 11)
         for spine in ax.spines.values():
             spine.set_visible(False)
-    bar = fig.colorbar(image, ax=axes, location="bottom", shrink=0.6, aspect=40)
+    bar = fig.colorbar(image, ax=axes, location="bottom", shrink=0.8 if narrow else 0.6,
+                       aspect=30 if narrow else 40)
     bar.set_ticks([0, 0.05, 0.2, 0.5, 1.0])
-    bar.set_label("attention weight (square-root colour scale)")
+    bar.set_label("weight (square-root colour scale)" if narrow else
+                  "attention weight (square-root colour scale)")
     bar.outline.set_visible(False)
-    fig.suptitle(f"“{SENTENCE}”: query = row, key = column", fontsize=12)
+    fig.suptitle("query = row, key = column" if narrow else
+                 f"“{SENTENCE}”: query = row, key = column", fontsize=12)
     return fig
