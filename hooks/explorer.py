@@ -4,7 +4,10 @@ The explorer page (``docs/explorer.md``, URL ``explorer/``) only renders; every 
 shows comes from ``qkv_site.explorer_data.explorer_json()``, written here to ``explorer/data.json``
 through MkDocs' file API (never into ``docs/``, which would make ``mkdocs serve`` loop).
 
-The export runs in a fresh interpreter so that ``mkdocs serve -w qkv`` picks up edits to
+The trained mode's files (``qkv_site.smollm2_data``: SmolLM2-135M's attention on a few
+sentences) go to ``explorer/smollm2/``, fetched by the page only when a reader asks for them.
+
+The exports run in a fresh interpreter so that ``mkdocs serve -w qkv`` picks up edits to
 ``qkv``: modules imported into the server process would otherwise stay stale.
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from mkdocs.structure.files import File
@@ -32,8 +36,24 @@ def export_json() -> str:
     return done.stdout
 
 
+TRAINED_DIR = "explorer/smollm2"
+_EXPORT_TRAINED = "import sys; from qkv_site.smollm2_data import write_files; write_files(sys.argv[1])"
+
+
+def export_trained() -> dict[str, bytes]:
+    """The trained mode's files, ``{name: bytes}``, computed by qkv in a subprocess."""
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run([sys.executable, "-c", _EXPORT_TRAINED, tmp], cwd=ROOT,
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(f"exporting the explorer's trained-model data failed:\n{done.stderr}")
+        return {path.name: path.read_bytes() for path in sorted(Path(tmp).iterdir())}
+
+
 def on_files(files, config):
     files.append(File.generated(config, DATA_URI, content=export_json()))
+    for name, content in export_trained().items():
+        files.append(File.generated(config, f"{TRAINED_DIR}/{name}", content=content))
     return files
 
 
@@ -42,4 +62,6 @@ def on_page_content(html, page, config, files):
     if page.file.src_uri == PAGE:
         html = html.replace('data-src="data.json"',
                             f'data-src="{get_relative_url(DATA_URI, page.url)}"', 1)
+        html = html.replace('data-trained-src="smollm2/index.json"', 'data-trained-src="'
+                            f'{get_relative_url(TRAINED_DIR + "/index.json", page.url)}"', 1)
     return html
