@@ -1,7 +1,7 @@
 """Export the attention explorer's numbers from qkv while the site builds.
 
 The explorer page (``docs/explorer.md``, URL ``explorer/``) only renders; every number it
-shows comes from ``qkv_site.explorer_data.explorer_json()``, written here to ``explorer/data.json``
+shows comes from ``qkv_site.explorer_data.explorer_json()``, written here gzip-compressed to ``explorer/data.json.gz``
 through MkDocs' file API (never into ``docs/``, which would make ``mkdocs serve`` loop).
 
 The trained mode's files (``qkv_site.smollm2_data``: SmolLM2-135M's attention on a few
@@ -13,6 +13,7 @@ The exports run in a fresh interpreter so that ``mkdocs serve -w qkv`` picks up 
 
 from __future__ import annotations
 
+import gzip
 import subprocess
 import sys
 import tempfile
@@ -22,7 +23,7 @@ from mkdocs.structure.files import File
 from mkdocs.utils import get_relative_url
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA_URI = "explorer/data.json"
+DATA_URI = "explorer/data.json.gz"  # gzip: the page inflates it (DecompressionStream)
 PAGE = "explorer.md"
 _EXPORT = "import sys; from qkv_site.explorer_data import explorer_json; sys.stdout.write(explorer_json())"
 
@@ -51,7 +52,7 @@ def export_trained() -> dict[str, bytes]:
 
 
 def on_files(files, config):
-    files.append(File.generated(config, DATA_URI, content=export_json()))
+    files.append(File.generated(config, DATA_URI, content=gzip.compress(export_json().encode(), mtime=0)))
     for name, content in export_trained().items():
         files.append(File.generated(config, f"{TRAINED_DIR}/{name}", content=content))
     return files
@@ -60,7 +61,7 @@ def on_files(files, config):
 def on_page_content(html, page, config, files):
     # The page names its data relative to itself; the URL depends on use_directory_urls.
     if page.file.src_uri == PAGE:
-        html = html.replace('data-src="data.json"',
+        html = html.replace('data-src="data.json.gz"',
                             f'data-src="{get_relative_url(DATA_URI, page.url)}"', 1)
         html = html.replace('data-trained-src="smollm2/index.json"', 'data-trained-src="'
                             f'{get_relative_url(TRAINED_DIR + "/index.json", page.url)}"', 1)

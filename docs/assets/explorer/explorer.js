@@ -1,8 +1,9 @@
 /* qkv attention explorer.
  *
- * Renders numbers that qkv computed while the site was built (explorer/data.json, made by
- * hooks/explorer.py from qkv.explorer). This script does no attention maths: it looks a
- * state up, formats it and draws bars. It starts on every page Material shows, including
+ * Renders numbers that qkv computed while the site was built (explorer/data.json.gz, made by
+ * hooks/explorer.py from qkv.explorer; the trained mode's files from qkv.smollm2). This
+ * script does no attention maths beyond one division (a trained score by sqrt(d_k) = 8):
+ * it looks a state up, formats it and draws bars. It starts on every page Material shows, including
  * pages reached by instant navigation (document$), and does nothing where there is no
  * #qkv-explorer element.
  *
@@ -720,9 +721,9 @@
     replaceChildren(root, [el("p", { class: "qx-error", role: "alert", text: message })]);
   }
 
-  /* The toy: every state of the six-word example, one data file (explorer/data.json). */
+  /* The toy: every state of the six-word example, one data file (explorer/data.json.gz). */
   function startToy(root, panel) {
-    var url = new URL(root.getAttribute("data-src") || "data.json", window.location.href).href;
+    var url = new URL(root.getAttribute("data-src") || "data.json.gz", window.location.href).href;
     return fetchJson(url).then(function (data) {
       if (panel.isConnected) build(panel, data);
     });
