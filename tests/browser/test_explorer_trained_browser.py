@@ -125,6 +125,7 @@ STATES = [
 ]
 
 
+@pytest.mark.claim("explorer-trained-numbers")
 @pytest.mark.parametrize("state", STATES)
 def test_page_shows_qkvs_numbers(page, site_url, state):
     query = "".join(f"&{k}={v}" for k, v in zip(KEYS, state, strict=True))
@@ -251,6 +252,7 @@ def test_controls_are_labelled_and_the_summary_waits_for_the_controls_to_settle(
     assert "largest weight" in status.text_content()
 
 
+@pytest.mark.claim("explorer-trained-kv-groups")
 @pytest.mark.parametrize("head,kv,shared", [(1, 1, "1, 2 and 3"), (5, 2, "4, 5 and 6"), (9, 3, "7, 8 and 9")])
 def test_the_shared_key_value_head_is_named(page, site_url, head, kv, shared):
     open_trained(page, site_url, f"&head={head}")

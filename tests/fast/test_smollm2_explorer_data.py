@@ -62,6 +62,7 @@ def test_index_lists_the_sentences_and_their_tokens(files, runs):
     assert (index["n_layers"], index["n_heads"], index["n_kv_heads"], index["d_head"]) == (30, 9, 3, 64)
 
 
+@pytest.mark.claim("explorer-trained-numbers")
 def test_every_exported_number_equals_the_recomputation(files, runs):
     for n, trace in enumerate(runs, start=1):
         data = sentence_file(files, n)
@@ -123,3 +124,39 @@ def test_labels_show_blank_tokens_visibly():
     assert export.label(" mat") == "mat"
     assert export.label("  ") == "\u2423\u2423"
     assert export.label("\n") == "\u23ce"
+
+
+# ---- the states docs/explorer.md links to, checked on the model's own weights -------------
+
+
+@pytest.mark.claim("explorer-trained-it-cat")
+def test_it_in_layer_14_head_9_looks_at_cat(runs):
+    trace = runs[0]
+    it, cat, mat = (trace.pieces.index(w) for w in (" it", " cat", " mat"))
+    row = trace.weights[13, 8, it, : it + 1]
+    assert row[cat] > 0.75 > row[mat]
+    assert int(np.argmax(row)) == cat
+
+
+@pytest.mark.claim("explorer-trained-previous-token")
+def test_layer_17_head_1_looks_at_the_previous_token_in_every_sentence(runs):
+    for trace in runs:
+        w = trace.weights[16, 0]  # (T, T)
+        for i in range(1, len(trace.ids)):
+            assert w[i, i - 1] > 0.5, (trace.pieces, i)
+
+
+@pytest.mark.claim("explorer-trained-sink")
+def test_layer_19_head_9_sends_the_weight_to_the_first_token(runs):
+    trace = runs[0]
+    assert trace.pieces[0] == "The"
+    assert trace.weights[18, 8, 1:, 0].min() >= 0.99
+
+
+@pytest.mark.claim("explorer-trained-induction")
+def test_the_second_met_looks_at_what_followed_the_first(runs):
+    trace = runs[2]
+    first, second = [i for i, p in enumerate(trace.pieces) if p == " met"]
+    row = trace.weights[17, 5, second, : second + 1]
+    assert int(np.argmax(row)) == first + 1 and trace.pieces[first + 1] == " Bob"
+    assert trace.next_tokens(1)[0][0] == " Bob"
