@@ -1,8 +1,9 @@
 """Export the attention explorer's numbers from qkv while the site builds.
 
 The explorer page (``docs/explorer.md``, URL ``explorer/``) only renders; every number it
-shows comes from ``qkv_site.explorer_data.explorer_json()``, written here gzip-compressed to ``explorer/data.json.gz``
-through MkDocs' file API (never into ``docs/``, which would make ``mkdocs serve`` loop).
+shows comes from ``qkv_site.explorer_data.explorer_json()``, written here gzip-compressed
+to ``explorer/data.json.gz`` (the page inflates it) through MkDocs' file API (never into
+``docs/``, which would make ``mkdocs serve`` loop).
 
 The trained mode's files (``qkv_site.smollm2_data``: SmolLM2-135M's attention on a few
 sentences) go to ``explorer/smollm2/``, fetched by the page only when a reader asks for them.
