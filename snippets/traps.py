@@ -11,7 +11,7 @@ from qkv import toy
 
 words = toy.SENTENCE  # ("she", "drank", "milk", "from", "a", "cup")
 X = toy.embeddings(words)  # (6, 16)
-p = toy.projections(d_k=8)  # separate W_Q, W_K, W_V, each (16, 8)
+p = toy.projections(toy.D_K, toy.D_V)  # the site's toy head: W_Q, W_K (16, 8); W_V (16, 4)
 
 
 def favourites(weights):
@@ -30,16 +30,6 @@ right = qkv.attention(Q, K, V)
 print("right: scores symmetric:", np.allclose(Q @ K.T, (Q @ K.T).T))
 print("right: favourite keys:  ", favourites(right.weights))
 # --8<-- [end:same_vector]
-
-
-# --8<-- [start:no_scaling]
-p64 = toy.projections(d_k=64)
-for scale in [False, True]:
-    w = qkv.self_attention(X, p64, scale=scale).weights
-    label = "scaled" if scale else "unscaled"
-    print(f"{label:>8}: largest weight per row", w.max(axis=-1).round(3))
-    print(f"{'':10}mean entropy {qkv.entropy(w).mean():.2f} nats")
-# --8<-- [end:no_scaling]
 
 
 # --8<-- [start:similarity]
