@@ -93,18 +93,6 @@ print("output matches the steps above:", np.allclose(result.output, output))
 # --8<-- [end:numpy]
 
 
-# --8<-- [start:pytorch]
-import torch
-import torch.nn.functional as F
-
-q, k, v = (torch.from_numpy(a) for a in (Q, K, V))  # float64, shapes as above
-torch_output = F.scaled_dot_product_attention(q, k, v)  # divides by sqrt(d_k)
-print("torch output:", tuple(torch_output.shape))
-gap = np.abs(torch_output.numpy() - result.output).max()
-print(f"largest difference from qkv: {gap:.1e}")
-# --8<-- [end:pytorch]
-
-
 # --8<-- [start:exercise_by_hand]
 q = np.array([[2.0, 0.0, 2.0, 0.0]])  # one query, d_k = 4, so sqrt(d_k) = 2
 k = np.array([[1.0, 0.0, 1.0, 0.0],

@@ -156,8 +156,8 @@ def _torch_args(w, x, mask=None):
 @pytest.mark.claim("heads-torch-agrees")
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("batch", [(), (3,)])
-def test_the_pages_torch_layer_agrees_with_qkv(masked, batch):
-    torch_multi_head = snippet_globals("multi_head_torch.py")["torch_multi_head"]
+def test_the_pages_torch_layer_agrees_with_qkv(masked, batch, page_code):
+    torch_multi_head = page_code("multi-head.md")["torch_multi_head"]  # the PyTorch tab's
     w, x = _layer(seed=7, t=6, batch=batch)
     mask = None
     if masked:

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from chapter_snippets import snippet_globals
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,9 +14,9 @@ from qkv import toy
 
 
 @pytest.fixture(scope="module")
-def page():
-    """The globals of snippets/step_by_step.py: the very arrays the page prints."""
-    return snippet_globals("step_by_step.py")
+def page(page_code):
+    """What the code of docs/step-by-step.md defines, run in page order: the arrays it prints."""
+    return page_code("step-by-step.md")
 
 
 sizes = st.integers(min_value=1, max_value=9)

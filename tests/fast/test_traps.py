@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from chapter_snippets import snippet_globals
 
 import qkv
 
 
 @pytest.fixture(scope="module")
-def page():
-    return snippet_globals("traps.py")
+def page(page_code):
+    """What the code of docs/traps.md defines, run in page order (PyTorch blocks included)."""
+    return page_code("traps.md")
 
 
 @pytest.mark.claim("traps-same-vector")
