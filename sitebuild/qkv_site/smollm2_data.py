@@ -6,13 +6,13 @@ sentence (``explorer/smollm2/N.json.gz``, N from 1). The page fetches the index 
 sentence file only when the reader asks for the trained model or picks a sentence, so
 neither mode loads the other's numbers. Sentence files are gzip-compressed JSON (the page
 inflates them with the browser's ``DecompressionStream``): a sentence of 10 tokens holds
-30 layers x 9 heads x 55 query-key pairs x 3 tables, about 170 KB of digits, 65 KB zipped.
+30 layers x 9 heads x 55 query-key pairs x 3 tables, about 150 KB of digits, 57 KB zipped.
 
 Attention is causal, so the query at position P (from 1) has P keys. For every layer and
 head, a sentence file stores the causal triangle of each table row after row, flat:
 query 1's one key, query 2's two keys, ... (``T(T+1)/2`` numbers), so the keys of query P
 start at index ``P(P-1)/2``. Numbers are integers in fixed point, like the toy export:
-raw scores ``q · k`` in hundredths (:data:`SCORE_DECIMALS`), weights and entropies in
+raw scores ``q · k`` in tenths (:data:`SCORE_DECIMALS`), weights and entropies in
 thousandths (:data:`WEIGHT_DECIMALS`). What the page derives, it derives in plain
 sight: the scaled score is the stored raw score divided by ``√64 = 8``, the largest weight
 is the largest stored weight.
@@ -43,8 +43,10 @@ SENTENCES = (
    commas and days that came before.
 """
 
-SCORE_DECIMALS = 2
-"""Raw scores are stored (and shown, as are the scaled ones) to this many decimals."""
+SCORE_DECIMALS = 1
+"""Raw scores are stored (and shown, as are the scaled ones) to this many decimals. Raw
+scores of this model reach the hundreds; a second decimal would add 8 KB to a sentence's
+file and push the trained mode's first load over its 150 KB budget."""
 
 WEIGHT_DECIMALS = 3
 """Weights and entropies are stored (and shown) to this many decimals: one fewer than the

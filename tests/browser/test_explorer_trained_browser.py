@@ -18,8 +18,10 @@ from threadpoolctl import threadpool_limits
 
 from qkv import smollm2
 
-# shown to 2 decimals (scores) or 3 (weights, entropy), from data rounded to the same; float32
-SCORE_SHOWN = 0.005 + 2e-3
+# shown to 1 decimal (scores) or 3 (weights, entropy), from data rounded to the same; float32.
+# The scaled score is the stored raw one divided by 8, so its storage error is an eighth.
+SCORE_SHOWN = 0.05 + 2e-3
+SCALED_SHOWN = 0.05 + SCORE_SHOWN / 8
 WEIGHT_SHOWN = 0.0005 + 1e-4
 KEYS = ("sentence", "layer", "head", "query", "stage", "scale")
 
@@ -98,7 +100,7 @@ def assert_shows(page, sentence, layer, head, query, stage, scale):
     wait_drawn(page, state)
     assert controls(page) == state
     want = expected(sentence, layer, head, query, scale)
-    field, atol = [("raw", SCORE_SHOWN), ("scaled", SCORE_SHOWN), ("weights", WEIGHT_SHOWN)][stage - 1]
+    field, atol = [("raw", SCORE_SHOWN), ("scaled", SCALED_SHOWN), ("weights", WEIGHT_SHOWN)][stage - 1]
     bars = page.eval_on_selector_all(
         '[data-testid="bar"]', "els => els.map(e => [e.dataset.pos, e.dataset.key, e.dataset.value, "
         "e.querySelector('.qx-num').textContent])")
