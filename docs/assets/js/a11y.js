@@ -1,0 +1,72 @@
+/* Accessibility touches that need the rendered page (templates cannot do them).
+ *
+ * - Material draws a <nav class="md-code__nav"> with the copy button into every code block
+ *   after the page loads. Unnamed, each repeats the same landmark; each gets a name here
+ *   ("Code block 3: tie_qk.py"), which also lets screen-reader users jump between blocks.
+ * - Wide code, tables and maths scroll sideways inside their own box. A keyboard can scroll
+ *   a box only once it can focus it, so every such box that actually overflows gets
+ *   tabindex="0" (and loses it again when the window grows and it fits).
+ *
+ * Runs on every page Material shows, including pages reached by instant navigation, and
+ * again whenever the page's content changes size.
+ */
+(function () {
+  "use strict";
+
+  var SCROLLERS = [
+    ".md-typeset pre > code",
+    ".md-typeset__scrollwrap",
+    ".md-typeset .arithmatex > math",
+    ".md-typeset .highlight-ipynb",
+    ".md-typeset .jp-OutputArea-output pre",
+    ".qkv-explorer .qx-formula",
+  ].join(",");
+
+  function nameCodeNavs(root) {
+    var navs = root.querySelectorAll("nav.md-code__nav");
+    Array.prototype.forEach.call(navs, function (nav, i) {
+      var block = nav.closest(".highlight");
+      var title = block && block.querySelector(".filename");
+      var name = "Code block " + (i + 1) + (title ? ": " + title.textContent.trim() : "");
+      if (nav.getAttribute("aria-label") !== name) nav.setAttribute("aria-label", name);
+    });
+  }
+
+  function overflows(el) {
+    return el.scrollWidth > el.clientWidth + 1 || el.scrollHeight > el.clientHeight + 1;
+  }
+
+  function focusScrollers(root) {
+    Array.prototype.forEach.call(root.querySelectorAll(SCROLLERS), function (el) {
+      var style = window.getComputedStyle(el);
+      var scrolls = /auto|scroll/.test(style.overflowX + style.overflowY) && overflows(el);
+      if (scrolls && !el.hasAttribute("tabindex")) {
+        el.setAttribute("tabindex", "0");
+        el.setAttribute("data-qkv-scroll", "");
+      } else if (!scrolls && el.hasAttribute("data-qkv-scroll")) {
+        el.removeAttribute("tabindex");
+        el.removeAttribute("data-qkv-scroll");
+      }
+    });
+  }
+
+  var pending = false;
+  function update() {
+    if (pending) return;
+    pending = true;
+    window.requestAnimationFrame(function () {
+      pending = false;
+      nameCodeNavs(document);
+      focusScrollers(document);
+    });
+  }
+
+  // Content that Material or the explorer adds later, and every change of width.
+  new MutationObserver(update).observe(document.body, { childList: true, subtree: true });
+  window.addEventListener("resize", update);
+  if (window.document$ && typeof window.document$.subscribe === "function") {
+    window.document$.subscribe(update);
+  } else {
+    update();
+  }
+})();
