@@ -64,7 +64,7 @@ def settle(page) -> None:
     page.evaluate("""() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))
         .then(() => Promise.all(document.getAnimations()
             .filter(a => a.effect && a.effect.getComputedTiming().endTime !== Infinity)
-            .map(a => a.finished.catch(() => null)))))""")
+            .map(a => a.finished.catch(() => null))))""")
 
 
 def open_page(page, site_url: str, path: str) -> None:

@@ -20,6 +20,7 @@
     ".md-typeset .highlight-ipynb",
     ".md-typeset .jp-OutputArea-output pre",
     ".qkv-explorer .qx-formula",
+    ".md-typeset .qkv-data-wrap",
   ].join(",");
 
   function nameCodeNavs(root) {
