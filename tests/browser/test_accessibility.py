@@ -120,9 +120,16 @@ def test_no_sideways_scroll_at_320px(reused_page, site_url, path):
     settle(reused_page)
     widths = reused_page.evaluate("""() => {
         const root = document.documentElement;
+        // What sticks out: past the right edge, and not clipped by a box that scrolls.
+        const clipped = e => {
+          for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+            if (getComputedStyle(a).overflowX !== 'visible') return true;
+          }
+          return false;
+        };
         const wide = [...document.querySelectorAll('body *')]
           .filter(e => e.getBoundingClientRect().right > root.clientWidth + 1
-                       && getComputedStyle(e).position !== 'fixed')
+                       && getComputedStyle(e).position !== 'fixed' && !clipped(e))
           .slice(0, 5).map(e => e.tagName.toLowerCase() + (e.className ? '.' +
                            String(e.className).trim().split(/\\s+/).join('.') : ''));
         return {scroll: root.scrollWidth, client: root.clientWidth, wide};

@@ -33,18 +33,21 @@
     });
   }
 
-  function overflows(el) {
-    return el.scrollWidth > el.clientWidth + 1 || el.scrollHeight > el.clientHeight + 1;
+  /* Whether a keyboard would need to scroll el: it overflows (by any amount, as axe-core
+     judges it) along an axis whose overflow style lets it scroll. */
+  function scrolls(el) {
+    var style = window.getComputedStyle(el), free = /auto|scroll/;
+    return (free.test(style.overflowX) && el.scrollWidth > el.clientWidth) ||
+           (free.test(style.overflowY) && el.scrollHeight > el.clientHeight);
   }
 
   function focusScrollers(root) {
     Array.prototype.forEach.call(root.querySelectorAll(SCROLLERS), function (el) {
-      var style = window.getComputedStyle(el);
-      var scrolls = /auto|scroll/.test(style.overflowX + style.overflowY) && overflows(el);
-      if (scrolls && !el.hasAttribute("tabindex")) {
+      var scrollable = scrolls(el);
+      if (scrollable && !el.hasAttribute("tabindex")) {
         el.setAttribute("tabindex", "0");
         el.setAttribute("data-qkv-scroll", "");
-      } else if (!scrolls && el.hasAttribute("data-qkv-scroll")) {
+      } else if (!scrollable && el.hasAttribute("data-qkv-scroll")) {
         el.removeAttribute("tabindex");
         el.removeAttribute("data-qkv-scroll");
       }
