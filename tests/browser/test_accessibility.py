@@ -15,6 +15,7 @@ import importlib.resources
 from pathlib import Path
 
 import pytest
+import yaml
 from support import ROOT, html_pages
 
 pytestmark = pytest.mark.browser
@@ -31,10 +32,24 @@ REFLOW_WIDTH = 320  # CSS px: WCAG 2.1 success criterion 1.4.10
 
 
 def site_paths() -> list[str]:
-    """The URL path of every page, from the sources in docs/ (index.md is the site root)."""
-    docs = ROOT / "docs"
-    sources = sorted([*docs.glob("*.md"), *docs.glob("*.ipynb")])
-    return ["" if p.stem == "index" else f"{p.stem}/" for p in sources] + ["404.html"]
+    """The URL path of every page in mkdocs.yml's nav (pages a hook generates included),
+    and the 404 page."""
+    loader = type("Loader", (yaml.SafeLoader,), {})
+    loader.add_constructor("!ENV", lambda *_: None)  # site_url: not needed here
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=loader)
+
+    def sources(entry):
+        if isinstance(entry, str):
+            yield entry
+        elif isinstance(entry, dict):
+            for value in entry.values():
+                yield from sources(value)
+        else:
+            for item in entry:
+                yield from sources(item)
+
+    stems = [Path(s).stem for s in sources(config["nav"])]
+    return ["" if s == "index" else f"{s}/" for s in stems] + ["404.html"]
 
 
 PATHS = site_paths()
