@@ -65,8 +65,12 @@ def test_every_built_page_is_audited(built_site: Path):
 
 @pytest.fixture(scope="module")
 def reused_page(browser, site_url):
-    """One page for the whole module, with axe-core injected into every document it loads."""
-    context = browser.new_context(viewport={"width": WIDTHS[0], "height": 900})
+    """One page for the whole module, with axe-core injected into every document it loads.
+
+    The reader asks for reduced motion, so colours switch at once when the scheme changes
+    (axe would otherwise read a colour halfway through Material's fade)."""
+    context = browser.new_context(viewport={"width": WIDTHS[0], "height": 900},
+                                  reduced_motion="reduce")
     context.add_init_script(path=str(AXE_JS))
     page = context.new_page()
     yield page
@@ -152,3 +156,67 @@ def test_no_sideways_scroll_at_320px(reused_page, site_url, path):
     assert widths["scroll"] <= widths["client"], (
         f"page /{path} scrolls sideways at {REFLOW_WIDTH} px: {widths['scroll']} px of content "
         f"in {widths['client']} px; sticking out: {widths['wide']}")
+
+
+def test_reduced_motion_turns_off_fades_and_smooth_scrolling(browser, site_url):
+    """With prefers-reduced-motion, nothing on a page animates for longer than a blink."""
+    durations = {}
+    for motion in ("no-preference", "reduce"):
+        context = browser.new_context(reduced_motion=motion)
+        page = context.new_page()
+        page.goto(site_url + "why-scale/")
+        durations[motion] = page.evaluate("""() => {
+            const seconds = v => Math.max(...v.split(',').map(s => parseFloat(s) *
+                                          (s.trim().endsWith('ms') ? 0.001 : 1)));
+            const all = [...document.querySelectorAll('body *')].map(getComputedStyle);
+            return {transition: Math.max(...all.map(s => seconds(s.transitionDuration))),
+                    animation: Math.max(...all.map(s => seconds(s.animationDuration))),
+                    smooth: getComputedStyle(document.documentElement).scrollBehavior};
+        }""")
+        context.close()
+    assert durations["no-preference"]["transition"] > 0.05  # Material does fade by default
+    assert durations["reduce"]["transition"] <= 0.001
+    assert durations["reduce"]["animation"] <= 0.001
+    assert durations["reduce"]["smooth"] == "auto"
+
+
+FOCUS_PAGES = ("soft-lookup/", "explorer/")
+
+
+@pytest.mark.parametrize("width", (640, 1280))  # 640: a 1280 px screen at 200 % zoom
+@pytest.mark.parametrize("path", FOCUS_PAGES)
+def test_tab_reaches_only_visible_controls_each_with_a_focus_ring(reused_page, site_url, path,
+                                                                  width):
+    """Walking a page with Tab: every stop is on screen (no hidden drawer links) and drawn
+    with a visible outline."""
+    page = reused_page
+    open_page(page, site_url, path)
+    page.set_viewport_size({"width": width, "height": 700})
+    settle(page)
+    problems, seen = [], 0
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        stop = page.evaluate("""() => {
+            let e = document.activeElement;
+            if (!e || e === document.body) return null;
+            // Material's palette switch is a zero-size input; the label after it draws it
+            // and takes its focus ring (.md-option.focus-visible + label): judge that label.
+            if (e.classList.contains('md-option') && e.nextElementSibling?.tagName === 'LABEL') {
+                e = e.nextElementSibling;
+            }
+            const r = e.getBoundingClientRect(), s = getComputedStyle(e);
+            const html = document.documentElement;
+            return {what: e.outerHTML.slice(0, 100),
+                    visible: e.checkVisibility({visibilityProperty: true, opacityProperty: true})
+                             && r.width > 0 && r.height > 0 && r.right > 0 && r.bottom > 0
+                             && r.left < html.clientWidth && r.top < html.clientHeight,
+                    ring: (s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 1)
+                          || s.boxShadow !== 'none'};
+        }""")
+        if stop is None:
+            continue
+        seen += 1
+        if not (stop["visible"] and stop["ring"]):
+            problems.append(stop)
+    assert seen >= 10, f"Tab reached only {seen} controls on /{path}"
+    assert problems == [], f"/{path} at {width} px: focus stops hidden or without a ring: {problems}"

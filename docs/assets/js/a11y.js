@@ -3,6 +3,7 @@
  * - Material draws a <nav class="md-code__nav"> with the copy button into every code block
  *   after the page loads. Unnamed, each repeats the same landmark; each gets a name here
  *   ("Code block 3: tie_qk.py"), which also lets screen-reader users jump between blocks.
+ * - On narrow screens the closed search field, off screen, leaves the tab order.
  * - Wide code, tables and maths scroll sideways inside their own box. A keyboard can scroll
  *   a box only once it can focus it, so every such box that actually overflows gets
  *   tabindex="0" (and loses it again when the window grows and it fits).
@@ -54,6 +55,16 @@
     });
   }
 
+  /* On narrow screens Material keeps the closed search field off screen but in the tab
+     order; it still focuses the field itself when search opens (icon, "s" or "/"). */
+  var NARROW_SEARCH = window.matchMedia("(max-width: 59.984375em)");
+  function searchField() {
+    var field = document.querySelector(".md-search__input");
+    if (!field) return;
+    if (NARROW_SEARCH.matches) field.setAttribute("tabindex", "-1");
+    else field.removeAttribute("tabindex");
+  }
+
   var pending = false;
   function update() {
     if (pending) return;
@@ -62,6 +73,7 @@
       pending = false;
       nameCodeNavs(document);
       focusScrollers(document);
+      searchField();
     });
   }
 
