@@ -43,7 +43,7 @@ class Claim:
 @dataclass(frozen=True)
 class Guard:
     claim_id: str
-    test: str  # pytest node id, e.g. "tests/test_x.py::test_y"
+    test: str  # pytest node id, e.g. "tests/fast/test_x.py::test_y"
 
 
 def _last_sentence(text_before: str) -> str:

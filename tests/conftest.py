@@ -1,5 +1,14 @@
-"""Shared fixtures: one strict build of the site per test session, a local server for it,
-and Playwright set up to drive the system's Chromium with no network."""
+"""Shared fixtures and the test tiers.
+
+Tests live in three folders, and the folder is the tier (the markers follow from it):
+
+- ``tests/fast/``     no site build, no browser (``./dev check`` runs these and the doctests)
+- ``tests/site/``     needs the built site or builds one: marked ``build``
+- ``tests/browser/``  opens pages in Chromium: marked ``browser`` and ``build``
+
+The built site is made once per session (``built_site``) and served on a free port
+(``site_url``); Playwright drives the system's Chromium with no network.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +18,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from support import CHROMIUM, CHROMIUM_ARGS, build_site
+from support import CHROMIUM, CHROMIUM_ARGS, build_dist, build_site
 
 
 @pytest.fixture(scope="session")
@@ -19,6 +28,12 @@ def built_site(tmp_path_factory) -> Path:
     done = build_site(out)
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
     return out
+
+
+@pytest.fixture(scope="session")
+def built_dist(tmp_path_factory) -> tuple[Path, Path]:
+    """qkv's sdist and wheel, built once per session as a release builds them."""
+    return build_dist(tmp_path_factory.mktemp("dist"))
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -46,3 +61,47 @@ def browser_type_launch_args(browser_type_launch_args):
             f"(the README's test command does this when run as root) or set QKV_CHROMIUM."
         )
     return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
+
+
+# ---- tiers ---------------------------------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+TIER_MARKS = {"fast": (), "site": ("build",), "browser": ("build", "browser")}
+# Fixtures that need the built site, and the one (pytest-playwright's) that needs Chromium.
+SITE_FIXTURES = {"built_site", "site_url"}
+BROWSER_FIXTURES = {"browser", "context"}
+
+
+def tier_of(path: Path) -> str | None:
+    """The tier folder a test file sits in; None outside tests/ (doctests in qkv/, docs/)."""
+    try:
+        parts = path.resolve().relative_to(TESTS).parts
+    except ValueError:
+        return None
+    return parts[0] if len(parts) > 1 else ""
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config, items):
+    """Mark every test by its folder, and refuse a test whose needs contradict its folder."""
+    wrong = []
+    for item in items:
+        tier = tier_of(item.path)
+        if tier is None:
+            continue
+        if tier not in TIER_MARKS:
+            wrong.append(f"{item.nodeid}: test files go in tests/fast, tests/site or tests/browser")
+            continue
+        needs = set(getattr(item, "fixturenames", ()))
+        if tier == "fast" and needs & (SITE_FIXTURES | BROWSER_FIXTURES):
+            wrong.append(f"{item.nodeid}: uses {sorted(needs & (SITE_FIXTURES | BROWSER_FIXTURES))}; "
+                         "move it to tests/site or tests/browser")
+        if tier != "browser" and needs & BROWSER_FIXTURES:
+            wrong.append(f"{item.nodeid}: opens Chromium; move it to tests/browser")
+        for name in ("build", "browser"):
+            if item.get_closest_marker(name) and name not in TIER_MARKS[tier]:
+                wrong.append(f"{item.nodeid}: marked {name!r} by hand; the folder decides the tier")
+        for name in TIER_MARKS[tier]:
+            item.add_marker(name)
+    if wrong:
+        raise pytest.UsageError("tests in the wrong tier:\n  " + "\n  ".join(wrong))

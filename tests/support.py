@@ -45,3 +45,16 @@ def free_port() -> int:
 def html_pages(site: Path) -> list[Path]:
     """Every built HTML page except the 404 page, in a stable order."""
     return sorted(p for p in site.rglob("*.html") if p.name != "404.html")
+
+
+def build_dist(out: Path) -> tuple[Path, Path]:
+    """Build qkv's sdist and wheel into ``out`` with ``python -m build``; return their paths.
+
+    ``--no-isolation`` builds with the test environment's pinned setuptools instead of
+    fetching one into a fresh environment (the release workflow does that; same backend).
+    """
+    done = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out),
+                           str(ROOT)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"python -m build failed:\n{done.stdout}\n{done.stderr}"
+    (sdist,), (wheel,) = out.glob("qkv-*.tar.gz"), out.glob("qkv-*.whl")
+    return sdist, wheel

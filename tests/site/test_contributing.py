@@ -76,7 +76,7 @@ def _serve_answers(checkout, tmp_path):
                 pytest.fail(f"{SERVER} exited with {server.returncode}:\n{tail(log)}")
             page = _answers(f"http://127.0.0.1:{PORT}/contributing/")
             if page is not None:
-                assert b"tests/test_contributing.py" in page
+                assert b"tests/site/test_contributing.py" in page
                 return
             time.sleep(1)
         pytest.fail(f"{SERVER} did not answer within 600 s:\n{tail(log)}")
@@ -84,7 +84,6 @@ def _serve_answers(checkout, tmp_path):
         stop(server)
 
 
-@pytest.mark.build
 @pytest.mark.parametrize("command", COMMANDS)
 def test_command_on_the_page_runs(command, checkout, tmp_path):
     if command == SERVER:

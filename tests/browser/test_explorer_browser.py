@@ -22,8 +22,6 @@ import qkv
 from qkv import toy
 from qkv.explorer import D_V, DEFAULTS
 
-pytestmark = pytest.mark.browser
-
 WORDS = toy.SENTENCE
 SHOWN = 5e-5 + 1e-6  # a number shown to 4 decimals, from data rounded to 6
 

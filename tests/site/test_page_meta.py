@@ -15,8 +15,6 @@ import pytest
 import yaml
 from support import ROOT, html_pages
 
-pytestmark = pytest.mark.build
-
 
 class _ConfigLoader(yaml.SafeLoader):
     """Reads mkdocs.yml as data; MkDocs' own loader would also load (run) the hooks."""

@@ -10,13 +10,9 @@ from __future__ import annotations
 import importlib.util
 import io
 import math
-import os
 import re
 import shutil
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -24,11 +20,13 @@ import pytest
 from chapter_snippets import snippet_globals
 from qkv_site.figures import (
     cross_attention,
+    data_flow,
     four_stages,
     kv_cache_memory,
     kv_cache_work,
     masks,
     multi_head,
+    multi_head_flow,
     saturation,
     score_spread,
     soft_vs_hard,
@@ -37,7 +35,7 @@ from qkv_site.figures import (
 )
 from qkv_site.figures.render import load
 from qkv_site.figures.style import DARK, LIGHT
-from support import ROOT, build_site, html_pages
+from support import ROOT
 
 from qkv import MODELS, kv_cache_bytes, toy
 
@@ -65,100 +63,7 @@ def copy_project_qkv(dest: Path, keep: set[str] | None = None) -> Path:
     return dest
 
 
-# ---- the built site: every placed figure exists, every figure is placed ---------------------
-
-
-class _FigureParser(HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.figures: list[str] = []  # ids of <figure class="qkv-figure">
-        self.images: list[dict] = []  # attributes of <img> and <source> inside them
-        self._depth = 0
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "figure" and "qkv-figure" in (attrs.get("class") or ""):
-            self.figures.append(attrs["data-figure"])
-            self._depth = 1
-        elif self._depth and tag in ("img", "source"):
-            self.images.append({"tag": tag, **attrs})
-
-    def handle_endtag(self, tag):
-        if tag == "figure":
-            self._depth = 0
-
-
-def _site_figures(site: Path):
-    """(page, figure ids, image attributes) for every built page that shows a figure."""
-    found = []
-    for page in html_pages(site):
-        parser = _FigureParser()
-        parser.feed(page.read_text(encoding="utf-8"))
-        if parser.figures:
-            found.append((page, parser.figures, parser.images))
-    return found
-
-
-@pytest.mark.build
-def test_every_figure_is_placed_and_every_placed_figure_exists(built_site):
-    placed = {name for _, names, _ in _site_figures(built_site) for name in names}
-    assert placed - set(NAMES) == set(), "pages show figures that sitebuild/qkv_site/figures/ does not have"
-    assert set(NAMES) - placed == set(), "figures that no page places"
-
-
-@pytest.mark.build
-def test_every_image_of_a_figure_resolves_and_every_generated_file_is_used(built_site):
-    used = set()
-    for page, _, images in _site_figures(built_site):
-        for image in images:
-            url = (image.get("src") or image.get("srcset")).split("#")[0]
-            target = (page.parent / url).resolve()
-            assert target.is_file(), f"{page.relative_to(built_site)}: {url} does not exist"
-            used.add(target)
-    generated = {p.resolve() for p in (built_site / "figures").glob("*.svg")}
-    assert generated, "the build generated no figures"
-    assert generated - used == set(), "generated figures that no page shows"
-
-
-@pytest.mark.build
-def test_every_figure_image_has_alt_text_and_a_theme(built_site):
-    for page, names, images in _site_figures(built_site):
-        imgs = [i for i in images if i["tag"] == "img"]
-        assert len(imgs) == 2 * len(names), page
-        for img in imgs:
-            assert img.get("alt", "").strip(), f"{page}: {img['src']} has no alt text"
-            assert img["src"].endswith(("#only-light", "#only-dark")), img["src"]
-            assert int(img["width"]) > 0 and int(img["height"]) > 0
-
-
-@pytest.mark.build
-def test_no_figure_token_is_left_in_the_built_pages(built_site):
-    leftovers = [p.relative_to(built_site).as_posix() for p in html_pages(built_site)
-                 if re.search(r"<!--\s*figure:", p.read_text(encoding="utf-8"))]
-    assert leftovers == []
-
-
 # ---- determinism and the cache --------------------------------------------------------------
-
-
-@pytest.mark.build
-def test_a_fresh_render_is_byte_identical_to_the_built_site(built_site, tmp_path):
-    """Two renders, by different processes at different times, give the same bytes.
-
-    The build renders in children forked from a zygote process; this renders each figure
-    in a plain ``python -m qkv_site.figures.render`` subprocess, so it also checks that the two
-    ways agree.
-    """
-    def fresh(name):
-        return hook.render_cached(name, tmp_path / "cache", ROOT, NAMES,
-                                  run=hook.run_in_subprocess)
-
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        for figure in pool.map(fresh, NAMES):
-            assert figure.rendered, f"{figure.name} came from a cache that should be empty"
-            for variant, svg in figure.svgs.items():
-                built = (built_site / hook.site_path(figure.name, variant)).read_bytes()
-                assert svg == built, f"{figure.name}-{variant}.svg differs between two renders"
 
 
 def test_svg_has_no_timestamp_and_salted_ids(tmp_path):
@@ -223,76 +128,6 @@ def test_a_failing_figure_script_names_the_script_and_shows_its_stderr(tmp_path)
 
 
 # ---- the hook in a small project: failing builds, nested pages, QKV_FIGURES=off -----------
-
-
-def _mini_project(tmp_path: Path, pages: dict[str, str], keep: set[str]) -> Path:
-    root = copy_project_qkv(tmp_path / "project", keep=keep)
-    (root / "hooks").mkdir()
-    shutil.copy(ROOT / "hooks" / "figures.py", root / "hooks" / "figures.py")
-    (root / "mkdocs.yml").write_text(
-        "site_name: figures test\ntheme: {name: mkdocs}\nhooks: [hooks/figures.py]\n")
-    for path, text in pages.items():
-        (root / "docs" / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / "docs" / path).write_text(text)
-    return root
-
-
-def _build(root: Path, cache: Path, **env) -> subprocess.CompletedProcess:
-    return build_site(root / "site", {"QKV_FIGURES_CACHE": str(cache), **env}, cwd=root)
-
-
-FIGURE_PAGE = "# Memory\n\n<!-- figure: kv-cache-memory -->\n\n```\n<!-- figure: in-code -->\n```\n"
-
-
-@pytest.mark.build
-def test_mini_build_places_figures_with_paths_relative_to_nested_pages(tmp_path):
-    pages = {"index.md": FIGURE_PAGE, "deep/er/page.md": FIGURE_PAGE,
-             "twice.md": FIGURE_PAGE + "\n<!-- figure: kv-cache-memory -->\n"}
-    root = _mini_project(tmp_path, pages, keep={"kv-cache-memory"})
-    done = _build(root, tmp_path / "cache")
-    assert done.returncode == 0, done.stderr
-    assert "figures: 1 rendered, 0 from cache;" in done.stderr
-    nested = (root / "site" / "deep" / "er" / "page" / "index.html").read_text()
-    assert 'src="../../../figures/kv-cache-memory-light.svg#only-light"' in nested
-    assert "&lt;!-- figure: in-code --&gt;" in nested, "a token in a code block stays code"
-    assert (root / "site" / "figures" / "kv-cache-memory-dark.svg").is_file()
-    twice = (root / "site" / "twice" / "index.html").read_text()
-    assert twice.count('data-figure="kv-cache-memory"') == 2
-    assert twice.count('id="figure-kv-cache-memory"') == 1, "ids stay unique on a page"
-
-    again = _build(root, tmp_path / "cache")
-    assert "figures: 0 rendered, 1 from cache;" in again.stderr, "a rebuild renders nothing"
-
-
-@pytest.mark.build
-def test_mini_build_fails_naming_a_failing_figure_script(tmp_path):
-    root = _mini_project(tmp_path, {"index.md": "# Home\n"}, keep=set())
-    (hook.figures_folder(root) / "broken_demo.py").write_text(
-        'ALT = CAPTION = "x"\n\ndef build(style):\n    return 1 / 0\n')
-    done = _build(root, tmp_path / "cache")
-    assert done.returncode != 0
-    assert "figure script sitebuild/qkv_site/figures/broken_demo.py failed" in done.stderr
-    assert "ZeroDivisionError" in done.stderr
-
-
-@pytest.mark.build
-def test_mini_build_fails_naming_the_page_and_an_unknown_token(tmp_path):
-    pages = {"index.md": "# Home\n", "a.md": "# A\n\n<!-- figure: nope -->\n"}
-    root = _mini_project(tmp_path, pages, keep={"kv-cache-memory"})
-    done = _build(root, tmp_path / "cache", QKV_FIGURES="off")  # names are checked even off
-    assert done.returncode != 0
-    assert "a.md: unknown figure in '<!-- figure: nope -->'" in done.stderr
-
-
-@pytest.mark.build
-def test_mini_build_with_figures_off_renders_nothing_and_says_so(tmp_path):
-    root = _mini_project(tmp_path, {"index.md": FIGURE_PAGE}, keep={"kv-cache-memory"})
-    done = _build(root, tmp_path / "cache", QKV_FIGURES="off")
-    assert done.returncode == 0, done.stderr
-    page = (root / "site" / "index.html").read_text()
-    assert "QKV_FIGURES=off" in page and "<img" not in page
-    assert not (root / "site" / "figures").exists()
-    assert not (tmp_path / "cache").exists()
 
 
 def test_a_token_sharing_its_line_fails_naming_the_page():
@@ -410,11 +245,34 @@ def test_tied_qk_is_symmetric_only_when_tied_and_matches_the_chapter():
     np.testing.assert_allclose(d.tied, page["S_tied"], rtol=1e-12, atol=1e-12)
 
 
+def page_scores():
+    """The raw scores Q Kᵀ of the step-by-step chapter, recomputed here."""
+    page = snippet_globals("step_by_step.py")
+    return page["Q"] @ page["K"].T
+
+
+def test_data_flow_shapes_are_those_of_the_toy_layer():
+    t, d_model, d_k, d_v = len(toy.SENTENCE), toy.D_MODEL, toy.D_K, toy.D_V
+    expected = {"x": (t, d_model), "w_q": (d_model, d_k), "w_k": (d_model, d_k),
+                "w_v": (d_model, d_v), "q": (t, d_k), "k": (t, d_k), "v": (t, d_v),
+                "scores": (t, t), "scaled": (t, t), "masked": (t, t), "weights": (t, t),
+                "mixed": (t, d_v), "w_o": (d_v, d_model), "update": (t, d_model),
+                "next": (t, d_model)}
+    assert data_flow.data() == expected
+    for shape in ("6 × 16", "6 × 8", "6 × 4", "6 × 6", "4 × 16"):  # the alt text's shapes
+        assert shape in data_flow.ALT
+    page = snippet_globals("step_by_step.py")  # the chapter's own arrays have these shapes
+    assert page["W_O"].shape == expected["w_o"] and page["X_next"].shape == expected["next"]
+
+
 def test_four_stages_follow_the_formula_and_match_the_chapter():
     d = four_stages.data()
-    assert d.raw.max() - d.raw.min() > 10  # "spread over tens"
-    np.testing.assert_allclose(d.scaled, d.raw / 8)
-    assert d.scaled.max() - d.scaled.min() < 5  # "a few units"
+    assert 7.5 < d.raw.max() - d.raw.min() < 8.5  # "spread over about eight units"
+    np.testing.assert_allclose(d.scaled, d.raw / np.sqrt(8))
+    assert d.scaled.max() - d.scaled.min() < 3.2  # "within about three units"
+    assert d.values.shape == (len(toy.SENTENCE), toy.D_V)
+    spreads = {w: np.ptp(row) for w, row in zip(d.words, page_scores(), strict=True)}
+    assert max(spreads, key=spreads.get) == four_stages.QUERY  # "the row whose scores spread most"
     assert np.isclose(d.weights.sum(), 1) and np.all(d.weights > 0)
     np.testing.assert_allclose(d.output, d.weights @ d.values, atol=1e-12)
     page = snippet_globals("step_by_step.py")
@@ -484,3 +342,30 @@ def test_render_refuses_a_figure_whose_text_sticks_out():
     ax.set_title("short")
     figure.savefig(io.BytesIO(), format="svg")
     check_text_inside(figure, "demo")  # fits: no error
+
+
+def test_multi_head_flow_splits_attends_concatenates_and_projects():
+    d = multi_head_flow.data()
+    n, t = multi_head_flow.N_HEADS, len(toy.SENTENCE)
+    d_head = toy.D_MODEL // n
+    assert d.queries.shape == d.concat.shape == d.output.shape == (t, toy.D_MODEL)
+    assert d.weights.shape == (n, t, t) and d.per_head.shape == (n, t, d_head)
+    np.testing.assert_allclose(d.weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
+    # Recomputed here by column slicing, without split_heads / merge_heads:
+    w = multi_head_flow.MultiHeadWeights.random(np.random.default_rng(multi_head_flow.SEED),
+                                                toy.D_MODEL, n_heads=n)
+    x = toy.embeddings()
+    for h in range(n):
+        band = slice(h * d_head, (h + 1) * d_head)  # head h owns these columns only
+        q, k, v = x @ w.w_q[:, band], x @ w.w_k[:, band], x @ w.w_v[:, band]
+        np.testing.assert_allclose(d.queries[:, band], q, atol=1e-12)
+        s = q @ k.T / np.sqrt(d_head)
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        weights = e / e.sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(d.weights[h], weights, atol=1e-12)
+        np.testing.assert_allclose(d.per_head[h], weights @ v, atol=1e-12)
+        np.testing.assert_allclose(d.concat[:, band], weights @ v, atol=1e-12)
+    np.testing.assert_allclose(d.output, d.concat @ w.w_o, atol=1e-12)
+    # the alt text's sizes
+    assert f"{t} rows by {toy.D_MODEL} columns" in multi_head_flow.ALT
+    assert f"{n} coloured bands of {d_head} columns" in multi_head_flow.ALT

@@ -17,7 +17,6 @@ import pytest
 from checkout import PYTHON, clean_env, copy_project, start, stop, tail
 from support import ROOT, free_port
 
-pytestmark = pytest.mark.build
 
 PAGE = "contributing/"
 PROBE_MODULE = "qkv/_serve_probe.py"

@@ -18,7 +18,6 @@ import pytest
 from checkout import clean_env, copy_project
 from support import ROOT, build_site
 
-pytestmark = pytest.mark.build
 
 # Build as the publishing workflow does: with a site address, the sitemap lists every page
 # with a date, which is what SOURCE_DATE_EPOCH has to pin.
