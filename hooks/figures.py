@@ -16,7 +16,9 @@ A rebuild with nothing changed renders nothing.
 
 The token becomes a ``<figure>`` with a light and a dark image (Material shows the one
 whose ``src`` ends in ``#only-light`` or ``#only-dark``), a stacked variant for phones
-where the figure has one, the figure's ``ALT`` as alt text and its ``CAPTION``.
+where the figure has one, the figure's ``ALT`` as alt text and its ``CAPTION``, and a folded
+block with the numbers behind it (its ``tables()``, each with a CSV download) and links to
+download its SVGs.
 
 The build fails, naming the page and the token, on an unknown figure name or a token that
 is not on a line of its own; and, naming the script and showing its stderr, when a figure
@@ -48,6 +50,7 @@ from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
+from qkv_site.figures._table import Table, details_html  # standard library only
 
 log = logging.getLogger("mkdocs.hooks.figures")
 
@@ -76,6 +79,7 @@ class Rendered:
     caption: str
     svgs: dict  # variant ("light", "dark", "light-narrow", ...) -> SVG bytes
     rendered: bool  # False when it came from the cache
+    tables: tuple = ()  # the numbers behind the figure (qkv_site.figures._table.Table)
 
 
 # ---- which figures exist, and what each depends on -----------------------------------------
@@ -130,7 +134,8 @@ def cache_key(name: str, root: Path = ROOT, names: list[str] | None = None) -> s
 def _load(folder: Path, name: str) -> Rendered:
     meta = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))
     svgs = {v: (folder / f"{name}-{v}.svg").read_bytes() for v in meta["variants"]}
-    return Rendered(name, meta["alt"], meta["caption"], svgs, rendered=False)
+    tables = tuple(Table.from_json(t) for t in meta.get("tables", []))
+    return Rendered(name, meta["alt"], meta["caption"], svgs, rendered=False, tables=tables)
 
 
 def _script_failed(name: str, root: Path, code: int, stderr: str) -> FigureError:
@@ -323,8 +328,9 @@ def figure_html(figure: Rendered, url, anchor: bool = True) -> str:
         pictures.append(f"<picture>{img}</picture>")
     caption = html.escape(figure.caption)
     id_attr = f' id="figure-{figure.name}"' if anchor else ""
+    data = details_html(figure.name, list(figure.tables), {t: url(t) for t in ("light", "dark")})
     return (f'<figure class="qkv-figure" data-figure="{figure.name}"{id_attr}>'
-            f'{"".join(pictures)}<figcaption>{caption}</figcaption></figure>')
+            f'{"".join(pictures)}<figcaption>{caption}</figcaption>{data}</figure>')
 
 
 def placeholder_html(name: str) -> str:

@@ -17,6 +17,10 @@
 
   var ROOT_ID = "qkv-explorer";
   var URL_DELAY_MS = 100; // the address bar follows the controls this long after they settle
+  // Screen readers hear a one-sentence summary once the controls have been still this long:
+  // holding an arrow key on a slider changes the state ~30 times a second, and a live
+  // region that spoke each of them would drown the reader in numbers.
+  var ANNOUNCE_DELAY_MS = 700;
   var cache = {}; // data URL -> Promise of the parsed data, fetched once per visit
 
   /* ---- small DOM helpers: every text goes in as textContent ------------------------ */
@@ -166,7 +170,7 @@
     var maxKey = el("span", { class: "qx-note" });
     var evenText = "of at most " + fmt(data.entropy_even / Math.pow(10, data.decimals), 4) +
                    " (an even spread over " + data.words.length + " keys)";
-    var readouts = el("dl", { class: "qx-readouts", "aria-live": "polite", "aria-atomic": "true" }, [
+    var readouts = el("dl", { class: "qx-readouts" }, [
       el("div", {}, [el("dt", { text: "Entropy of the weights" }),
                      el("dd", {}, [entropy, " nats ", el("span", { class: "qx-note", text: evenText })])]),
       el("div", {}, [el("dt", { text: "Largest weight" }), el("dd", {}, [maxWeight, " ", maxKey])]),
@@ -200,7 +204,10 @@
       outCells,
     ]);
 
-    replaceChildren(root, [form, readouts, explain, figure, output]);
+    // The only live region: a summary sentence, written after the controls settle.
+    var status = el("p", { class: "qx-sr-only", role: "status", "data-testid": "announce" });
+
+    replaceChildren(root, [form, readouts, explain, figure, output, status]);
     root.classList.add("qx-ready");
 
     var state = reader(data);
@@ -227,7 +234,7 @@
     // is a synchronous call into the browser that costs more than the whole render (and
     // Chromium ignores it after a few hundred calls in ten seconds, which a slider drag
     // reaches), so it runs after the frame that shows the change.
-    var urlTimer = null, shown = "";
+    var urlTimer = null, announceTimer = null, shown = "";
     function show() {
       var s = fromControls(), key = [s.stage, s.query, s.dk, s.scale].join();
       if (key !== shown) render(ui, s); // a select fires input and change: draw once
@@ -238,10 +245,16 @@
       // instant navigation may have replaced this page meanwhile: then the URL is not ours
       if (root.isConnected) writeUrl(fromControls());
     }
+    function announce() {
+      announceTimer = null;
+      if (root.isConnected) status.textContent = summary(ui, fromControls());
+    }
     function onChange() {
       show();
       clearTimeout(urlTimer);
       urlTimer = setTimeout(flushUrl, URL_DELAY_MS);
+      clearTimeout(announceTimer);
+      announceTimer = setTimeout(announce, ANNOUNCE_DELAY_MS);
     }
     form.addEventListener("input", onChange);
     form.addEventListener("change", onChange);
@@ -253,6 +266,17 @@
     scale.checked = initial.scale === 1;
     show();
     writeUrl(initial); // show the canonical state: clamped or defaulted values are visible
+  }
+
+  /* ---- what a screen reader hears once the controls settle -------------------------- */
+
+  function summary(ui, s) {
+    var st = ui.state(s);
+    var top = st.weights.indexOf(Math.max.apply(null, st.weights));
+    return "Stage " + s.stage + ", " + STAGE_NAMES[s.stage - 1] + ", for the query \u201C" +
+           s.query + "\u201D at d_k " + s.dk + ", scaling " + (s.scale ? "on" : "off") +
+           ". Largest weight " + st.maxWeight.toFixed(2) + " on \u201C" + ui.words[top] +
+           "\u201D; entropy " + st.entropy.toFixed(2) + " nats.";
   }
 
   /* ---- rendering a state (every control change) ----------------------------------- */
