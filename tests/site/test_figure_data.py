@@ -65,6 +65,14 @@ def expected_tables(name: str) -> list[list[list]]:
         return [[[array, *shape] for array, shape in d.items()]]
     if name == "multi-head-flow":
         return [[[w, *row] for w, row in zip(d.words, head, strict=True)] for head in d.weights]
+    if name == "trained-first-token":
+        return [[[layer + 1, share] for layer, share in enumerate(d.share)]]
+    if name == "trained-it-row":
+        return [[[layer + 1, *w[layer]] for layer in range(w.shape[0])] for w in d.weights]
+    if name == "trained-head-grid":
+        layers, heads = d.weights.shape[:2]
+        return [[[f"{la + 1}.{h + 1}", *(d.weights[la, h].sum(axis=0) / d.weights.shape[2])]
+                 for la in range(layers) for h in range(heads)]]
     raise AssertionError(f"no expected table for figure {name!r}: add one here")
 
 

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib.figure import Figure
 
+from qkv_site.figures._table import Table
 from qkv_site.figures._trained import trace
 
 ALT = (
@@ -34,6 +35,12 @@ def data() -> Sink:
     t = w.shape[-1]
     even = float(np.mean([1 / (i + 1) for i in range(1, t)]))
     return Sink(w[:, :, 1:, 0].mean(axis=(1, 2)), even)
+
+
+def tables() -> list[Table]:
+    d = data()
+    rows = tuple((layer, share) for layer, share in enumerate(d.share.tolist(), start=1))
+    return [Table("Mean weight on the first token, queries 2 to T", ("layer", "weight"), rows)]
 
 
 def build(style) -> Figure:

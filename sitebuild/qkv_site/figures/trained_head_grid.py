@@ -9,6 +9,7 @@ import numpy as np
 from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure
 
+from qkv_site.figures._table import Table
 from qkv_site.figures._trained import SENTENCE, trace
 
 BLOCKS = ((0, 15), (15, 30))  # layers drawn side by side: 1-15 and 16-30
@@ -40,6 +41,17 @@ class Grid(NamedTuple):
 def data() -> Grid:
     t = trace()
     return Grid(t.pieces, t.weights.astype(np.float64))
+
+
+def tables() -> list[Table]:
+    # 270 maps of T x T are too many numbers for a page: each head's map is summarised by
+    # the mean weight each key receives over the T queries (the CSV holds the same rows).
+    d = data()
+    columns = ("layer.head", *d.pieces)
+    means = d.weights.mean(axis=2)  # (layers, heads, T)
+    rows = tuple((f"{layer}.{head}", *means[layer - 1, head - 1].tolist())
+                 for layer in range(1, means.shape[0] + 1) for head in range(1, means.shape[1] + 1))
+    return [Table("Mean weight each key receives, by layer and head", columns, rows)]
 
 
 def mosaic(weights: np.ndarray, layers: range) -> np.ndarray:

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib.figure import Figure
 
+from qkv_site.figures._table import Table
 from qkv_site.figures._trained import label, trace
 
 KEYS = ("The", " cat", " mat")  # the first token and the two nouns
@@ -40,6 +41,14 @@ def data() -> ItRow:
     it = t.pieces.index(QUERY)
     columns = [t.pieces.index(k) for k in KEYS]
     return ItRow(KEYS, np.stack([t.weights[:, :, it, j] for j in columns]).astype(np.float64))
+
+
+def tables() -> list[Table]:
+    d = data()
+    columns = ("layer", *(f"head {h}" for h in range(1, d.weights.shape[2] + 1)))
+    return [Table(f"Weight from ‘it’ on ‘{key.strip()}’", columns,
+                  tuple((layer, *row) for layer, row in enumerate(w.tolist(), start=1)))
+            for key, w in zip(d.keys, d.weights, strict=True)]
 
 
 def build(style) -> Figure:
