@@ -34,7 +34,8 @@ class Explorer:
         self.plugin = plugin
 
     def on_pre_build(self, config):
-        self.future = self.plugin.runner.submit(JOB) if self.plugin.config.enabled else None
+        wanted = self.plugin.config.enabled and Path(config.docs_dir, PAGE).is_file()
+        self.future = self.plugin.runner.submit(JOB) if wanted else None
 
     def on_files(self, files, config):
         if self.future is not None:

@@ -13,6 +13,7 @@ page template (``overrides/main.html``) links on notebook pages.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from mkdocs.structure.files import File
@@ -38,6 +39,7 @@ def render(out: Path, path: str, options: dict, toc_depth: int, root: str) -> li
     # The kernel sends printed text in chunks on a timer; merged, each cell prints one
     # block and the page is the same bytes every build (no nbconvert option reaches this).
     ExecutePreprocessor.coalesce_streams = True
+    os.environ.pop("MPLBACKEND", None)  # the kernel inherits it; its figures need the inline one
     notebook = json.loads(Path(path).read_text(encoding="utf-8"))
     alts = {cell["id"]: cell["metadata"]["alt"] for cell in notebook["cells"]
             if "id" in cell and "alt" in cell.get("metadata", {})}
