@@ -16,15 +16,8 @@ from qkv_site.artifacts.runner import Job
 
 DATA_URI = "explorer/data.json"
 PAGE = "explorer.md"
-JOB = Job("explorer", "qkv_site.artifacts.explorer:export", {},
+JOB = Job("explorer", "qkv_site.artifacts.tasks:explorer", {},
           "sitebuild/qkv_site/explorer_data.py")
-
-
-def export(out: Path) -> None:
-    """The task (run by the worker): write ``data.json`` into ``out``."""
-    from qkv_site.explorer_data import explorer_json
-
-    (out / "data.json").write_text(explorer_json(), encoding="utf-8")
 
 
 class Explorer:

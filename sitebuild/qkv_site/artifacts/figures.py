@@ -31,16 +31,9 @@ STANDALONE = re.compile(r"^[ \t]*<!--\s*figure:\s*(\S*?)\s*-->[ \t]*$", re.M)
 ANYWHERE = re.compile(r"<!--\s*figure:\s*(\S*?)\s*-->")
 
 
-def render(out: Path, name: str) -> None:
-    """The task (run by the worker): every variant of figure ``name`` into ``out``."""
-    from qkv_site.figures.render import write
-
-    write(name, out)
-
-
 def job(name: str, root: Path) -> Job:
     source = f"sitebuild/qkv_site/figures/{name.replace('-', '_')}.py"
-    return Job("figures", "qkv_site.artifacts.figures:render", {"name": name}, source)
+    return Job("figures", "qkv_site.artifacts.tasks:figure", {"name": name}, source)
 
 
 def site_path(name: str, variant: str) -> str:

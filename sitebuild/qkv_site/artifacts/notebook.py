@@ -13,7 +13,6 @@ page template (``overrides/main.html``) links on notebook pages.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from mkdocs.structure.files import File
@@ -26,30 +25,6 @@ STYLESHEET = "assets/notebook.css"
 OPTIONS = ("kernel_name", "theme", "allow_errors", "show_input", "no_input", "no_prompt",
            "remove_tag_config", "highlight_extra_classes", "include_requirejs",
            "custom_mathjax_url")
-
-
-def render(out: Path, path: str, options: dict, toc_depth: int, root: str) -> list[Path]:
-    """The task: execute and render notebook ``path``; write page, CSS and contents."""
-    from mkdocs_jupyter import convert
-    from mkdocs_jupyter.plugin import _get_nb_toc_tokens
-    from nbconvert.preprocessors import ExecutePreprocessor
-
-    from qkv_site.notebook_page import finish
-
-    # The kernel sends printed text in chunks on a timer; merged, each cell prints one
-    # block and the page is the same bytes every build (no nbconvert option reaches this).
-    ExecutePreprocessor.coalesce_streams = True
-    os.environ.pop("MPLBACKEND", None)  # the kernel inherits it; its figures need the inline one
-    notebook = json.loads(Path(path).read_text(encoding="utf-8"))
-    alts = {cell["id"]: cell["metadata"]["alt"] for cell in notebook["cells"]
-            if "id" in cell and "alt" in cell.get("metadata", {})}
-    body = convert.nb2html(path, execute=True, **options)
-    page_html, css = finish(body, alts)
-    (out / "page.html").write_text(page_html, encoding="utf-8")
-    (out / "notebook.css").write_text(css, encoding="utf-8")
-    tokens, title = _get_nb_toc_tokens(path, toc_depth)
-    (out / "toc.json").write_text(json.dumps({"tokens": tokens, "title": title}), encoding="utf-8")
-    return [Path(path), *sorted((Path(root) / "qkv").rglob("*.py"))]  # what the kernel read
 
 
 class Notebooks:
@@ -70,10 +45,11 @@ class Notebooks:
         runner = self.plugin.runner
         for file in files.documentation_pages():
             if file.src_uri.endswith(".ipynb") and jupyter.should_include(file):
-                args = {"path": file.abs_src_path, "toc_depth": jupyter.config["toc_depth"],
-                        "options": {k: jupyter.config[k] for k in OPTIONS},
-                        "root": str(runner.root)}
-                job = Job("notebooks", "qkv_site.artifacts.notebook:render", args,
+                path = Path(file.abs_src_path).resolve()
+                path = path.relative_to(runner.root) if path.is_relative_to(runner.root) else path
+                args = {"path": path.as_posix(), "toc_depth": jupyter.config["toc_depth"],
+                        "options": {k: jupyter.config[k] for k in OPTIONS}}
+                job = Job("notebooks", "qkv_site.artifacts.tasks:notebook", args,
                           source=f"docs/{file.src_uri}")
                 self.futures[file.src_uri] = runner.submit(job)
 

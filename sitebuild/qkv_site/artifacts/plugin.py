@@ -16,12 +16,13 @@ which computes it out of process and caches it by content hash. A failure raises
 
 Adding a kind (the trained model's attention maps, say) is two steps:
 
-1. a module here with a task function ``task(out: Path, **args)`` that writes its files into
-   ``out`` (it runs in a worker process: import what it needs inside it) and a class whose
-   methods are the MkDocs events it needs (``on_pre_build``, ``on_files``, ``on_env``...):
-   it submits ``Job(KIND, "qkv_site.artifacts.MODULE:task", args, source=FILE)`` to
-   ``self.plugin.runner`` early and places the result (``Result.folder``) later;
-2. its class added to ``KINDS`` below.
+1. a task function in ``tasks.py``, ``task(out: Path, **args)``, that writes its files into
+   ``out`` (it runs in a worker process: import what it needs inside it);
+2. a module here with a class whose methods are the MkDocs events it needs (``on_pre_build``,
+   ``on_files``, ``on_env``...): it submits ``Job(KIND, "qkv_site.artifacts.tasks:task",
+   args, source=FILE)`` to ``self.plugin.runner`` early and places the result
+   (``Result.folder``) later, as ``explorer.py`` does in 40 lines; its class added to
+   ``KINDS`` below.
 """
 
 from __future__ import annotations
@@ -38,12 +39,18 @@ from mkdocs.plugins import BasePlugin
 from qkv_site.artifacts.explorer import Explorer
 from qkv_site.artifacts.figures import Figures
 from qkv_site.artifacts.notebook import Notebooks
+from qkv_site.artifacts.pages import PageInputs
 from qkv_site.artifacts.runner import Runner
 from qkv_site.artifacts.snippets import Snippets
 
 log = logging.getLogger("mkdocs.plugins.qkv-artifacts")
 
 KINDS = (Explorer, Notebooks, Figures, Snippets)  # jobs are started in this order
+
+
+class _NotTheDirtyWarning(logging.Filter):
+    def filter(self, record):
+        return "'dirty' build is being performed" not in record.getMessage()
 
 
 class ArtifactsConfig(Config):
@@ -58,7 +65,11 @@ class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
         self.kinds = []
 
     def on_startup(self, *, command, dirty):
-        pass  # defining it keeps this plugin (and its worker processes) across serve rebuilds
+        # Defining on_startup keeps this plugin (and its worker processes) across the rebuilds
+        # of `mkdocs serve`. A dirty serve is what ./dev serve runs on purpose (PageInputs
+        # rebuilds the pages an edit touches); its warning about it would fail --strict.
+        if dirty:
+            logging.getLogger("mkdocs.commands.build").addFilter(_NotTheDirtyWarning())
 
     def _each(self, event: str, *args, **kwargs):
         for kind in self.kinds:
@@ -74,7 +85,8 @@ class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
                 self.runner.close()
             self.runner = Runner(root, cache, self.config.concurrency)
         if not self.kinds:
-            self.kinds = [kind(self) for kind in KINDS]
+            self.page_inputs = PageInputs(self)  # for `mkdocs serve --dirty`
+            self.kinds = [self.page_inputs, *(kind(self) for kind in KINDS)]
         self._each("on_config", config)
 
     def on_pre_build(self, config):

@@ -114,6 +114,10 @@ class Runner:
                 return False
         return True
 
+    def deps(self, folder: Path) -> list[str]:
+        """The project files (relative paths) the entry in ``folder`` was computed from."""
+        return list(json.loads((folder / DEPS).read_text(encoding="utf-8"))["files"])
+
     def cached(self, job: Job) -> Result | None:
         """The job's result if the cache holds a valid one."""
         folder = self.cache_dir / job.kind / job.key()

@@ -100,5 +100,6 @@ class Snippets:
             process.run(code, out, job)
 
         result = self.plugin.runner.run(job, compute=compute)
+        self.plugin.page_inputs.used(result.folder)
         earlier.append(code)
         return result.text("output.txt")

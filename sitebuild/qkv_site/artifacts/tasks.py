@@ -1,0 +1,53 @@
+"""The tasks the worker runs (``task(out, **args)``), one per kind of artifact.
+
+Kept apart from the plugin's modules, which import MkDocs: what a task imports becomes part
+of its cache entry's inputs, so a change to the plugin's code does not redo every artifact.
+Each task imports what it needs inside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def figure(out: Path, name: str) -> None:
+    """Every variant of figure ``name`` (SVGs and ``NAME.json``) into ``out``."""
+    from qkv_site.figures.render import write
+
+    write(name, out)
+
+
+def explorer(out: Path) -> None:
+    """The attention explorer's numbers, ``data.json``."""
+    from qkv_site.explorer_data import explorer_json
+
+    (out / "data.json").write_text(explorer_json(), encoding="utf-8")
+
+
+def notebook(out: Path, path: str, options: dict, toc_depth: int) -> list[Path]:
+    """Execute and render notebook ``path``: ``page.html``, ``notebook.css``, ``toc.json``.
+
+    ``path`` is relative to the project (the worker's working directory). Returns the files
+    the kernel read, which the worker cannot see: the notebook and ``qkv``.
+    """
+    from mkdocs_jupyter import convert
+    from mkdocs_jupyter.plugin import _get_nb_toc_tokens
+    from nbconvert.preprocessors import ExecutePreprocessor
+
+    from qkv_site.notebook_page import finish
+
+    # The kernel sends printed text in chunks on a timer; merged, each cell prints one
+    # block and the page is the same bytes every build (no nbconvert option reaches this).
+    ExecutePreprocessor.coalesce_streams = True
+    os.environ.pop("MPLBACKEND", None)  # the kernel inherits it; its figures need the inline one
+    cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+    alts = {cell["id"]: cell["metadata"]["alt"] for cell in cells
+            if "id" in cell and "alt" in cell.get("metadata", {})}
+    page_html, css = finish(convert.nb2html(path, execute=True, **options), alts)
+    (out / "page.html").write_text(page_html, encoding="utf-8")
+    (out / "notebook.css").write_text(css, encoding="utf-8")
+    tokens, title = _get_nb_toc_tokens(path, toc_depth)
+    (out / "toc.json").write_text(json.dumps({"tokens": tokens, "title": title}), encoding="utf-8")
+    return [Path(path), *sorted(Path("qkv").rglob("*.py"))]
