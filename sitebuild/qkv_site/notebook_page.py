@@ -9,12 +9,15 @@ module finishes that HTML:
   Anything else that would load from another host stops the build.
 - nbconvert cannot take alt text from a notebook; a code cell that draws a figure gives
   it in its metadata (``"alt": "..."``) and it is put on the cell's image here.
-- The template inlines ~600 KB of CSS into the page; :func:`split_styles` takes it out so
-  the site serves it once, as a stylesheet every notebook page links.
+- The template inlines ~600 KB of CSS into the page and every figure as base64:
+  :func:`split_styles` takes the CSS out so the site serves it once, as a stylesheet every
+  notebook page links, and :func:`split_images` makes each figure a file beside the page.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import re
 
@@ -95,6 +98,28 @@ def split_styles(page_html: str) -> tuple[str, str]:
     return _STYLE.sub("", page_html), css + "\n"
 
 
-def finish(page_html: str, alts: dict[str, str]) -> tuple[str, str]:
-    """The finished page HTML and its CSS (see the module docstring)."""
-    return split_styles(offline(add_alt_text(render_markdown_maths(page_html), alts)))
+_DATA_IMAGE = re.compile(r'src="data:image/(png|jpeg);base64,([A-Za-z0-9+/=\s]+)"')
+
+
+def split_images(page_html: str) -> tuple[str, dict[str, bytes]]:
+    """The page with each embedded (base64) image replaced by a file beside the page.
+
+    Files are named by a hash of their bytes, so an unchanged figure keeps its URL.
+    """
+    images = {}
+
+    def to_file(match: re.Match) -> str:
+        data = base64.b64decode(match.group(2))
+        name = f"figure-{hashlib.sha256(data).hexdigest()[:12]}.{match.group(1)}"
+        images[name] = data
+        return f'src="{name}"'
+
+    return _DATA_IMAGE.sub(to_file, page_html), images
+
+
+def finish(page_html: str, alts: dict[str, str]) -> tuple[str, str, dict[str, bytes]]:
+    """The finished page HTML, its CSS and its images (see the module docstring)."""
+    page_html = offline(add_alt_text(render_markdown_maths(page_html), alts))
+    page_html, css = split_styles(page_html)
+    page_html, images = split_images(page_html)
+    return page_html, css, images

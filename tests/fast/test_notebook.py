@@ -8,6 +8,8 @@ checked in tests/site/test_notebook_page.py).
 
 from __future__ import annotations
 
+import base64
+
 import nbformat
 import pytest
 from nbclient import NotebookClient
@@ -113,3 +115,13 @@ def test_split_styles_takes_every_style_element_out_in_order():
     rest, css = notebook_page.split_styles(page)
     assert rest == "<p>kept</p>"
     assert css.index(".a") < css.index(".b") and "<style" not in css
+
+
+def test_split_images_makes_each_embedded_image_a_file_named_by_its_bytes():
+    png = b"\x89PNG fake bytes"
+    encoded = base64.b64encode(png).decode()
+    page = f'<img alt="a" src="data:image/png;base64,{encoded}"><img src="data:image/png;base64,{encoded}">'
+    rest, images = notebook_page.split_images(page)
+    assert list(images.values()) == [png]
+    (name,) = images
+    assert rest == f'<img alt="a" src="{name}"><img src="{name}">'

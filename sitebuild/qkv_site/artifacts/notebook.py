@@ -7,12 +7,14 @@ cached like every artifact; the kernel imports ``qkv`` in a process the worker c
 so the job names every file of ``qkv/`` as an input.
 
 The CSS of nbconvert's template is served once, as ``assets/notebook.css``, which the
-page template (``overrides/main.html``) links on notebook pages.
+page template (``overrides/main.html``) links on notebook pages; the notebook's figures are
+files beside its page instead of base64 inside it.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 from pathlib import Path
 
 from mkdocs.structure.files import File
@@ -80,3 +82,9 @@ class Notebooks:
         if self.futures:
             css = next(iter(self.futures.values())).result().folder / "notebook.css"
             files.append(File.generated(config, STYLESHEET, abs_src_path=str(css)))
+        for src_uri, future in self.futures.items():  # each page's figures, beside the page
+            url = files.get_file_from_path(src_uri).url  # "notebook/" or "notebook.html"
+            folder = url.rstrip("/") if url.endswith("/") else posixpath.dirname(url)
+            for image in sorted((future.result().folder / "images").iterdir()):
+                uri = posixpath.join(folder, image.name)
+                files.append(File.generated(config, uri, abs_src_path=str(image)))

@@ -27,7 +27,8 @@ def explorer(out: Path) -> None:
 
 
 def notebook(out: Path, path: str, options: dict, toc_depth: int) -> list[Path]:
-    """Execute and render notebook ``path``: ``page.html``, ``notebook.css``, ``toc.json``.
+    """Execute and render notebook ``path``: ``page.html``, ``notebook.css``, ``toc.json`` and
+    its figures in ``images/``.
 
     ``path`` is relative to the project (the worker's working directory). Returns the files
     the kernel read, which the worker cannot see: the notebook and ``qkv``.
@@ -45,8 +46,11 @@ def notebook(out: Path, path: str, options: dict, toc_depth: int) -> list[Path]:
     cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
     alts = {cell["id"]: cell["metadata"]["alt"] for cell in cells
             if "id" in cell and "alt" in cell.get("metadata", {})}
-    page_html, css = finish(convert.nb2html(path, execute=True, **options), alts)
+    page_html, css, images = finish(convert.nb2html(path, execute=True, **options), alts)
     (out / "page.html").write_text(page_html, encoding="utf-8")
+    (out / "images").mkdir()
+    for name, data in images.items():
+        (out / "images" / name).write_bytes(data)
     (out / "notebook.css").write_text(css, encoding="utf-8")
     tokens, title = _get_nb_toc_tokens(path, toc_depth)
     (out / "toc.json").write_text(json.dumps({"tokens": tokens, "title": title}), encoding="utf-8")
