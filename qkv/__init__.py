@@ -8,7 +8,13 @@ from qkv.diagnostics import ScoreStats, entropy, score_stats, softmax_jacobian
 from qkv.dot_product import Attention, attention, scale_factor, softmax
 from qkv.kvcache import KVCache, WorkCounter, decode_with_cache, decode_without_cache
 from qkv.masks import causal_mask, padding_mask
-from qkv.multihead import MultiHeadWeights, merge_heads, multi_head_attention, split_heads
+from qkv.multihead import (
+    MultiHeadWeights,
+    grouped_attention,
+    merge_heads,
+    multi_head_attention,
+    split_heads,
+)
 from qkv.projections import Projections, cross_attention, project, self_attention
 from qkv.rope import rope, rope_angles
 
@@ -28,6 +34,7 @@ __all__ = [
     "decode_with_cache",
     "decode_without_cache",
     "entropy",
+    "grouped_attention",
     "kv_cache_bytes",
     "merge_heads",
     "multi_head_attention",

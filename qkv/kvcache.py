@@ -72,10 +72,17 @@ class KVCache:
     values: np.ndarray
 
     @classmethod
-    def empty(cls, n_kv_heads: int, d_head: int) -> KVCache:
+    def empty(cls, n_kv_heads: int, d_head: int, dtype=np.float64) -> KVCache:
+        """A cache holding no position yet, storing numbers of ``dtype``.
+
+        Examples
+        --------
+        >>> KVCache.empty(n_kv_heads=3, d_head=64, dtype=np.float32).keys.shape
+        (3, 0, 64)
+        """
         return cls(
-            np.zeros((n_kv_heads, 0, d_head)),
-            np.zeros((n_kv_heads, 0, d_head)),
+            np.zeros((n_kv_heads, 0, d_head), dtype=dtype),
+            np.zeros((n_kv_heads, 0, d_head), dtype=dtype),
         )
 
     def __len__(self) -> int:
@@ -91,8 +98,9 @@ class KVCache:
                 f"new k {np.shape(k)} and v {np.shape(v)} must both be "
                 f"(n_kv_heads, t_new, d_head) = ({self.keys.shape[0]}, t_new, {self.keys.shape[2]})"
             )
-        self.keys = np.concatenate([self.keys, k], axis=-2)
-        self.values = np.concatenate([self.values, v], axis=-2)
+        # the cache keeps its own dtype: a float32 cache stays 4 bytes a number
+        self.keys = np.concatenate([self.keys, k], axis=-2, dtype=self.keys.dtype)
+        self.values = np.concatenate([self.values, v], axis=-2, dtype=self.values.dtype)
 
     def nbytes(self) -> int:
         """Bytes held by this cache (keys and values)."""

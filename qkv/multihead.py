@@ -153,6 +153,66 @@ def merge_heads(x) -> np.ndarray:
 
 
 # --8<-- [start:multi_head_attention]
+def grouped_attention(q, k, v, mask=None, scale=True) -> Attention:
+    """Attention in every query head, each reading the key/value head of its group.
+
+    With ``n_heads`` query heads and ``n_kv_heads`` key/value heads, query head ``h`` reads
+    key/value head ``h // (n_heads // n_kv_heads)``: consecutive query heads share one.
+    ``n_kv_heads == n_heads`` is ordinary multi-head attention.
+
+    Parameters
+    ----------
+    q : array_like, shape (..., n_heads, Tq, d_head)
+    k, v : array_like, shape (..., n_kv_heads, Tk, d_head)
+        ``n_heads`` must be a multiple of ``n_kv_heads``.
+    mask : bool array broadcastable to (..., Tq, Tk), optional
+        Shared by all heads (a head axis is inserted for you).
+    scale : bool or float
+        As in :func:`qkv.attention`.
+
+    Returns
+    -------
+    Attention
+        weights of shape (..., n_heads, Tq, Tk); output of shape (..., n_heads, Tq, d_head).
+
+    Examples
+    --------
+    Four query heads over two key/value heads: heads 0 and 1 read the same keys, so the
+    same query gives them the same weights.
+
+    >>> rng = np.random.default_rng(0)
+    >>> q = np.repeat(rng.normal(size=(1, 3, 8)), 4, axis=0)  # (4, 3, 8): one query, 4 times
+    >>> k, v = rng.normal(size=(2, 2, 5, 8))                  # (2, 5, 8) each
+    >>> weights, out = grouped_attention(q, k, v)
+    >>> weights.shape, out.shape
+    ((4, 3, 5), (4, 3, 8))
+    >>> bool(np.allclose(weights[0], weights[1])), bool(np.allclose(weights[1], weights[2]))
+    (True, False)
+    """
+    if (
+        min(np.ndim(q), np.ndim(k), np.ndim(v)) < 3
+        or np.shape(q)[-3] % np.shape(k)[-3]
+        or np.shape(v)[-3] != np.shape(k)[-3]
+    ):
+        raise ValueError(
+            f"q must be (..., n_heads, Tq, d_head) and k, v (..., n_kv_heads, Tk, d) with "
+            f"n_heads a multiple of n_kv_heads; got q {np.shape(q)}, k {np.shape(k)}, "
+            f"v {np.shape(v)}"
+        )
+    # query heads that share one key/value head
+    group = np.shape(q)[-3] // np.shape(k)[-3]
+    k = np.repeat(k, group, axis=-3)  # (..., heads, Tk, d_head)
+    v = np.repeat(v, group, axis=-3)  # (..., heads, Tk, d_head)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.ndim < 2:
+            raise ValueError(
+                f"mask must be (..., Tq, Tk), got shape {mask.shape}"
+            )
+        mask = mask[..., None, :, :]  # same mask for every head
+    return attention(q, k, v, mask=mask, scale=scale)
+
+
 def multi_head_attention(
     x_q, x_kv, w: MultiHeadWeights, mask=None, scale=True
 ) -> Attention:
@@ -189,18 +249,7 @@ def multi_head_attention(
     q = split_heads(x_q @ w.w_q, w.n_heads)  # (..., heads, Tq, d_head)
     k = split_heads(x_kv @ w.w_k, w.n_kv_heads)  # (..., kv_heads, Tk, d_head)
     v = split_heads(x_kv @ w.w_v, w.n_kv_heads)  # (..., kv_heads, Tk, d_head)
-    # query heads that share one key/value head
-    group = w.n_heads // w.n_kv_heads
-    k = np.repeat(k, group, axis=-3)  # (..., heads, Tk, d_head)
-    v = np.repeat(v, group, axis=-3)  # (..., heads, Tk, d_head)
-    if mask is not None:
-        mask = np.asarray(mask)
-        if mask.ndim < 2:
-            raise ValueError(
-                f"mask must be (..., Tq, Tk), got shape {mask.shape}"
-            )
-        mask = mask[..., None, :, :]  # same mask for every head
-    weights, heads_out = attention(q, k, v, mask=mask, scale=scale)
+    weights, heads_out = grouped_attention(q, k, v, mask=mask, scale=scale)
     output = merge_heads(heads_out) @ w.w_o  # (..., Tq, d_model)
     return Attention(weights, output)
 

@@ -61,3 +61,82 @@ def projections(
         )
     full = Projections.random(np.random.default_rng(seed), d_model, max_d, max_d)
     return Projections(full.w_q[:, :d_k], full.w_k[:, :d_k], full.w_v[:, :d_v])
+
+
+# The hand-built toy: the same sentence with embeddings and matrices written by hand, so
+# that every weight can be explained. The random toy above is for the mechanism (shapes,
+# statistics, what tying two matrices does); this one is for the story (why *drank*
+# looks for *milk*). Both use D_K and D_V.
+
+# --8<-- [start:features]
+FEATURES = ("person", "verb", "liquid", "container", "countable", "preposition",
+            "article", "dairy")
+"""The named features of the hand-built toy: one embedding column each."""
+
+WORD_FEATURES = {
+    "she": ("person",),
+    "drank": ("verb",),
+    "milk": ("liquid", "dairy"),
+    "from": ("preposition",),
+    "a": ("article",),
+    "cup": ("container", "countable"),
+}
+"""Which features each word of SENTENCE has."""
+
+
+def feature_embeddings() -> np.ndarray:
+    """The hand-built embeddings: 1 where a word has a feature, else 0. (T, len(FEATURES))
+
+    Examples
+    --------
+    >>> x = feature_embeddings()
+    >>> x.shape, x[SENTENCE.index("milk")].tolist()
+    ((6, 8), [0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+    """
+    x = np.zeros((len(SENTENCE), len(FEATURES)))
+    for i, word in enumerate(SENTENCE):
+        for feature in WORD_FEATURES[word]:
+            x[i, FEATURES.index(feature)] = 1.0
+    return x
+# --8<-- [end:features]
+
+
+# --8<-- [start:hand_built]
+VALUE_COLUMNS = ("person", "verb", "dairy", "container")
+"""What the hand-built values carry: D_V = 4 of the eight features."""
+
+
+def hand_built_projections() -> Projections:
+    """W_Q, W_K, W_V written by hand over FEATURES: (8, D_K), (8, D_K), (8, D_V).
+
+    Queries and keys share one column per feature (D_K = 8 = len(FEATURES)): a query
+    puts weight on the features its word looks for, a key shows the features its word
+    can be found by, so a score is large when one word has what the other looks for.
+
+    Examples
+    --------
+    >>> from qkv import self_attention
+    >>> weights = self_attention(feature_embeddings(), hand_built_projections()).weights
+    >>> drank, milk = SENTENCE.index("drank"), SENTENCE.index("milk")
+    >>> int(weights[drank].argmax()) == milk
+    True
+    """
+    f = FEATURES.index
+    w_q = np.zeros((len(FEATURES), D_K))  # row: what a word is; column: what it looks for
+    w_q[f("verb"), f("liquid")] = 8.0  # the verb (drank) looks for something to drink
+    w_q[f("verb"), f("person")] = 4.0  # and, less keenly, for who did it
+    w_q[f("person"), f("verb")] = 4.0  # a subject looks for its verb
+    w_q[f("liquid"), f("verb")] = 4.0  # so does the thing that was drunk
+    w_q[f("preposition"), f("container")] = 8.0  # "from" looks for what held it
+    w_q[f("article"), f("countable")] = 8.0  # "a" looks for something you can count
+    w_q[f("container"), f("liquid")] = 4.0  # a container looks for what it holds
+
+    w_k = np.zeros((len(FEATURES), D_K))  # row: what a word is; column: what it shows
+    for name in ("person", "verb", "liquid", "container", "countable"):
+        w_k[f(name), f(name)] = 1.0  # no one looks for the last three features here
+
+    w_v = np.zeros((len(FEATURES), D_V))  # row: what a word is; column: what it hands over
+    for column, name in enumerate(VALUE_COLUMNS):
+        w_v[f(name), column] = 1.0  # milk is found as a liquid but hands over "dairy"
+    return Projections(w_q, w_k, w_v)
+# --8<-- [end:hand_built]

@@ -1,4 +1,4 @@
-"""Chapter 3: keys decide who is read, values decide what is read."""
+"""Chapter 3: keys decide who is read, values decide what is read (the hand-built toy)."""
 
 # --8<-- [start:setup]
 import numpy as np
@@ -6,28 +6,35 @@ import numpy as np
 import qkv
 from qkv import toy
 
-Q, K, V = qkv.project(toy.embeddings(), toy.projections(d_k=8))
+Q, K, V = qkv.project(toy.feature_embeddings(), toy.hand_built_projections())
 base = qkv.attention(Q, K, V)
-drank, milk = toy.SENTENCE.index("drank"), toy.SENTENCE.index("milk")
-for word, w in zip(toy.SENTENCE, base.weights[drank], strict=True):
-    print(f"drank -> {word:<5} {w:.3f}")
+words, hands_over = toy.SENTENCE, toy.VALUE_COLUMNS  # value columns, by name
+drank, milk = words.index("drank"), words.index("milk")
+
+
+def named(row, names):
+    """A row of numbers with the name of each column: 'she 0.16, drank 0.04, ...'."""
+    return ", ".join(f"{n} {x:.2f}" for n, x in zip(names, row, strict=True))
+
+
+print("drank reads:    ", named(base.weights[drank], words))
+print("drank receives: ", named(base.output[drank], hands_over))
 # --8<-- [end:setup]
 
 # --8<-- [start:change_value]
 V_new = V.copy()
-V_new[milk] = -V[milk]  # milk now hands over the opposite vector
+V_new[milk] = [0, 0, 0, 1]  # milk now hands over "container" instead of "dairy"
 after = qkv.attention(Q, K, V_new)
 print("weights identical:", np.array_equal(after.weights, base.weights))
-change = np.abs(after.output - base.output).max()
-print(f"largest change in the output: {change:.3f}")
+print("drank receives: ", named(after.output[drank], hands_over))
 # --8<-- [end:change_value]
 
 # --8<-- [start:change_key]
 K_new = K.copy()
-K_new[milk] = Q[drank]  # milk's key now points where drank's query does
+K_new[milk] = 0  # milk's key stops showing "liquid"; its value still says "dairy"
 after = qkv.attention(Q, K_new, V)
-before_w, after_w = base.weights[drank, milk], after.weights[drank, milk]
-print(f"drank -> milk: {before_w:.3f} -> {after_w:.3f}")
+print(f"drank -> milk: {base.weights[drank, milk]:.2f} -> {after.weights[drank, milk]:.2f}")
+print("drank receives: ", named(after.output[drank], hands_over))
 changed = ~np.isclose(after.weights, base.weights).all(axis=-1)
-print(f"rows of weights that changed: {changed.sum()} of {len(changed)}")
+print("rows of weights that changed:", [w for w, c in zip(words, changed, strict=True) if c])
 # --8<-- [end:change_key]

@@ -1,4 +1,4 @@
-"""Cross-attention, and why (and how much) a KV cache helps a causal decoder.
+"""Why (and how much) a KV cache helps a causal decoder.
 
 Shown on docs/kv-cache.md. Run it as `python snippets/kv_cache.py`.
 """
@@ -12,14 +12,6 @@ rng = np.random.default_rng(0)
 d_model, n_heads = 32, 4
 w = qkv.MultiHeadWeights.random(rng, d_model=d_model, n_heads=n_heads)
 # --8<-- [end:setup]
-
-# --8<-- [start:cross]
-text = rng.normal(size=(3, d_model))  # 3 text tokens ask: queries
-patches = rng.normal(size=(9, d_model))  # 9 image patches: keys, values
-weights, out = qkv.multi_head_attention(text, patches, w)
-print("weights", weights.shape, " output", out.shape)
-print("every row of weights sums to 1:", np.allclose(weights.sum(-1), 1))
-# --8<-- [end:cross]
 
 # --8<-- [start:unchanged]
 layers = [qkv.MultiHeadWeights.random(rng, d_model, n_heads)

@@ -51,14 +51,6 @@ for label, m in (("8 heads", w), ("1 head", w_one)):
           f"   {maps.shape}, {maps.nbytes:,} bytes")
 # --8<-- [end:cost]
 
-# --8<-- [start:causal]
-causal = qkv.causal_mask(6)
-masked = qkv.multi_head_attention(x, x, w, mask=causal).weights
-hidden = masked[:, ~causal]  # every (query, later key) pair, every head
-print("weights above the diagonal:", hidden.shape, "largest", hidden.max())
-print("rows still sum to 1:", np.allclose(masked.sum(axis=-1), 1.0))
-# --8<-- [end:causal]
-
 # --8<-- [start:padding]
 lengths = np.array([4, 6])  # the first sequence is padded from 4 to 6
 batch = rng.normal(size=(2, 6, d_model))  # whatever sits in the padding

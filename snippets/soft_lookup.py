@@ -55,3 +55,26 @@ soft_before = qkv.attention(before, keys, values).output[0]
 soft_after = qkv.attention(after, keys, values).output[0]
 print("soft:", soft_before.round(3), "->", soft_after.round(3))
 # --8<-- [end:nudge]
+
+# --8<-- [start:exercise_bright]
+bright = np.array([[0.0, 1.0]])  # "something bright"
+print("scores:", keys @ bright[0])
+w, a = qkv.attention(bright, keys, values)
+for name, weight in sorted(zip(names, w[0], strict=True), key=lambda pair: -pair[1]):
+    print(f"  weight on {name:<6} {weight:.3f}")
+print("answer:", a[0].round(3))
+# --8<-- [end:exercise_bright]
+
+# --8<-- [start:exercise_factor]
+factor = 1
+while qkv.attention(query * factor, keys, values).weights[0, names.index("red")] <= 0.99:
+    factor += 1
+print("smallest whole factor with red above 0.99:", factor)
+# --8<-- [end:exercise_factor]
+
+# --8<-- [start:exercise_blue]
+at_blue = 64 * keys[names.index("blue")][None]  # a long query pointing straight at blue
+w, a = qkv.attention(at_blue, keys, values)
+print(f"weight on blue {w[0, names.index('blue')]:.6f}   answer {a[0]}")
+print("red channel above zero:", a[0, 0] > 0)
+# --8<-- [end:exercise_blue]

@@ -1,6 +1,7 @@
 """Attention step by step: scores, scaling, softmax, mixing, and the shape at each step.
 
-Four tokens, d_k = 64. Run: python snippets/step_by_step.py
+The six tokens of the random toy (d_k = 8, d_v = 4): here the arithmetic is the point, not
+what the words mean. Run: python snippets/step_by_step.py
 """
 
 # --8<-- [start:inputs]
@@ -9,9 +10,9 @@ import numpy as np
 import qkv
 from qkv import toy
 
-words = toy.SENTENCE[:4]  # ("she", "drank", "milk", "from")
+words = toy.SENTENCE  # ("she", "drank", "milk", "from", "a", "cup")
 X = toy.embeddings(words)  # one 16-wide embedding per token
-p = toy.projections(d_k=64)  # W_Q, W_K, W_V: (16, 64) each
+p = toy.projections(d_k=toy.D_K, d_v=toy.D_V)  # W_Q, W_K: (16, 8)  W_V: (16, 4)
 Q, K, V = qkv.project(X, p)  # Q = X W_Q, K = X W_K, V = X W_V
 d_k = K.shape[-1]
 
@@ -22,16 +23,33 @@ print("X", X.shape, "-> Q", Q.shape, " K", K.shape, " V", V.shape)
 # --8<-- [start:scores]
 scores = Q @ K.T  # one dot product per (query, key) pair
 print("scores = Q @ K.T:", Q.shape, "@", K.T.shape, "->", scores.shape)
-print("typical size (std) of a raw score:", scores.std().round(1))
+print("typical size (std) of a raw score:", scores.std().round(2))
 # --8<-- [end:scores]
 
 
 # --8<-- [start:scale]
-scaled = scores / np.sqrt(d_k)  # same shape, sqrt(64) = 8 times smaller
-print("sqrt(d_k) =", np.sqrt(d_k))
+scaled = scores / np.sqrt(d_k)  # same shape, sqrt(8) = 2.83 times smaller
+print("sqrt(d_k) =", np.sqrt(d_k).round(2))
 print("scaled = scores / sqrt(d_k):", scaled.shape)
-print("typical size (std) of a scaled score:", scaled.std().round(1))
+print("typical size (std) of a scaled score:", scaled.std().round(2))
 # --8<-- [end:scale]
+
+
+# --8<-- [start:spread]
+# Redo steps 1-2 on 2,000 fresh draws of six embeddings and projections, keeping the
+# scores of a query with another token's key (the case the theory is about).
+rng = np.random.default_rng(0)
+other = ~np.eye(len(words), dtype=bool)  # (6, 6): True off the diagonal
+raw = []
+for _ in range(2000):
+    x = rng.normal(size=X.shape)
+    q, k, _ = qkv.project(x, qkv.Projections.random(rng, p.d_model, d_k, p.d_v))
+    raw.append((q @ k.T)[other])  # 30 scores per draw
+raw = np.concatenate(raw)
+print(f"{raw.size:,} scores: std raw {raw.std():.2f}",
+      f"(theory sqrt(8) = {np.sqrt(d_k):.2f}),",
+      f"scaled {(raw / np.sqrt(d_k)).std():.2f} (theory 1)")
+# --8<-- [end:spread]
 
 
 # --8<-- [start:softmax]
@@ -57,6 +75,17 @@ print(f"output for {words[i]!r} equals its weighted sum of value rows:",
 # --8<-- [end:mix]
 
 
+# --8<-- [start:residual]
+rng = np.random.default_rng(2)
+d_model = X.shape[-1]
+W_O = rng.normal(0.0, 1 / np.sqrt(p.d_v), (p.d_v, d_model))  # (4, 16): back to X's width
+update = output @ W_O  # (6, 4) @ (4, 16) -> (6, 16)
+X_next = X + update  # added to the residual stream; X itself is kept
+print("output", output.shape, "@ W_O", W_O.shape, "->", update.shape)
+print("X_next = X + output @ W_O:", X_next.shape)
+# --8<-- [end:residual]
+
+
 # --8<-- [start:numpy]
 result = qkv.attention(Q, K, V)  # the four steps in one call
 print("weights match the steps above:", np.allclose(result.weights, weights))
@@ -64,13 +93,37 @@ print("output matches the steps above:", np.allclose(result.output, output))
 # --8<-- [end:numpy]
 
 
-# --8<-- [start:pytorch]
-import torch
-import torch.nn.functional as F
+# --8<-- [start:exercise_by_hand]
+q = np.array([[2.0, 0.0, 2.0, 0.0]])  # one query, d_k = 4, so sqrt(d_k) = 2
+k = np.array([[1.0, 0.0, 1.0, 0.0],
+              [0.0, 1.0, 0.0, 1.0],
+              [1.0, 0.0, 0.0, 0.0]])
+v = np.array([[1.0, 0.0],
+              [0.0, 1.0],
+              [1.0, 1.0]])
+w, out = qkv.attention(q, k, v)
+print("scaled scores:", (q @ k.T / 2).round(3))
+print("weights:      ", w.round(3))
+print("output:       ", out.round(3))
+# --8<-- [end:exercise_by_hand]
 
-q, k, v = (torch.from_numpy(a) for a in (Q, K, V))  # float64, shapes as above
-torch_output = F.scaled_dot_product_attention(q, k, v)  # divides by sqrt(d_k)
-print("torch output:", tuple(torch_output.shape))
-gap = np.abs(torch_output.numpy() - result.output).max()
-print(f"largest difference from qkv: {gap:.1e}")
-# --8<-- [end:pytorch]
+
+# --8<-- [start:exercise_wrong_axis]
+by_column = qkv.softmax(scaled, axis=0)  # normalised over the queries: the wrong axis
+print("row sums:   ", by_column.sum(axis=-1).round(3))
+print("column sums:", by_column.sum(axis=0).round(3))
+other = Q.copy()
+other[words.index("cup")] *= 3  # change only cup's query
+moved = qkv.softmax(other @ K.T / np.sqrt(d_k), axis=0)
+print("she's row moves when cup's query changes:",
+      not np.allclose(moved[0], by_column[0]))
+# --8<-- [end:exercise_wrong_axis]
+
+
+# --8<-- [start:exercise_order]
+same_order = (np.argsort(scores, axis=-1) == np.argsort(scaled, axis=-1)).all()
+unscaled = qkv.softmax(scores, axis=-1)
+print("each row ranks the keys the same, raw or scaled:", same_order)
+print(f"largest weight per row, raw:    {unscaled.max(axis=-1).round(2)}")
+print(f"largest weight per row, scaled: {weights.max(axis=-1).round(2)}")
+# --8<-- [end:exercise_order]

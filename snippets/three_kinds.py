@@ -13,7 +13,7 @@ from qkv import toy
 
 words = toy.SENTENCE  # ("she", "drank", "milk", "from", "a", "cup")
 X = toy.embeddings(words)  # (6, 16)
-p = toy.projections(d_k=8)  # W_Q, W_K, W_V: (16, 8) each
+p = toy.projections(toy.D_K, toy.D_V)  # the site's toy head: W_Q, W_K (16, 8); W_V (16, 4)
 
 
 def show(weights, rows, cols):
@@ -86,30 +86,6 @@ print("weights", weights.shape, " output", output.shape)
 # --8<-- [end:masked_numpy]
 
 
-# --8<-- [start:masked_torch]
-import torch
-import torch.nn.functional as F
-
-
-def masked_attention(q, k, v, mask):
-    """softmax(q k^T / sqrt(d_k)) v; mask is True where a query may attend."""
-    scores = q @ k.transpose(-2, -1) / k.shape[-1] ** 0.5  # (..., Tq, Tk)
-    scores = scores.masked_fill(~mask, float("-inf"))  # hidden: weight 0
-    weights = torch.softmax(scores, dim=-1)  # over the keys
-    return weights, weights @ v
-
-
-q, k, v = (torch.from_numpy(a) for a in (Q, K, V))
-torch_mask = torch.from_numpy(mask)
-torch_weights, torch_output = masked_attention(q, k, v, torch_mask)
-sdpa_output = F.scaled_dot_product_attention(q, k, v, attn_mask=torch_mask)
-for name, got, want in [("hand-written weights", torch_weights, weights),
-                        ("hand-written output", torch_output, output),
-                        ("SDPA output", sdpa_output, output)]:
-    print(f"{name:20} vs qkv: {np.abs(got.numpy() - want).max():.1e}")
-# --8<-- [end:masked_torch]
-
-
 # --8<-- [start:fully_masked]
 blocked = qkv.causal_mask(len(words))
 blocked[0, 0] = False  # the first query may now attend to nothing at all
@@ -117,11 +93,4 @@ try:
     qkv.attention(Q, K, V, mask=blocked)
 except ValueError as error:
     print(textwrap.fill(f"qkv: {error}", 72))
-
-torch_blocked = torch.from_numpy(blocked)
-by_hand = masked_attention(q, k, v, torch_blocked)[1]
-sdpa_blocked = F.scaled_dot_product_attention(q, k, v,
-                                              attn_mask=torch_blocked)
-print("hand-written torch, row 0:", by_hand[0, :3])
-print("torch SDPA, row 0:        ", sdpa_blocked[0, :3])
 # --8<-- [end:fully_masked]

@@ -62,16 +62,3 @@ for d_k, d_v in [(8, 8), (2, 8), (8, 2), (64, 3)]:
     w, out = qkv.self_attention(x, toy.projections(d_k, d_v))
     print(f"d_k={d_k:<2} d_v={d_v}:  weights {w.shape}  output {out.shape}")
 # --8<-- [end:dk_dv]
-
-# --8<-- [start:cross]
-french = ("elle", "a", "bu", "du", "lait")  # the sentence being translated
-x_enc = toy.embeddings(french, seed=2)  # stand-in for the encoder's output
-# Queries from the English words; keys and values from the French ones.
-cross = qkv.cross_attention(x, x_enc, p)
-print("weights:", cross.weights.shape, "  output:", cross.output.shape)
-print("row sums:   ", cross.weights.sum(axis=-1).round(6))
-print("column sums:", cross.weights.sum(axis=0).round(3))
-same = qkv.cross_attention(x, x, p).weights
-print("x reading itself equals self-attention:",
-      np.array_equal(same, qkv.self_attention(x, p).weights))
-# --8<-- [end:cross]

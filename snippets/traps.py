@@ -11,7 +11,7 @@ from qkv import toy
 
 words = toy.SENTENCE  # ("she", "drank", "milk", "from", "a", "cup")
 X = toy.embeddings(words)  # (6, 16)
-p = toy.projections(d_k=8)  # separate W_Q, W_K, W_V, each (16, 8)
+p = toy.projections(toy.D_K, toy.D_V)  # the site's toy head: W_Q, W_K (16, 8); W_V (16, 4)
 
 
 def favourites(weights):
@@ -30,16 +30,6 @@ right = qkv.attention(Q, K, V)
 print("right: scores symmetric:", np.allclose(Q @ K.T, (Q @ K.T).T))
 print("right: favourite keys:  ", favourites(right.weights))
 # --8<-- [end:same_vector]
-
-
-# --8<-- [start:no_scaling]
-p64 = toy.projections(d_k=64)
-for scale in [False, True]:
-    w = qkv.self_attention(X, p64, scale=scale).weights
-    label = "scaled" if scale else "unscaled"
-    print(f"{label:>8}: largest weight per row", w.max(axis=-1).round(3))
-    print(f"{'':10}mean entropy {qkv.entropy(w).mean():.2f} nats")
-# --8<-- [end:no_scaling]
 
 
 # --8<-- [start:similarity]
@@ -71,41 +61,6 @@ print("rows of the wrong one sum to 1:", forgot.sum(axis=-1).round(6))
 # --8<-- [end:forgot_values]
 
 
-# --8<-- [start:mask_polarity]
-import torch
-import torch.nn.functional as F
-
-causal = qkv.causal_mask(6)  # True = may attend, as in qkv and SDPA
-torch.manual_seed(0)
-mha = torch.nn.MultiheadAttention(embed_dim=16, num_heads=1, batch_first=True)
-x = torch.from_numpy(X).float()[None]  # (1, 6, 16)
-with torch.no_grad():
-    _, backwards = mha(x, x, x, attn_mask=torch.from_numpy(causal))  # wrong
-    _, forwards = mha(x, x, x, attn_mask=torch.from_numpy(~causal))  # right
-print("nn.MultiheadAttention given True = attend:")
-print(backwards[0].numpy().round(2))
-print("given True = blocked:")
-print(forwards[0].numpy().round(2))
-# --8<-- [end:mask_polarity]
-
-
-# --8<-- [start:additive_mask]
-q, k, v = (torch.from_numpy(a) for a in (Q, K, V))
-future = torch.from_numpy(~causal)
-# wrong: 1.0 / 0.0, which SDPA *adds* to the scores
-as_float = torch.from_numpy(causal).double()
-# right: 0 where a query may attend, -inf where it may not
-additive = torch.zeros(6, 6).double().masked_fill(future, -torch.inf)
-scores = q @ k.T / 8**0.5
-leak = torch.softmax(scores + as_float, dim=-1)[future]  # on future keys
-print(f"0/1 float mask, smallest weight on a future token: {leak.min():.3f}")
-causal_qkv = qkv.attention(Q, K, V, mask=causal).output
-for name, m in [("0/1 float", as_float), ("0/-inf", additive)]:
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
-    gap = np.abs(out.numpy() - causal_qkv).max()
-    print(f"{name:9} mask: largest difference from causal qkv {gap:.1e}")
-# --8<-- [end:additive_mask]
-
 
 # --8<-- [start:wrong_axis]
 scores = Q @ K.T / np.sqrt(8)
@@ -115,30 +70,3 @@ print("row sums, axis=0: ", by_query.sum(axis=-1).round(3))
 print("row sums, axis=-1:", by_key.sum(axis=-1).round(3))
 print("mean row sum, axis=0:", by_query.sum(axis=-1).mean().round(12))
 # --8<-- [end:wrong_axis]
-
-
-# --8<-- [start:nan_rows]
-def attend(q, k, v, mask):
-    """Hand-written masked attention: True = may attend."""
-    scores = q @ k.transpose(-2, -1) / k.shape[-1] ** 0.5
-    scores = scores.masked_fill(~mask, -torch.inf)
-    return torch.softmax(scores, dim=-1) @ v
-
-
-def nan_rows(x):
-    return torch.isnan(x).any(-1).sum().item()
-
-
-real = np.array([False, False, True, True, True, True])  # two pads, left
-mask = qkv.causal_mask(6) & real  # pad queries 0 and 1 may see nothing
-m = torch.from_numpy(mask)
-layer1 = attend(q, k, v, m)
-layer2 = attend(layer1, layer1, layer1, m)  # the next layer, same mask
-print("rows with NaN after layer 1:", nan_rows(layer1))
-print("rows with NaN after layer 2:", nan_rows(layer2))
-
-fixed = mask | np.eye(6, dtype=bool)  # right: every query may see itself
-ok = attend(q, k, v, torch.from_numpy(fixed))
-print("fixed mask: NaN rows", nan_rows(ok),
-      " real rows unchanged:", torch.allclose(ok[2:], layer1[2:]))
-# --8<-- [end:nan_rows]

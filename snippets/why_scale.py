@@ -67,3 +67,19 @@ for sigma in [1.0, 2.0]:  # std 2: what training may well produce
     scores = dots * qkv.scale_factor(True, 64)
     print(f"component std {sigma}: std of scaled scores = {scores.std():.2f}")
 # --8<-- [end:assumptions]
+
+
+# --8<-- [start:exercise_d16]
+print(f"d_k = 16: std of raw scores {score_std(16, scale=False):.2f}   (sqrt(16) = 4)")
+# --8<-- [end:exercise_d16]
+
+
+# --8<-- [start:exercise_sigma]
+sigma = 2.0  # components of standard deviation 2, d_k = 64, 20,000 pairs
+chunks = list(draw_queries_keys(d_k=64, n_draws=20_000, seed=3))
+qs = np.concatenate([q for q, _ in chunks])[:, 0] * sigma  # (20000, 64)
+ks = np.concatenate([k for _, k in chunks])[:, 0] * sigma
+factor = 1 / (sigma**2 * np.sqrt(64))
+dots = (qs * ks).sum(axis=-1)
+print(f"divide by sigma^2 sqrt(d_k) = {1 / factor:.0f}: std of scores {(dots * factor).std():.3f}")
+# --8<-- [end:exercise_sigma]

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from support import CHROMIUM, CHROMIUM_ARGS, build_site
+from support import CHROMIUM, CHROMIUM_ARGS, build_dist, build_site
 
 
 @pytest.fixture(scope="session")
@@ -28,6 +28,12 @@ def built_site(tmp_path_factory) -> Path:
     done = build_site(out)
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
     return out
+
+
+@pytest.fixture(scope="session")
+def built_dist(tmp_path_factory) -> tuple[Path, Path]:
+    """qkv's sdist and wheel, built once per session as a release builds them."""
+    return build_dist(tmp_path_factory.mktemp("dist"))
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

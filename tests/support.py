@@ -137,3 +137,16 @@ def chromium() -> Iterator:
             yield browser
         finally:
             browser.close()
+
+
+def build_dist(out: Path) -> tuple[Path, Path]:
+    """Build qkv's sdist and wheel into ``out`` with ``python -m build``; return their paths.
+
+    ``--no-isolation`` builds with the test environment's pinned setuptools instead of
+    fetching one into a fresh environment (the release workflow does that; same backend).
+    """
+    done = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out),
+                           str(ROOT)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"python -m build failed:\n{done.stdout}\n{done.stderr}"
+    (sdist,), (wheel,) = out.glob("qkv-*.tar.gz"), out.glob("qkv-*.whl")
+    return sdist, wheel

@@ -40,14 +40,21 @@ def _counts(t, n_heads=4, n_kv_heads=None, seed=0):
     return cached, uncached
 
 
-@pytest.mark.claim("cache-cross-shapes")
-def test_text_reading_patches_gets_a_rectangular_weight_map():
-    g = snippet_globals("kv_cache.py")
-    text, patches, w = g["text"], g["patches"], g["w"]
-    weights, out = qkv.multi_head_attention(text, patches, w)
-    assert weights.shape == (w.n_heads, len(text), len(patches)) == (4, 3, 9)
-    assert out.shape == (len(text), w.d_model)
-    assert np.allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
+@pytest.mark.claim("cache-cross-computed-once")
+def test_cross_attention_keys_and_values_computed_once_serve_every_step():
+    rng = np.random.default_rng(11)
+    w = qkv.MultiHeadWeights.random(rng, d_model=32, n_heads=4)
+    patches = rng.normal(size=(9, 32))  # the fixed sequence being read
+    text = rng.normal(size=(5, 32))  # the decoder's tokens, one per step
+    # once, before the first step: (heads, 9, d_head) each
+    k = qkv.split_heads(patches @ w.w_k, w.n_heads)
+    v = qkv.split_heads(patches @ w.w_v, w.n_heads)
+    for t in range(1, len(text) + 1):
+        q = qkv.split_heads(text[t - 1:t] @ w.w_q, w.n_heads)  # the newest token only
+        _, per_head = qkv.attention(q, k, v)
+        reused = qkv.merge_heads(per_head) @ w.w_o
+        recomputed = qkv.multi_head_attention(text[:t], patches, w).output[-1:]
+        assert np.allclose(reused, recomputed, rtol=0, atol=1e-12)
 
 
 @pytest.mark.claim("cache-earlier-kv-unchanged", "recap-cache-equal")

@@ -99,16 +99,6 @@ def test_eight_float16_maps_at_8192_tokens_take_one_gib():
     assert 8 * one_map == 2**30
 
 
-@pytest.mark.claim("heads-causal-zero")
-def test_the_pages_causal_layer_has_15_exact_zeros_per_head():
-    g = snippet_globals("multi_head.py")
-    masked, hidden = g["masked"], g["hidden"]
-    assert hidden.shape == (8, 6 * 5 // 2)  # the pairs above the diagonal of a 6 x 6 map
-    assert np.all(hidden == 0.0)
-    assert np.allclose(masked.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
-
-
-@pytest.mark.claim("heads-causal-zero")
 def test_causal_mask_zeroes_every_later_key_in_every_head():
     for seed in range(5):
         w, x = _layer(seed=seed, t=9)
@@ -131,7 +121,6 @@ def test_padding_and_causal_masks_combine_and_broadcast_over_heads():
         assert np.array_equal(result.weights[:, h] > 0, both)
 
 
-@pytest.mark.claim("heads-padding-zero")
 def test_padding_keys_get_exactly_zero_weight():
     g = snippet_globals("multi_head.py")
     assert np.all(g["padded"].weights[0, :, :, 4:] == 0.0)
@@ -166,8 +155,8 @@ def _torch_args(w, x, mask=None):
 @pytest.mark.claim("heads-torch-agrees")
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("batch", [(), (3,)])
-def test_the_pages_torch_layer_agrees_with_qkv(masked, batch):
-    torch_multi_head = snippet_globals("multi_head_torch.py")["torch_multi_head"]
+def test_the_pages_torch_layer_agrees_with_qkv(masked, batch, page_code):
+    torch_multi_head = page_code("multi-head.md")["torch_multi_head"]  # the PyTorch tab's
     w, x = _layer(seed=7, t=6, batch=batch)
     mask = None
     if masked:
@@ -204,3 +193,17 @@ def test_nn_multiheadattention_wants_the_mask_inverted():
     assert np.allclose(wrong[:, :5], only_later[:, :5], rtol=0, atol=1e-12)
     # ... and the last query, left with no key at all, comes out as NaN.
     assert np.isnan(wrong[:, 5]).all()
+
+
+@pytest.mark.claim("heads-order-blind")
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_shuffling_the_tokens_only_shuffles_every_heads_weights_and_outputs(seed):
+    w, x = _layer(seed=seed, d_model=64, n_heads=8, t=6)
+    order = np.random.default_rng(seed + 10).permutation(6)
+    assert not np.array_equal(order, np.arange(6))
+    plain = qkv.multi_head_attention(x, x, w)
+    shuffled = qkv.multi_head_attention(x[order], x[order], w)
+    # Query i of the shuffled run is token order[i]; key j is token order[j].
+    expected_weights = plain.weights[:, order][:, :, order]
+    assert np.allclose(shuffled.weights, expected_weights, rtol=0, atol=1e-12)
+    assert np.allclose(shuffled.output, plain.output[order], rtol=0, atol=1e-12)

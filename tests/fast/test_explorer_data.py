@@ -17,7 +17,7 @@ from qkv_site.explorer_data import explorer_data, explorer_json, to_fixed
 import qkv
 from qkv import toy
 from qkv.explorer import D_K_MAX, D_V, DEFAULTS, STAGES, explorer_state
-from qkv.scaling import score_std
+from qkv.scaling import saturation, score_std
 
 WORDS = toy.SENTENCE
 HALF_UNIT = 0.5e-6 + 1e-12  # rounding to 6 decimals moves a number by at most this
@@ -275,3 +275,33 @@ def test_5_at_dk_4_scaling_halves_every_score():
 
 def test_explorer_data_is_deterministic():
     assert explorer_data() == explorer_data()
+
+
+def _median_query_gradient_ratio(d_k, n_draws=10_000, n_keys=6, seed=123):
+    """Median |d weights / d query| unscaled over scaled, computed here without qkv.
+
+    For scores s = c K q, the weights w = softmax(s) have d w / d q = c (diag(w) - w wᵀ) K.
+    """
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((n_draws, d_k))
+    k = rng.standard_normal((n_draws, n_keys, d_k))
+    norms = {}
+    for c in (1.0, 1 / np.sqrt(d_k)):
+        s = c * np.einsum("nkd,nd->nk", k, q)
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        w = e / e.sum(axis=1, keepdims=True)
+        jac = w[:, :, None] * np.eye(n_keys) - w[:, :, None] * w[:, None, :]
+        grad = c * jac @ k  # (n_draws, n_keys, d_k)
+        norms[c] = np.median(np.sqrt((grad**2).sum(axis=(1, 2))))
+    return norms[1.0] / norms[1 / np.sqrt(d_k)]
+
+
+@pytest.mark.claim("try-query-gradient-measured", "traps-no-scaling-gradient")
+def test_3_the_gradient_reaching_the_query_shrinks_little_at_64_and_collapses_later():
+    ratio = _median_query_gradient_ratio(64)
+    assert 0.84 < ratio < 0.92  # "about 12 % smaller"
+    for d_k in (256, 512):
+        assert _median_query_gradient_ratio(d_k) < 1 / 20
+    # and qkv's own measurement, the one chapter 6 prints, agrees at 64
+    raw, scaled = (saturation(64, scale=s).query_gradient_norm for s in (False, True))
+    assert 0.84 < np.median(raw) / np.median(scaled) < 0.92

@@ -24,11 +24,13 @@ from qkv_site.artifacts.figures import job as figure_job
 from qkv_site.artifacts.runner import ArtifactError, Runner
 from qkv_site.figures import (
     cross_attention,
+    data_flow,
     four_stages,
     kv_cache_memory,
     kv_cache_work,
     masks,
     multi_head,
+    multi_head_flow,
     names,
     saturation,
     score_spread,
@@ -254,11 +256,34 @@ def test_tied_qk_is_symmetric_only_when_tied_and_matches_the_chapter():
     np.testing.assert_allclose(d.tied, page["S_tied"], rtol=1e-12, atol=1e-12)
 
 
+def page_scores():
+    """The raw scores Q Kᵀ of the step-by-step chapter, recomputed here."""
+    page = snippet_globals("step_by_step.py")
+    return page["Q"] @ page["K"].T
+
+
+def test_data_flow_shapes_are_those_of_the_toy_layer():
+    t, d_model, d_k, d_v = len(toy.SENTENCE), toy.D_MODEL, toy.D_K, toy.D_V
+    expected = {"x": (t, d_model), "w_q": (d_model, d_k), "w_k": (d_model, d_k),
+                "w_v": (d_model, d_v), "q": (t, d_k), "k": (t, d_k), "v": (t, d_v),
+                "scores": (t, t), "scaled": (t, t), "masked": (t, t), "weights": (t, t),
+                "mixed": (t, d_v), "w_o": (d_v, d_model), "update": (t, d_model),
+                "next": (t, d_model)}
+    assert data_flow.data() == expected
+    for shape in ("6 × 16", "6 × 8", "6 × 4", "6 × 6", "4 × 16"):  # the alt text's shapes
+        assert shape in data_flow.ALT
+    page = snippet_globals("step_by_step.py")  # the chapter's own arrays have these shapes
+    assert page["W_O"].shape == expected["w_o"] and page["X_next"].shape == expected["next"]
+
+
 def test_four_stages_follow_the_formula_and_match_the_chapter():
     d = four_stages.data()
-    assert d.raw.max() - d.raw.min() > 10  # "spread over tens"
-    np.testing.assert_allclose(d.scaled, d.raw / 8)
-    assert d.scaled.max() - d.scaled.min() < 5  # "a few units"
+    assert 7.5 < d.raw.max() - d.raw.min() < 8.5  # "spread over about eight units"
+    np.testing.assert_allclose(d.scaled, d.raw / np.sqrt(8))
+    assert d.scaled.max() - d.scaled.min() < 3.2  # "within about three units"
+    assert d.values.shape == (len(toy.SENTENCE), toy.D_V)
+    spreads = {w: np.ptp(row) for w, row in zip(d.words, page_scores(), strict=True)}
+    assert max(spreads, key=spreads.get) == four_stages.QUERY  # "the row whose scores spread most"
     assert np.isclose(d.weights.sum(), 1) and np.all(d.weights > 0)
     np.testing.assert_allclose(d.output, d.weights @ d.values, atol=1e-12)
     page = snippet_globals("step_by_step.py")
@@ -328,3 +353,30 @@ def test_render_refuses_a_figure_whose_text_sticks_out():
     ax.set_title("short")
     figure.savefig(io.BytesIO(), format="svg")
     check_text_inside(figure, "demo")  # fits: no error
+
+
+def test_multi_head_flow_splits_attends_concatenates_and_projects():
+    d = multi_head_flow.data()
+    n, t = multi_head_flow.N_HEADS, len(toy.SENTENCE)
+    d_head = toy.D_MODEL // n
+    assert d.queries.shape == d.concat.shape == d.output.shape == (t, toy.D_MODEL)
+    assert d.weights.shape == (n, t, t) and d.per_head.shape == (n, t, d_head)
+    np.testing.assert_allclose(d.weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
+    # Recomputed here by column slicing, without split_heads / merge_heads:
+    w = multi_head_flow.MultiHeadWeights.random(np.random.default_rng(multi_head_flow.SEED),
+                                                toy.D_MODEL, n_heads=n)
+    x = toy.embeddings()
+    for h in range(n):
+        band = slice(h * d_head, (h + 1) * d_head)  # head h owns these columns only
+        q, k, v = x @ w.w_q[:, band], x @ w.w_k[:, band], x @ w.w_v[:, band]
+        np.testing.assert_allclose(d.queries[:, band], q, atol=1e-12)
+        s = q @ k.T / np.sqrt(d_head)
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        weights = e / e.sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(d.weights[h], weights, atol=1e-12)
+        np.testing.assert_allclose(d.per_head[h], weights @ v, atol=1e-12)
+        np.testing.assert_allclose(d.concat[:, band], weights @ v, atol=1e-12)
+    np.testing.assert_allclose(d.output, d.concat @ w.w_o, atol=1e-12)
+    # the alt text's sizes
+    assert f"{t} rows by {toy.D_MODEL} columns" in multi_head_flow.ALT
+    assert f"{n} coloured bands of {d_head} columns" in multi_head_flow.ALT

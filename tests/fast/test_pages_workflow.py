@@ -40,7 +40,10 @@ def test_uploads_the_built_site_and_deploys_it():
     assert deploy["needs"] == "build"
     assert [s for s in steps(deploy) if uses(s, "actions/deploy-pages")]
     assert deploy["environment"]["name"] == "github-pages"
-    assert workflow["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
+    # Each job gets only what it needs: the build reads, the deployment writes to Pages.
+    assert workflow["permissions"] == {}
+    assert build["permissions"] == {"contents": "read"}
+    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
 
 
 def test_passes_the_pages_address_to_the_build():

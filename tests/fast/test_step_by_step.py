@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from chapter_snippets import snippet_globals
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qkv
+from qkv import toy
 
 
 @pytest.fixture(scope="module")
-def page():
-    """The globals of snippets/step_by_step.py: the very arrays the page prints."""
-    return snippet_globals("step_by_step.py")
+def page(page_code):
+    """What the code of docs/step-by-step.md defines, run in page order: the arrays it prints."""
+    return page_code("step-by-step.md")
 
 
 sizes = st.integers(min_value=1, max_value=9)
@@ -56,8 +56,8 @@ def test_columns_share_one_unit_per_query_but_not_one_each(page):
     words, weights = page["words"], page["weights"]
     columns = weights.sum(axis=0)
     assert np.isclose(columns.sum(), len(words))  # T rows of total weight 1 each
-    assert 1.4 < columns[words.index("milk")] < 1.5  # "almost 1.5"
-    assert 0.7 < columns[words.index("drank")] < 0.8  # "about three quarters"
+    assert columns[words.index("from")] > 1.3  # "more than 1.3"
+    assert 0.65 < columns[words.index("she")] < 0.75  # "about 0.7"
 
 
 @pytest.mark.claim("steps-output-is-mixture")
@@ -122,7 +122,65 @@ def test_leading_axes_are_independent_attentions():
 @pytest.mark.claim("steps-scale-keeps-order")
 def test_dividing_by_sqrt_d_k_keeps_shape_and_order_within_each_row(page):
     scores, scaled, d_k = page["scores"], page["scaled"], page["d_k"]
-    assert d_k == 64 and np.sqrt(d_k) == 8
+    assert d_k == toy.D_K == 8 and page["V"].shape[-1] == toy.D_V == 4  # the one toy configuration
     assert scaled.shape == scores.shape
     np.testing.assert_array_equal(np.argsort(scaled, axis=-1), np.argsort(scores, axis=-1))
-    np.testing.assert_allclose(scaled * 8, scores, rtol=1e-15)
+    np.testing.assert_allclose(scaled * np.sqrt(8), scores, rtol=1e-14)
+
+
+@pytest.mark.claim("steps-spread-matches-theory")
+def test_score_spread_over_many_draws_is_sqrt_d_k_raw_and_one_scaled(page):
+    raw, d_k = page["raw"], page["d_k"]
+    draws = 2000
+    assert raw.size == 60_000 == draws * 30  # 30 pairs of different tokens per draw
+    # Theory (chapter 6): E[s^2] = d_k for a query and another token's key, with mean 0.
+    # Draws are independent, the 30 scores of one draw are not: take the standard error
+    # from the spread of the per-draw mean square.
+    per_draw = (raw**2).reshape(draws, 30).mean(axis=1)
+    se = per_draw.std(ddof=1) / np.sqrt(draws)
+    assert abs(per_draw.mean() - d_k) < 5 * se
+    assert abs(raw.mean()) < 5 * raw.reshape(draws, 30).mean(axis=1).std(ddof=1) / np.sqrt(draws)
+    scaled = raw / np.sqrt(d_k)
+    assert abs((scaled**2).mean() - 1) < 5 * se / d_k
+
+
+@pytest.mark.claim("steps-residual-add")
+def test_the_output_is_projected_back_and_added_to_x(page):
+    X, output, W_O, X_next = page["X"], page["output"], page["W_O"], page["X_next"]
+    assert output.shape == (6, 4) and W_O.shape == (4, 16) and X.shape == X_next.shape == (6, 16)
+    scaled = page["Q"] @ page["K"].T / np.sqrt(8)
+    e = np.exp(scaled - scaled.max(axis=-1, keepdims=True))  # softmax written out here
+    reference = (e / e.sum(axis=-1, keepdims=True)) @ page["V"]
+    np.testing.assert_allclose(X_next, X + reference @ W_O, rtol=1e-12)
+    assert not np.allclose(X_next, output @ W_O)  # the token's own vector is still in it
+
+
+@pytest.mark.claim("steps-ex-by-hand")
+def test_the_three_token_exercise_matches_the_hand_calculation(page):
+    e = np.array([np.e**2, 1.0, np.e])  # exp of the scaled scores 2, 0, 1
+    weights = e / e.sum()
+    output = weights @ np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    np.testing.assert_allclose(page["w"][0], weights, rtol=1e-12)
+    np.testing.assert_allclose(page["out"][0], output, rtol=1e-12)
+    np.testing.assert_array_equal(weights.round(3), [0.665, 0.090, 0.245])  # as the page works out
+    np.testing.assert_array_equal(output.round(3), [0.910, 0.335])
+
+
+@pytest.mark.claim("steps-ex-wrong-axis")
+def test_softmax_over_the_queries_normalises_columns_and_couples_rows(page):
+    scaled = page["Q"] @ page["K"].T / np.sqrt(8)
+    e = np.exp(scaled - scaled.max(axis=0, keepdims=True))
+    by_column = e / e.sum(axis=0, keepdims=True)  # written out here
+    np.testing.assert_allclose(page["by_column"], by_column, rtol=1e-12)
+    np.testing.assert_allclose(by_column.sum(axis=0), 1.0, rtol=1e-12)
+    assert np.abs(by_column.sum(axis=-1) - 1).max() > 0.1
+    assert not np.allclose(page["moved"][0], by_column[0])
+
+
+@pytest.mark.claim("steps-ex-order-kept")
+def test_scaling_keeps_every_rows_ranking_but_sharpens_without_it(page):
+    scores = page["Q"] @ page["K"].T
+    np.testing.assert_array_equal(np.argsort(scores, axis=-1),
+                                  np.argsort(scores / np.sqrt(8), axis=-1))
+    raw, scaled = qkv.softmax(scores), qkv.softmax(scores / np.sqrt(8))
+    assert (raw.max(axis=-1) > scaled.max(axis=-1)).all()

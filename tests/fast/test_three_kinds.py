@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from chapter_snippets import snippet_globals
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,8 +14,9 @@ from qkv import toy
 
 
 @pytest.fixture(scope="module")
-def page():
-    return snippet_globals("three_kinds.py")
+def page(page_code):
+    """What the code of docs/three-kinds.md defines, run in page order (PyTorch tab included)."""
+    return page_code("three-kinds.md")
 
 
 @pytest.mark.claim("kinds-one-formula")

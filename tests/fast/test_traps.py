@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from chapter_snippets import snippet_globals
 
 import qkv
 
 
 @pytest.fixture(scope="module")
-def page():
-    return snippet_globals("traps.py")
+def page(page_code):
+    """What the code of docs/traps.md defines, run in page order (PyTorch blocks included)."""
+    return page_code("traps.md")
 
 
 @pytest.mark.claim("traps-same-vector")
@@ -35,17 +35,6 @@ def test_separate_projections_give_asymmetric_scores_and_no_self_favourite(page)
     assert not np.allclose(Q, K)
     favourite = page["right"].weights.argmax(axis=-1)
     assert (favourite != np.arange(6)).all()
-
-
-@pytest.mark.claim("traps-no-scaling")
-def test_dropping_the_scale_at_d_k_64_collapses_most_rows(page):
-    X, p64 = page["X"], page["p64"]
-    raw = qkv.self_attention(X, p64, scale=False).weights
-    scaled = qkv.self_attention(X, p64, scale=True).weights
-    assert p64.d_k == 64
-    assert (raw.max(axis=-1) > 0.99).sum() > 6 / 2  # more than half of the rows
-    assert scaled.max() < 0.8
-    assert qkv.entropy(raw).mean() < qkv.entropy(scaled).mean() / 4
 
 
 @pytest.mark.claim("traps-identical-embeddings")
@@ -144,3 +133,28 @@ def test_letting_each_query_see_itself_removes_the_nan_and_changes_no_real_row(p
     np.testing.assert_allclose(ok[2:].numpy(), layer1[2:].numpy(), rtol=1e-12)
     np.testing.assert_allclose(
         ok.numpy(), qkv.attention(page["Q"], page["K"], page["V"], mask=fixed).output, rtol=1e-12)
+
+
+@pytest.mark.claim("traps-position-splits-keys")
+def test_rotary_positions_give_the_two_copies_different_keys_and_weights(page):
+    twice, p = page["twice"], page["p"]
+    milk, copy = page["milk"], page["copy"]  # positions 2 and 6, identical embeddings
+    Q, K, V = qkv.project(twice, p)
+    np.testing.assert_allclose(K[milk], K[copy], rtol=1e-12, atol=1e-15)  # no position: one key
+    Qr, Kr = qkv.rope(Q), qkv.rope(K)
+    assert not np.allclose(Kr[milk], Kr[copy])
+    w = qkv.attention(Qr, Kr, V).weights
+    assert not np.isclose(w[:, milk], w[:, copy], rtol=1e-6, atol=0).any()
+    # the score a query at m gives the key at n depends on m - n alone: recompute it
+    # with both moved by the same shift, by rotating each pair by hand
+    def rotate(v, position):
+        angles = position * 10_000.0 ** (-np.arange(0, len(v), 2) / len(v))
+        c, s = np.cos(angles), np.sin(angles)
+        out = v.copy()
+        out[0::2] = v[0::2] * c - v[1::2] * s
+        out[1::2] = v[0::2] * s + v[1::2] * c
+        return out
+    for m in range(7):
+        for n in (milk, copy):
+            shifted = rotate(Q[m], m + 11) @ rotate(K[n], n + 11)
+            assert np.isclose(Qr[m] @ Kr[n], shifted, rtol=1e-10, atol=1e-12)

@@ -2,20 +2,40 @@
 in a fresh interpreter, as if pasted one after another into a notebook.
 
 Blocks marked ``.excerpt`` (a function shown out of its module) are labelled as such on the
-page and skipped here, as are the API reference's signatures; blocks of ``>>>`` lines are
-run as doctests, so their shown output is checked too.
+page and skipped here, as are the API reference's signatures; blocks of ``>>>`` lines (the
+``pycon`` sessions of the PyTorch tabs) are run as doctests, so their shown output is checked
+too. (Their copy button copies the code alone, without prompts and output: a subset of what
+runs here.)
+
+They run where a reader runs them: in a fresh virtual environment holding the BUILT WHEEL of
+qkv (not the working tree) and what a reader installs with it, `pip install "qkv[examples]"`
+and, for the PyTorch tabs, `pip install torch`; not the site's build package (qkv_site), not
+the test tools. A block that needs anything else fails here.
+
+Making that environment with pip would unpack NumPy, Matplotlib and PyTorch (about 1 GB) on
+every run. Instead the wheel is installed with pip and each dependency is linked in from the
+test environment: exactly the distributions that pip would install, found by following each
+``Requires-Dist`` of the wheel's own metadata (and of torch), markers evaluated, versions
+checked against the requirement. Nothing else is importable, so the result is the same as
+pip's, in seconds.
 """
 
 from __future__ import annotations
 
+import email.parser
 import json
 import os
 import subprocess
 import sys
+import zipfile
 from html.parser import HTMLParser
+from importlib import metadata
+from pathlib import Path
 
 import pytest
-from support import ROOT, html_pages
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from support import html_pages
 
 
 class CodeBlocks(HTMLParser):
@@ -27,23 +47,36 @@ class CodeBlocks(HTMLParser):
         self._depth = 0  # div nesting inside the current code block
         self._in_code = False
         self._current: dict | None = None
+        self._divs = 0  # div nesting outside code blocks
+        self._api_docs: list[int] = []  # nesting levels of the API reference's docstrings
 
     def handle_starttag(self, tag, attrs):
         classes = (dict(attrs).get("class") or "").split()
+        if self._current is None and tag == "div":
+            self._divs += 1
+            if "doc-contents" in classes:
+                self._api_docs.append(self._divs)
         if self._current is not None:
             if tag == "div":
                 self._depth += 1
             if tag == "code":
                 self._in_code = True
             return
-        if tag == "div" and "highlight" in classes and "language-python" in classes:
-            # An excerpt (code out of its module) or an API signature is not a script.
-            partial = "excerpt" in classes or "doc-signature" in classes
+        code_block = {"language-python", "language-pycon"} & set(classes)  # pycon: a session
+        if tag == "div" and "highlight" in classes and code_block:
+            self._divs -= 1  # counted above; the code block counts its own divs
+            # An excerpt (code out of its module), an API signature or a docstring's example
+            # (run in its module's namespace by --doctest-modules) is not a script.
+            partial = "excerpt" in classes or "doc-signature" in classes or bool(self._api_docs)
             self._current = {"excerpt": partial, "code": []}
             self._depth = 1
 
     def handle_endtag(self, tag):
         if self._current is None:
+            if tag == "div":
+                if self._api_docs and self._api_docs[-1] == self._divs:
+                    self._api_docs.pop()
+                self._divs -= 1
             return
         if tag == "code":
             self._in_code = False
@@ -70,6 +103,7 @@ for number, code in enumerate(blocks, 1):
             flags = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
             runner = doctest.DocTestRunner(optionflags=flags)
             runner.run(test, out=sys.stderr.write, clear_globs=False)
+            namespace.update(test.globs)  # the DocTest ran in a copy; later blocks need its names
             if runner.failures:
                 raise AssertionError(f"doctest block {number} failed")
         else:
@@ -80,6 +114,88 @@ for number, code in enumerate(blocks, 1):
 '''
 
 
+# The contributor guide's code (a test using pytest) is for a contributor's clone, so it runs
+# in the test environment; every other page's code runs where a reader runs it.
+CONTRIBUTOR_PAGES = {"contributing/index.html"}
+READER_EXTRAS = ["examples"]  # pip install "qkv[examples]"
+READER_ALSO = ["torch"]  # the PyTorch tabs: pip install torch
+
+
+def installed_closure(requirements: list[tuple[Requirement, str]]) -> list[metadata.Distribution]:
+    """The installed distributions pip would install for ``requirements`` (each paired with
+    the extra its marker is evaluated under), following every dependency's Requires-Dist."""
+    found: dict[str, metadata.Distribution] = {}
+    todo = list(requirements)
+    while todo:
+        requirement, extra = todo.pop()
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
+            continue
+        name = canonicalize_name(requirement.name)
+        try:
+            dist = metadata.distribution(requirement.name)
+        except metadata.PackageNotFoundError:
+            pytest.fail(f"{requirement} is needed by a reader's install but not installed here")
+        version = dist.version.split("+")[0]  # torch 2.13.0+cpu is PyPI's torch 2.13.0
+        assert requirement.specifier.contains(version, prereleases=True), (requirement, version)
+        if name in found:
+            continue
+        found[name] = dist
+        for extra_of_dep in ["", *requirement.extras]:
+            todo += [(Requirement(r), extra_of_dep) for r in dist.requires or []]
+    return list(found.values())
+
+
+def make_reader_env(wheel: Path, where: Path) -> Path:
+    """A fresh venv with ``wheel[examples]`` installed, plus torch; returns its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    python = where / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
+                    "--no-deps", "--no-index", str(wheel)], check=True, timeout=300)
+    with zipfile.ZipFile(wheel) as archive:
+        meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        requires = email.parser.Parser().parsestr(archive.read(meta).decode()).get_all("Requires-Dist")
+    wanted = [(Requirement(r), extra) for r in requires for extra in ["", *READER_EXTRAS]]
+    wanted += [(Requirement(r), "") for r in READER_ALSO]
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    for dist in installed_closure(wanted):
+        assert dist.files, f"{dist.metadata['Name']} lists no files (no RECORD)"
+        for top in sorted({f.parts[0] for f in dist.files} - {"..", "__pycache__"}):
+            target = site / top
+            if not target.exists():  # two distributions may share a namespace folder
+                target.symlink_to(Path(dist.locate_file(top)).resolve())
+    return python
+
+
+@pytest.fixture(scope="module")
+def reader_python(built_dist, tmp_path_factory) -> Path:
+    return make_reader_env(built_dist[1], tmp_path_factory.mktemp("reader") / "venv")
+
+
+def reader_env() -> dict[str, str]:
+    drop = {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV"}
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, "MPLBACKEND": "Agg"}
+
+
+def run_blocks(python: Path, blocks: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(python), "-c", RUNNER], input=json.dumps(blocks), capture_output=True,
+                          text=True, cwd=cwd, env=reader_env(), timeout=600)
+
+
+def test_the_reader_environment_has_the_wheel_and_what_it_needs_only(reader_python, tmp_path):
+    check = """
+import importlib.util, sys, qkv, numpy, matplotlib, torch
+assert qkv.__file__.startswith(sys.prefix), qkv.__file__  # the installed wheel, not the tree
+print(qkv.__file__)
+"""
+    done = run_blocks(reader_python, [check], tmp_path)
+    assert done.returncode == 0, done.stderr
+    # What a reader's install does not bring cannot be imported, so a block using it fails.
+    for missing in ["qkv_site", "mkdocs", "pytest", "hypothesis"]:
+        done = run_blocks(reader_python, [f"import {missing}"], tmp_path)
+        assert done.returncode != 0 and "ModuleNotFoundError" in done.stderr, missing
+
+
 def page_blocks(built_site):
     for path in html_pages(built_site):
         parser = CodeBlocks()
@@ -88,17 +204,16 @@ def page_blocks(built_site):
             yield path.relative_to(built_site).as_posix(), parser.blocks
 
 
-def test_every_python_block_on_every_page_runs_in_order(built_site, tmp_path):
+def test_every_python_block_on_every_page_runs_in_order(built_site, reader_python, tmp_path):
     ran = skipped = 0
     failures = []
-    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT)}
     for page, blocks in page_blocks(built_site):
         runnable = [b["code"] for b in blocks if not b["excerpt"]]
         skipped += len(blocks) - len(runnable)
         if not runnable:
             continue
-        done = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps(runnable),
-                              capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+        python = Path(sys.executable) if page in CONTRIBUTOR_PAGES else reader_python
+        done = run_blocks(python, runnable, tmp_path)
         if done.returncode:
             failures.append(f"{page}:\n{done.stderr[-3000:]}")
         ran += len(runnable)
@@ -116,3 +231,14 @@ def test_the_extractor_reads_code_as_the_copy_button_would():
     parser.feed(html)
     assert parser.blocks == [{"excerpt": False, "code": "x = 1\nprint(x < 2)\n"},
                              {"excerpt": True, "code": "def f(): ..."}]
+
+
+def test_the_extractor_skips_docstring_examples_but_not_sessions_outside_them():
+    html = ('<div class="doc doc-object"><div class="doc doc-contents"><div class="x"></div>'
+            '<div class="language-pycon highlight"><pre><code>&gt;&gt;&gt; attention(q)\n</code></pre></div>'
+            '</div></div>'
+            '<div class="language-pycon highlight"><pre><code>&gt;&gt;&gt; 1 + 1\n2\n</code></pre></div>')
+    parser = CodeBlocks()
+    parser.feed(html)
+    assert parser.blocks == [{"excerpt": True, "code": ">>> attention(q)\n"},
+                             {"excerpt": False, "code": ">>> 1 + 1\n2\n"}]

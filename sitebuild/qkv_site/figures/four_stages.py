@@ -13,23 +13,22 @@ from qkv.dot_product import attention, scale_factor, softmax
 from qkv.projections import project
 from qkv_site.figures._draw import heatmap
 
-WORDS = toy.SENTENCE[:4]  # the chapter's four tokens (snippets/step_by_step.py)
-QUERY = "from"  # the row of the chapter's table whose scores spread most
-D_K = 64
-SHOWN = 8  # value components drawn in stage 4 (of D_K)
+WORDS = toy.SENTENCE  # the chapter's six tokens (snippets/step_by_step.py)
+QUERY = "she"  # the row of the chapter's table whose scores spread most
+D_K, D_V = toy.D_K, toy.D_V  # the site's one toy configuration
 NARROW = True  # stacks the four panels on phones
 
 ALT = (
     f"Four panels following the query “{QUERY}” through attention over the keys "
-    f"{', '.join(WORDS)} with dₖ = {D_K}. 1: raw dot products, spread over tens. 2: the same "
-    f"scores divided by √{D_K} = 8, now a few units. 3: softmax turns them into weights "
-    "between 0 and 1 that add up to 1. 4: the output is the weighted blend of the four value "
-    "vectors, component by component."
+    f"{', '.join(WORDS)} with dₖ = {D_K}. 1: raw dot products, spread over about eight units. "
+    f"2: the same scores divided by √{D_K} ≈ 2.83, now within about three units. 3: softmax "
+    "turns them into weights between 0 and 1 that add up to 1. 4: the output is the weighted "
+    f"blend of the six value vectors, each {D_V} numbers wide, component by component."
 )
 CAPTION = (
-    f"One row of attention for “{QUERY}” (four tokens, dₖ = d_v = {D_K}). Stages 1 and 2 "
-    "share an axis, so the division by √dₖ is visible as a shrink. Stage 4 shows the first "
-    f"{SHOWN} of the {D_K} components: each value vector, and their blend."
+    f"One row of attention for “{QUERY}” (six tokens of the random toy, dₖ = {D_K}, "
+    f"d_v = {D_V}). Stages 1 and 2 share an axis, so the division by √dₖ is visible as a "
+    "shrink. Stage 4 shows each value vector, scaled by its weight's label, and their blend."
 )
 
 
@@ -44,7 +43,7 @@ class Stages(NamedTuple):
 
 @cache
 def data() -> Stages:
-    q, k, v = project(toy.embeddings(WORDS), toy.projections(D_K))
+    q, k, v = project(toy.embeddings(WORDS), toy.projections(D_K, D_V))
     i = WORDS.index(QUERY)
     raw = k @ q[i]  # (T,): the query against every key
     scaled = raw * scale_factor(True, D_K)
@@ -81,12 +80,12 @@ def build(style, narrow: bool = False) -> Figure:
     axes[1, 0].set_ylim(0, 1.15)
 
     ax = axes[1, 1]
-    rows = np.vstack([d.values[:, :SHOWN], d.output[:SHOWN]])  # (T + 1, SHOWN)
+    rows = np.vstack([d.values, d.output])  # (T + 1, d_v)
     limit = float(np.abs(rows).max())
     labels = [f"{w} ×{p:.2f}" for w, p in zip(d.words, d.weights, strict=True)] + ["= output"]
-    heatmap(ax, rows, labels, [str(c + 1) for c in range(SHOWN)], style, vmin=-limit,
-            vmax=limit, cmap="PuOr_r")
-    ax.set_xticks(range(SHOWN), [str(c + 1) for c in range(SHOWN)], rotation=0, ha="center")
+    columns = [str(c + 1) for c in range(D_V)]
+    heatmap(ax, rows, labels, columns, style, vmin=-limit, vmax=limit, cmap="PuOr_r")
+    ax.set_xticks(range(D_V), columns, rotation=0, ha="center")
     ax.axhline(len(d.words) - 0.5, color=style.background, linewidth=3)
     ax.set_title("4. blend of values", loc="left")
     ax.set_xlabel("component")

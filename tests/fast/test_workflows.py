@@ -1,0 +1,103 @@
+"""The GitHub workflows are valid and hardened, checked offline with the tools GitHub users
+run: GitHub's workflow schema (check-jsonschema's vendored copy) and zizmor's audits.
+
+Whether a pinned commit really is the release its comment names cannot be checked offline;
+the pins were taken from each action's release tags (see the comments in the workflows).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import yaml
+from support import ROOT
+
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+BIN = Path(sys.executable).parent
+# `uses: owner/repo@<40 hex>  # vX.Y.Z`: a commit cannot be moved, a tag can.
+PINNED = re.compile(r"^\s*(?:- )?uses: ([\w.-]+/[\w./-]+)@([0-9a-f]{40})\s+# (v\d+\.\d+\.\d+)\s*$")
+
+
+def zizmor(*paths: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "zizmor"), "--offline", "--no-progress", *map(str, paths)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def schema_check(*paths: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "check-jsonschema"), "--builtin-schema",
+                           "vendor.github-workflows", *map(str, paths)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_there_are_the_two_workflows():
+    assert [p.name for p in WORKFLOWS] == ["pages.yml", "release.yml"]
+
+
+def test_workflows_match_githubs_schema():
+    done = schema_check(*WORKFLOWS)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_zizmor_finds_nothing():
+    done = zizmor(*WORKFLOWS)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_linters_do_fail_on_a_broken_workflow(tmp_path):
+    bad = tmp_path / "bad.yml"
+    text = (ROOT / ".github" / "workflows" / "pages.yml").read_text(encoding="utf-8")
+    unpinned = re.sub(r"actions/checkout@[0-9a-f]{40}", "actions/checkout@v7", text)
+    bad.write_text(unpinned, encoding="utf-8")
+    assert zizmor(bad).returncode != 0  # an action pinned by a movable tag
+    bad.write_text(text.replace("runs-on:", "runs_on:", 1), encoding="utf-8")
+    assert schema_check(bad).returncode != 0  # a misspelt key
+
+
+def test_every_action_is_pinned_by_commit_and_names_its_release():
+    pins: dict[str, set[tuple[str, str]]] = {}
+    for workflow in WORKFLOWS:
+        for line in workflow.read_text(encoding="utf-8").splitlines():
+            if re.match(r"^\s*(?:- )?uses:", line):
+                match = PINNED.match(line)
+                assert match, f"{workflow.name}: not pinned by commit with a version: {line.strip()}"
+                pins.setdefault(match[1], set()).add(match.group(2, 3))
+    assert {"actions/checkout", "actions/configure-pages", "pypa/gh-action-pypi-publish"} <= set(pins)
+    for action, seen in pins.items():  # one action, one release, in every workflow
+        assert len(seen) == 1, (action, seen)
+
+
+def test_release_publishes_on_a_version_tag_with_trusted_publishing():
+    release = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text())
+    on = release[True]  # YAML 1.1 reads the key `on` as True
+    assert on == {"push": {"tags": ["v*"]}}
+    assert release["permissions"] == {}
+    build, publish = release["jobs"]["build"], release["jobs"]["publish"]
+    script = "\n".join(s.get("run", "") for s in build["steps"])
+    assert "python -m build" in script and "twine check --strict dist/*" in script
+    assert publish["needs"] == "build"
+    assert publish["environment"]["name"] == "pypi"
+    assert publish["permissions"] == {"id-token": "write"}  # and no token or password
+    publish_step = publish["steps"][-1]
+    assert publish_step["uses"].startswith("pypa/gh-action-pypi-publish@")
+    assert "with" not in publish_step or "password" not in publish_step["with"]
+
+
+def test_the_pages_build_installs_no_torch():
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    extras = tomllib.loads(pyproject)["project"]["optional-dependencies"]
+    names, todo = set(), ["docs"]
+    while todo:  # the docs extra and every qkv[...] extra it names
+        for requirement in extras[todo.pop()]:
+            name = re.split(r"[<>=\[; ]", requirement)[0].lower()
+            if name == "qkv":
+                todo += re.search(r"\[(.*)\]", requirement)[1].split(",")
+            names.add(name)
+    assert {"mkdocs", "matplotlib"} <= names
+    assert not names & {"torch", "transformers", "accelerate"}, names
+    assert any(r.startswith("torch") for r in extras["test"])
+    dev = (ROOT / "dev").read_text(encoding="utf-8")
+    assert re.search(r"build\)\n\s+install docs\n", dev)  # ./dev build installs the docs extra
