@@ -23,6 +23,10 @@ import markdown_exec
 from qkv_site.artifacts.runner import ArtifactError, Job
 
 
+def _not_run(code: str, **_) -> str:
+    return "(not run in this build: artifacts are disabled)\n"
+
+
 class SessionProcess:
     """One running session: the blocks it has run, and the process holding their globals."""
 
@@ -61,8 +65,7 @@ class Snippets:
         self.processes: dict[str | None, SessionProcess] = {}
 
     def on_config(self, config):
-        if self.plugin.config.enabled:
-            markdown_exec.formatters["python"] = markdown_exec.formatters["py"] = self.format
+        markdown_exec.formatters["python"] = markdown_exec.formatters["py"] = self.format
 
     def on_shutdown(self):
         markdown_exec.formatters["python"] = markdown_exec.formatters["py"] = self.original
@@ -81,7 +84,8 @@ class Snippets:
         self._close_sessions()
 
     def format(self, **options):
-        return markdown_exec.base_format(language="python", run=self.run, **options)
+        run = self.run if self.plugin.config.enabled else _not_run
+        return markdown_exec.base_format(language="python", run=run, **options)
 
     def run(self, code: str, returncode=None, session=None, id=None, **extra) -> str:
         earlier = self.sessions.setdefault(session, []) if session else []
