@@ -80,11 +80,20 @@ PARSERS = [
 pytest_collect_file = Sybil(parsers=PARSERS, path="docs", patterns=["*.md", "**/*.md"]).pytest()
 
 
+EXERCISES = "\n## Exercises"
+
+
 @functools.cache
-def _run_page(name: str) -> dict:
-    """Run a page's code in order, as the Sybil tests do; return the resulting namespace."""
+def _run_page(name: str, exercises: bool = False) -> dict:
+    """Run a page's code in order, as the Sybil tests do; return the resulting namespace.
+
+    Without ``exercises`` it stops at the page's Exercises section, whose solutions may reuse
+    names such as ``X`` or ``cross`` for their own small examples."""
     document = Document.parse(str(DOCS / name), *PARSERS)
+    end = -1 if exercises else document.text.find(EXERCISES)
     for example in document:
+        if end != -1 and example.start > end:
+            break
         example.evaluate()
     return document.namespace
 

@@ -3,7 +3,10 @@
 Builds the site (or uses the one given as the first argument), serves it on 127.0.0.1,
 opens explorer/ in headless Chromium and changes controls the way a reader does. Prints:
 
-- the bytes of the page's own JS, CSS and data, against the 150 KB budget;
+- the bytes of a first load of the page, toy mode and trained mode (SmolLM2-135M), counted
+  in the browser: the page's HTML, the explorer's JS and CSS, and the data it fetched,
+  against the 150 KB budget; and beside it what the rest of the site's shared chrome
+  (Material's CSS and JS, the maths font, the search index) adds, cached after any page;
 - per control change, measured in the page with performance.now(): the time the event
   handlers take (look-up and DOM update; the URL is written 100 ms after the controls
   settle, outside the frame), the time until style and layout are done too (forced by
@@ -17,7 +20,6 @@ Run: python benchmarks/explorer_render.py [SITE_DIR]
 from __future__ import annotations
 
 import functools
-import gzip
 import http.server
 import os
 import statistics
@@ -37,7 +39,11 @@ BUDGET_BYTES = 150_000
 FRAME_MS = 1000 / 60
 CHANGES = 400
 
-ASSETS = ("assets/explorer/explorer.js", "assets/explorer/explorer.css", "explorer/data.json")
+FIRST_LOADS = {  # the URL of a first visit, and the data it must fetch (and no other)
+    "toy mode": ("explorer/", {"explorer/data.json.gz"}),
+    "trained mode": ("explorer/?model=smollm2", {"explorer/smollm2/index.json",
+                                                  "explorer/smollm2/1.json.gz"}),
+}
 
 MEASURE = """async (n) => {
   const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
@@ -95,14 +101,52 @@ def build(out: Path) -> Path:
     return out
 
 
+def serve(site: Path):
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+def is_explorers_own(path: str) -> bool:
+    """The page itself, the explorer's script and style, and its data."""
+    return path in ("explorer/", "explorer/index.html") or path.startswith(
+        ("assets/explorer/", "explorer/"))
+
+
 def report_bytes(site: Path) -> None:
-    total = 0
-    for rel in ASSETS:
-        data = (site / rel).read_bytes()
-        total += len(data)
-        print(f"  {rel:<32}{len(data):>9,} bytes  ({len(gzip.compress(data)):,} gzipped)")
-    print(f"  {'total':<32}{total:>9,} bytes  = {total / BUDGET_BYTES:.2f} of the "
-          f"{BUDGET_BYTES:,}-byte budget")
+    server, base = serve(site)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            for mode, (url, data) in FIRST_LOADS.items():
+                page = browser.new_page()  # a fresh page: nothing cached
+                loaded = []
+                page.on("requestfinished", lambda r, loaded=loaded: loaded.append(
+                    (r.url.replace(base, "").split("?")[0], r.sizes()["responseBodySize"])))
+                page.goto(base + url)
+                page.wait_for_selector("#qkv-explorer.qx-ready")
+                page.wait_for_selector("#qkv-explorer [data-testid=bar]")
+                page.wait_for_load_state("networkidle")
+                page.close()
+                own = [(path, size) for path, size in loaded if is_explorers_own(path)]
+                fetched = {path for path, _ in own if path.startswith("explorer/") and path != "explorer/"}
+                assert fetched == data, f"{mode} fetched {sorted(fetched)}, expected {sorted(data)}"
+                total = sum(size for _, size in own)
+                shared = sum(size for path, size in loaded if not is_explorers_own(path))
+                print(f"  first load, {mode}:")
+                for path, size in own:
+                    print(f"    {path:<34}{size:>9,} bytes")
+                print(f"    {'total':<34}{total:>9,} bytes  = {total / BUDGET_BYTES:.2f} of the "
+                      f"{BUDGET_BYTES:,}-byte budget")
+                print(f"    (the site's shared CSS, JS, maths font and search index add {shared:,} bytes,"
+                      " cached after the first page of the site)")
+            browser.close()
+    finally:
+        server.shutdown()
+    sizes = {p.name: p.stat().st_size for p in sorted((site / "explorer" / "smollm2").iterdir())}
+    print("  trained-mode files, each fetched only when its sentence is chosen: " +
+          ", ".join(f"{name} {size:,}" for name, size in sizes.items()))
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -111,10 +155,8 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def report_timing(site: Path) -> None:
-    handler = functools.partial(_QuietHandler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/explorer/?stage=3&query=she&dk=16&scale=1"
+    server, base = serve(site)
+    url = base + "explorer/?stage=3&query=she&dk=16&scale=1"
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)

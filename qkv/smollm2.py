@@ -35,6 +35,7 @@ With the model installed (not run here, since the model is optional)::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -596,6 +597,25 @@ def _assemble(tensors, meta, tokenizer, sha256: str) -> Model:
                  tensors["output_norm.weight"], tokenizer, sha256)
 
 
+@contextlib.contextmanager
+def _fill_lock(root: Path):
+    """Hold an exclusive lock on ``root/.fill.lock`` while the cache is filled, where the
+    platform has ``fcntl`` and the folder is writable; otherwise go on without one."""
+    try:
+        import fcntl
+
+        root.mkdir(parents=True, exist_ok=True)
+        handle = open(root / ".fill.lock", "a")  # closed below, which releases the lock
+    except (ImportError, OSError):
+        handle = None
+    if handle is None:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # waits while another process fills the cache
+        yield
+
+
 _LOADED: dict[tuple, Model] = {}
 
 
@@ -627,16 +647,20 @@ def load(path: str | os.PathLike | None = None, cache_dir: str | os.PathLike | N
     sha256 = _sha256(path)
     folder = root / f"smollm2-{sha256[:16]}-v{CACHE_FORMAT}"
     if not (folder / "index.json").exists():
-        tensors, meta, tokenizer_json = _read_gguf(path)
-        try:
-            _write_cache(folder, tensors, meta, tokenizer_json)
-        except OSError as err:  # a read-only home still gets a working model
-            warnings.warn(f"could not cache the weights in {folder}: {err}", stacklevel=2)
-            from tokenizers import Tokenizer
+        with _fill_lock(root):  # processes starting together dequantize once, not each
+            if not (folder / "index.json").exists():
+                tensors, meta, tokenizer_json = _read_gguf(path)
+                try:
+                    _write_cache(folder, tensors, meta, tokenizer_json)
+                except OSError as err:  # a read-only home still gets a working model
+                    warnings.warn(f"could not cache the weights in {folder}: {err}",
+                                  stacklevel=2)
+                    from tokenizers import Tokenizer
 
-            model = _assemble(tensors, meta, Tokenizer.from_str(tokenizer_json), sha256)
-            _LOADED[key] = model
-            return model
+                    model = _assemble(tensors, meta, Tokenizer.from_str(tokenizer_json),
+                                      sha256)
+                    _LOADED[key] = model
+                    return model
     model = _assemble(*_read_cache(folder), sha256)
     _LOADED[key] = model
     return model

@@ -307,12 +307,36 @@ def test_controls_are_labelled_and_readouts_are_announced(page, site_url):
     for label, testid in (("Stage", "stage"), ("Query word", "query"),
                           ("Head dimension", "dk"), ("Scale by", "scale")):
         assert page.get_by_label(label).first.get_attribute("data-testid") == testid
-    live = page.locator("[aria-live]")
-    assert live.count() >= 1
-    assert live.first.locator('[data-testid="entropy"]').count() == 1
-    assert live.first.locator('[data-testid="max-weight"]').count() == 1
+    # One live region only, the status line: the readouts change on every slider step.
+    assert page.locator('#qkv-explorer [aria-live], #qkv-explorer [role="status"]').count() == 1
+    assert page.get_by_test_id("announce").get_attribute("role") == "status"
     assert page.get_by_test_id("stage").get_attribute("aria-valuetext").startswith(
         str(DEFAULTS["stage"]))
+
+
+def test_status_speaks_once_after_the_slider_settles(page, site_url):
+    """Holding an arrow key on d_k does not make the status line chatter: it stays quiet
+    during the burst and then names the state the reader landed on, with qkv's numbers."""
+    open_explorer(page, site_url, "?stage=3&query=milk&dk=8&scale=1")
+    page.evaluate("""() => {
+        const status = document.querySelector('[data-testid="announce"]');
+        window.__spoken = [];
+        new MutationObserver(() => window.__spoken.push(status.textContent))
+            .observe(status, {childList: true, characterData: true, subtree: true});
+    }""")
+    page.get_by_test_id("dk").focus()
+    for _ in range(6):
+        page.keyboard.press("ArrowRight")
+    assert controls(page)["dk"] == 14
+    page.wait_for_function("window.__spoken.length > 0", timeout=3000)
+    page.wait_for_timeout(300)  # nothing more is coming
+    spoken = page.evaluate("window.__spoken")
+    assert len(spoken) == 1, spoken
+    want = expected("milk", 14, True)
+    top = WORDS[int(np.argmax(want["weights"]))]
+    assert spoken[0] == (f"Stage 3, softmax weights, for the query \u201cmilk\u201d at d_k 14, "
+                         f"scaling on. Largest weight {want['max_weight']:.2f} on \u201c{top}\u201d; "
+                         f"entropy {want['entropy']:.2f} nats.")
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

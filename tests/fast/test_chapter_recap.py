@@ -72,6 +72,40 @@ def test_shapes_of_scores_weights_and_output(t_q, t_k, d_k, d_v, rng):
     assert out.shape == (t_q, d_v)
 
 
+@pytest.mark.claim("recap-position")
+def test_without_positions_order_is_invisible_with_rope_only_the_offset_counts(rng):
+    x = rng.normal(size=(6, 8))
+    p = qkv.Projections.random(rng, d_model=8, d_k=8, d_v=4)
+    order = rng.permutation(6)
+    plain, shuffled = qkv.self_attention(x, p), qkv.self_attention(x[order], p)
+    assert np.allclose(shuffled.output, plain.output[order], rtol=0, atol=1e-12)
+    q, k, v = qkv.project(x, p)
+    positions = np.arange(6)
+    scores = qkv.rope(q, positions) @ qkv.rope(k, positions).T
+    shifted = qkv.rope(q, positions + 37) @ qkv.rope(k, positions + 37).T  # same offsets
+    assert np.allclose(shifted, scores, rtol=0, atol=1e-9)
+    weights, out = qkv.attention(qkv.rope(q, positions), qkv.rope(k, positions), v)
+    assert np.allclose(out, weights @ v, rtol=0, atol=1e-12)  # the values are not rotated
+    assert not np.allclose(weights, qkv.attention(q, k, v).weights, atol=1e-3)
+
+
+@pytest.mark.claim("recap-residual")
+def test_the_output_is_projected_to_the_width_of_x_and_added(rng):
+    x = rng.normal(size=(6, 16))
+    p = qkv.Projections.random(rng, d_model=16, d_k=8, d_v=4)
+    w_o = rng.normal(size=(4, 16))
+    out = qkv.self_attention(x, p).output  # (6, 4)
+    # Reference: the layer written from scratch, softmax by hand, plus the skip connection.
+    q, k, v = x @ p.w_q, x @ p.w_k, x @ p.w_v
+    s = q @ k.T / np.sqrt(8)
+    a = np.exp(s - s.max(axis=1, keepdims=True))
+    a /= a.sum(axis=1, keepdims=True)
+    x_next = x + out @ w_o
+    assert x_next.shape == x.shape
+    assert np.allclose(x_next, x + a @ v @ w_o, rtol=0, atol=1e-12)
+    assert np.allclose(x_next - out @ w_o, x, rtol=0, atol=1e-12)  # x is kept, not replaced
+
+
 @pytest.mark.claim("recap-scale")
 def test_scores_grow_like_sqrt_d_k_and_scaling_brings_them_back(rng):
     n = 40_000

@@ -101,6 +101,7 @@ def test_pieces_are_the_text_of_each_token(model):
     assert "".join(pieces) == SENTENCES[0]
 
 
+@pytest.mark.claim("trained-agrees-with-transformers")
 @pytest.mark.parametrize("text", SENTENCES)
 def test_every_attention_weight_and_logit_matches_transformers(model, reference, text):
     hf, _ = reference

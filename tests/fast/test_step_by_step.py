@@ -15,8 +15,8 @@ from qkv import toy
 
 @pytest.fixture(scope="module")
 def page(page_code):
-    """What the code of docs/step-by-step.md defines, run in page order: the arrays it prints."""
-    return page_code("step-by-step.md")
+    """What the code of docs/step-by-step.md defines, run in page order (its exercises too)."""
+    return page_code("step-by-step.md", exercises=True)
 
 
 sizes = st.integers(min_value=1, max_value=9)

@@ -3,7 +3,14 @@
 Every module of :mod:`qkv_site.figures` is a figure (``ALT``, ``CAPTION``, ``data()``,
 ``build(style)``, optionally ``NARROW``). Each is one job, started when the build starts and
 rendered while MkDocs renders the pages; its SVGs are added to the site as
-``figures/NAME-VARIANT.svg`` and the token is replaced by :func:`figure_html`.
+``figures/NAME-VARIANT.svg`` and the token is replaced by :func:`figure_html`: the figure, and
+a folded block with the numbers behind it (its ``tables()``, each with a CSV download) and
+links to download its SVGs.
+
+A figure's cache entry holds while the files it imported are unchanged and the libraries it
+imported keep their versions; the versions of the trained model's packages
+(:data:`~qkv_site.artifacts.tasks.MODEL_PACKAGES`) count for every figure, since a figure
+may read the model's file without importing the package that ships it.
 
 The build stops, naming the page, on an unknown figure name or a token that shares its line
 with other text; and, naming the figure's module, when a figure fails to render.
@@ -19,8 +26,10 @@ from pathlib import Path
 from mkdocs.structure.files import File
 
 from qkv_site.artifacts.runner import ArtifactError, Job, Result
+from qkv_site.artifacts.tasks import MODEL_PACKAGES
 from qkv_site.figures import HERE as FIGURES
 from qkv_site.figures import names
+from qkv_site.figures._table import Table, details_html
 
 SITE_FOLDER = "figures"  # figures/NAME-light.svg etc. in the built site
 NARROW_MEDIA = "(max-width: 599px)"  # phones get the stacked layout, where there is one
@@ -33,7 +42,8 @@ ANYWHERE = re.compile(r"<!--\s*figure:\s*(\S*?)\s*-->")
 
 def job(name: str, root: Path) -> Job:
     source = f"sitebuild/qkv_site/figures/{name.replace('-', '_')}.py"
-    return Job("figures", "qkv_site.artifacts.tasks:figure", {"name": name}, source)
+    return Job("figures", "qkv_site.artifacts.tasks:figure", {"name": name}, source,
+               packages=MODEL_PACKAGES)
 
 
 def site_path(name: str, variant: str) -> str:
@@ -51,7 +61,8 @@ def svg_size(svg: bytes) -> tuple[int, int]:
 def figure_html(name: str, meta: dict, svgs: dict[str, bytes], url, anchor: bool = True) -> str:
     """The ``<figure>`` for figure ``name``: every piece of its markup is made here.
 
-    ``meta`` holds ``alt`` and ``caption``; ``svgs`` maps each variant ("light", "dark",
+    ``meta`` holds ``alt``, ``caption`` and optionally ``tables`` (the numbers behind the
+    figure, as :meth:`Table.as_json` writes them); ``svgs`` maps each variant ("light", "dark",
     "light-narrow", ...) to its SVG; ``url(variant)`` gives that SVG's URL from the page.
     ``anchor`` gives it the id ``figure-NAME`` (once per page: ids must be unique).
     """
@@ -69,8 +80,10 @@ def figure_html(name: str, meta: dict, svgs: dict[str, bytes], url, anchor: bool
         pictures.append(f"<picture>{img}</picture>")
     caption = html.escape(meta["caption"])
     id_attr = f' id="figure-{name}"' if anchor else ""
+    tables = [Table.from_json(t) for t in meta.get("tables", [])]
+    data = details_html(name, tables, {theme: url(theme) for theme in ("light", "dark")})
     return (f'<figure class="qkv-figure" data-figure="{name}"{id_attr}>'
-            f'{"".join(pictures)}<figcaption>{caption}</figcaption></figure>')
+            f'{"".join(pictures)}<figcaption>{caption}</figcaption>{data}</figure>')
 
 
 def placeholder_html(name: str) -> str:

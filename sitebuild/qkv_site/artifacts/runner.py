@@ -4,9 +4,9 @@ A :class:`Job` names a task (a function run by :mod:`qkv_site.artifacts.worker`)
 arguments and the file a failure should name. Its cache entry lives in
 ``CACHE/KIND/KEY/``, where KEY hashes the task, its arguments and the Python version.
 The entry is used while every file the task read is unchanged and every library it
-imported has the same version (the worker records both in ``_deps.json``); otherwise the
-task runs again. So an edit to ``qkv/cost.py`` recomputes exactly the artifacts that
-imported it, and nothing else.
+imported, or that the job names in ``packages``, has the same version (the worker records
+both in ``_deps.json``); otherwise the task runs again. So an edit to ``qkv/cost.py``
+recomputes exactly the artifacts that imported it, and nothing else.
 
 Up to ``concurrency`` jobs run at once, each in a worker process kept between jobs (and
 between the rebuilds of ``mkdocs serve``).
@@ -15,7 +15,6 @@ between the rebuilds of ``mkdocs serve``).
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import os
 import queue
@@ -32,7 +31,7 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 from pymdownx.superfences import SuperFencesException
 
-from qkv_site.artifacts.worker import DEPS
+from qkv_site.artifacts.worker import DEPS, installed_version
 
 STALE_AFTER = 3600  # seconds: entries no build used for this long are removed
 
@@ -51,6 +50,9 @@ class Job:
     task: str  # "module:function", run as function(out_dir, **args) by the worker
     args: dict = field(hash=False)  # JSON; part of the cache key
     source: str = ""  # what a failure names, e.g. "sitebuild/qkv_site/figures/masks.py"
+    # Distributions the result depends on although the task need not import them (a data
+    # file they ship, found without importing): their versions are recorded like imports.
+    packages: tuple = ()
 
     def key(self) -> str:
         text = json.dumps([self.kind, self.task, self.args, sys.version], sort_keys=True)
@@ -106,13 +108,8 @@ class Runner:
         for rel, digest in deps["files"].items():
             if self._hash(self.root / rel) != digest:
                 return False
-        for dist, version in deps["versions"].items():
-            try:
-                if importlib.metadata.version(dist) != version:
-                    return False
-            except importlib.metadata.PackageNotFoundError:
-                return False
-        return True
+        return all(installed_version(dist) == version
+                   for dist, version in deps["versions"].items())
 
     def deps(self, folder: Path) -> list[str]:
         """The project files (relative paths) the entry in ``folder`` was computed from."""
@@ -161,7 +158,8 @@ class Runner:
 
     def _compute(self, job: Job, out: Path) -> None:
         log = out / "_log.txt"
-        request = json.dumps({"task": job.task, "args": job.args, "out": str(out), "log": str(log)})
+        request = json.dumps({"task": job.task, "args": job.args, "out": str(out), "log": str(log),
+                              "packages": list(job.packages)})
         if hasattr(os, "fork"):
             worker = self._borrow()
             try:

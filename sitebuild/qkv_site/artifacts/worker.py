@@ -1,12 +1,13 @@
 """The process that computes artifacts: ``python -m qkv_site.artifacts.worker ROOT``.
 
 It imports the heavy libraries once (numpy, matplotlib), then reads one job per line on
-stdin (JSON: ``task``, ``args``, ``out``, ``log``) and runs each in a forked child, so every
+stdin (JSON: ``task``, ``args``, ``out``, ``log``, ``packages``) and runs each in a forked child, so every
 job starts from the same clean state: matplotlib's default settings and no module of the
 project imported yet (an edit to ``qkv/`` is seen by the next job). The child writes its
 stdout and stderr to ``log`` and, when the task succeeds, ``_deps.json`` into ``out``: every
 file of the project it imported (with its hash) and the version of every installed
-distribution it imported. The parent answers each job with one line: the child's exit code.
+distribution it imported or the job names in ``packages`` (``null`` when not installed).
+The parent answers each job with one line: the child's exit code.
 
 A task is a function ``task(out: Path, **args)`` named ``"module:function"``; it writes its
 files into ``out`` and may return more paths it read (files that are not imported modules).
@@ -54,9 +55,18 @@ def _distribution_index() -> dict[str, list[str]]:
     return importlib.metadata.packages_distributions()
 
 
-def versions_imported() -> dict[str, str]:
-    """Version of every installed distribution a top-level imported module belongs to."""
-    versions = {}
+def installed_version(dist: str) -> str | None:
+    """The installed version of distribution ``dist``, None when it is not installed."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def versions_imported(packages=()) -> dict[str, str | None]:
+    """Version of every installed distribution a top-level imported module belongs to, and
+    of each distribution in ``packages``."""
+    versions = {dist: installed_version(dist) for dist in packages}
     for top in {name.partition(".")[0] for name in sys.modules}:
         for dist in _distribution_index().get(top, ()):
             try:
@@ -72,7 +82,8 @@ def run_job(root: Path, job: dict) -> None:
     task = getattr(importlib.import_module(module_name), function)
     out = Path(job["out"])
     extra = task(out, **job["args"])
-    deps = {"files": project_files(root, extra or ()), "versions": versions_imported()}
+    deps = {"files": project_files(root, extra or ()),
+            "versions": versions_imported(job.get("packages", ()))}
     (out / DEPS).write_text(json.dumps(deps, indent=1), encoding="utf-8")
 
 

@@ -11,12 +11,13 @@ from matplotlib.figure import Figure
 from qkv import toy
 from qkv.projections import cross_attention
 from qkv_site.figures._draw import cell_text, heatmap
+from qkv_site.figures._table import Table, matrix
 
 # The chapter's example (snippets/three_kinds.py; a test keeps the two equal): three
 # positions of a French decoder read the six-word English sentence.
 DECODER = ("elle", "a", "bu")
 DECODER_SEED = 7
-D_K = 8
+D_K = toy.D_K  # the site's one toy head; the weights do not depend on d_v
 
 ALT = (
     f"Heatmap of cross-attention weights with {len(DECODER)} rows, one per French decoder "
@@ -43,6 +44,12 @@ def data() -> Cross:
     decoder = toy.embeddings(DECODER, seed=DECODER_SEED)
     weights = cross_attention(decoder, toy.embeddings(), toy.projections(D_K)).weights
     return Cross(DECODER, toy.SENTENCE, weights, weights.sum(axis=-1))
+
+
+def tables() -> list[Table]:
+    d = data()
+    return [matrix("Cross-attention weights: one row per decoder query, one column per "
+                   "encoder key", r"query \ key", d.query_words, d.key_words, d.weights)]
 
 
 def build(style) -> Figure:

@@ -12,6 +12,7 @@ from qkv import toy
 from qkv.dot_product import scale_factor, softmax
 from qkv.masks import causal_mask
 from qkv.projections import project
+from qkv_site.figures._table import Table
 
 ALT = (
     "A flow chart of one attention layer on the six-word toy sentence. X, 6 × 16, is "
@@ -52,6 +53,12 @@ def data() -> dict[str, tuple[int, ...]]:
 
 def _dims(shape) -> str:
     return " × ".join(str(n) for n in shape)
+
+
+def tables() -> list[Table]:
+    rows = tuple((name, *shape) for name, shape in data().items())
+    return [Table("Shape of every array in the layer, on the toy sentence", ("array", "rows",
+                                                                            "columns"), rows)]
 
 
 def build(style) -> Figure:

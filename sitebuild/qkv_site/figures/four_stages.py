@@ -12,6 +12,7 @@ from qkv import toy
 from qkv.dot_product import attention, scale_factor, softmax
 from qkv.projections import project
 from qkv_site.figures._draw import heatmap
+from qkv_site.figures._table import Table, matrix
 
 WORDS = toy.SENTENCE  # the chapter's six tokens (snippets/step_by_step.py)
 QUERY = "she"  # the row of the chapter's table whose scores spread most
@@ -28,7 +29,8 @@ ALT = (
 CAPTION = (
     f"One row of attention for “{QUERY}” (six tokens of the random toy, dₖ = {D_K}, "
     f"d_v = {D_V}). Stages 1 and 2 share an axis, so the division by √dₖ is visible as a "
-    "shrink. Stage 4 shows each value vector, scaled by its weight's label, and their blend."
+    "shrink. Stage 4 shows the six value vectors as they are, each row labelled with the "
+    "weight it gets, and below them the output: the sum of the rows times their weights."
 )
 
 
@@ -50,6 +52,19 @@ def data() -> Stages:
     weights = softmax(scaled)
     output = attention(q, k, v).output[i]
     return Stages(WORDS, raw, scaled, weights, v, output)
+
+
+def tables() -> list[Table]:
+    d = data()
+    stages = tuple(zip(d.words, d.raw.tolist(), d.scaled.tolist(), d.weights.tolist(),
+                       strict=True))
+    value_columns = tuple(f"v[{i}]" for i in range(d.values.shape[1]))
+    return [
+        Table(f"The query “{QUERY}” against every key, stage by stage",
+              ("key", "raw score q·k", "scaled score", "softmax weight"), stages),
+        matrix("Value vectors, and the output: the weighted sum of the values", "row",
+               [*d.words, "output"], value_columns, [*d.values, d.output]),
+    ]
 
 
 def build(style, narrow: bool = False) -> Figure:

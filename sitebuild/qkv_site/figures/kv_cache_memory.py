@@ -9,6 +9,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from qkv.cost import MODELS, kv_cache_bytes
+from qkv_site.figures._table import Table
 
 CONTEXTS = tuple(2**i for i in range(10, 18))  # 1,024 ... 131,072 tokens
 SHORT = {"multi-head": "MHA", "grouped-query": "GQA", "multi-query": "MQA"}
@@ -51,6 +52,12 @@ def data() -> tuple[Line, ...]:
 
 def _size(gib: float) -> str:
     return f"{gib:g} GiB" if gib >= 1 else f"{gib * 1024:g} MiB"
+
+
+def tables() -> list[Table]:
+    rows = tuple((f"{line.label} ({line.kind})", *line.gib.tolist()) for line in data())
+    return [Table("KV-cache size in GiB per context length (tokens)",
+                  ("model", *(f"{n:,}" for n in CONTEXTS)), rows)]
 
 
 def build(style) -> Figure:

@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from qkv.kvcache import WorkCounter, decode_with_cache, decode_without_cache
 from qkv.multihead import MultiHeadWeights
+from qkv_site.figures._table import Table
 
 T = 64  # tokens generated
 D_MODEL, N_HEADS = 32, 4  # the chapter's small decoder (snippets/kv_cache.py)
@@ -45,6 +46,15 @@ def data() -> Work:
     decode_with_cache(x, w, cached)
     decode_without_cache(x, w, uncached)
     return Work(np.arange(1, T + 1), cached, uncached)
+
+
+def tables() -> list[Table]:
+    d = data()
+    rows = tuple(zip(d.position.tolist(), d.cached.kv_projections, d.uncached.kv_projections,
+                     d.cached.scores, d.uncached.scores, strict=True))
+    return [Table("Work per generated token, with and without a KV cache",
+                  ("token", "K/V projections, cached", "K/V projections, uncached",
+                   "scores, cached", "scores, uncached"), rows)]
 
 
 def build(style) -> Figure:

@@ -13,8 +13,9 @@ from qkv import toy
 from qkv.masks import causal_mask, padding_mask
 from qkv.projections import self_attention
 from qkv_site.figures._draw import cell_text, heatmap
+from qkv_site.figures._table import Table, matrix
 
-D_K = 8
+D_K = toy.D_K  # the site's one toy head; the weights do not depend on d_v
 REAL = 4  # the padded sequence: four real words, then padding up to six positions
 PAD = "<pad>"
 PAD_SEED = 1  # padding holds arbitrary numbers, as in the chapter's snippets/three_kinds.py
@@ -82,6 +83,16 @@ def _panel(ax, words, mask, weights, title, style):
 def _hatched(i, j, style):
     return Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=style.background, hatch="///",
                      edgecolor=style.faint, linewidth=0)
+
+
+def tables() -> list[Table]:
+    d = data()
+    return [
+        matrix("Causal mask: attention weights (0 where masked)", r"query \ key",
+               d.words, d.words, d.causal),
+        matrix("Padding mask: attention weights (0 on padding keys)", r"query \ key",
+               d.padded_words, d.padded_words, d.padding),
+    ]
 
 
 def build(style, narrow: bool = False) -> Figure:

@@ -12,6 +12,7 @@ from qkv import toy
 from qkv.cost import attention_flops
 from qkv.multihead import MultiHeadWeights, multi_head_attention
 from qkv_site.figures._draw import heatmap
+from qkv_site.figures._table import Table, matrix
 
 N_HEADS = 4  # heads drawn: of d_head = 16 / 4 = 4 on the toy embeddings
 SEED = 0
@@ -47,6 +48,16 @@ def data() -> Heads:
     weights = multi_head_attention(x, x, w).weights
     flops = {(h, d): attention_flops(COST_T, COST_T, d, d, n_heads=h) for h, d in COST_SPLITS}
     return Heads(toy.SENTENCE, weights, flops)
+
+
+def tables() -> list[Table]:
+    d = data()
+    heads = [matrix(f"Head {h + 1}: attention weights", r"query \ key", d.words, d.words, w)
+             for h, w in enumerate(d.weights)]
+    cost = Table(f"Floating-point operations of Q Kᵀ and weights · V over all heads, "
+                 f"T = {COST_T:,}", ("heads", "d_head", "FLOPs"),
+                 tuple((h, dh, f) for (h, dh), f in d.flops.items()))
+    return [*heads, cost]
 
 
 def build(style, narrow: bool = False) -> Figure:

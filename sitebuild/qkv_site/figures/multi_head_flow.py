@@ -14,6 +14,7 @@ from qkv import toy
 from qkv.dot_product import attention
 from qkv.multihead import MultiHeadWeights, merge_heads, multi_head_attention, split_heads
 from qkv_site.figures._draw import heatmap
+from qkv_site.figures._table import Table, matrix
 
 N_HEADS = 4  # on the toy width of 16: heads of 4 columns
 SEED = 0
@@ -76,6 +77,12 @@ def _matrix(ax, matrix, rows, title, style, limit, bands=None):
     ax.set_title(title, loc="left", fontsize=11)
     if bands:
         _bands(ax, matrix.shape[0], *bands)
+
+
+def tables() -> list[Table]:
+    d = data()
+    return [matrix(f"Head {h + 1}: attention weights", r"query \ key", d.words, d.words, w)
+            for h, w in enumerate(d.weights)]
 
 
 def build(style, narrow: bool = False) -> Figure:

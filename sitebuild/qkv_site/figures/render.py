@@ -3,8 +3,8 @@
 ``python -m qkv_site.figures.render NAME OUTDIR`` writes ``NAME-light.svg``, ``NAME-dark.svg``
 (and ``NAME-light-narrow.svg``, ``NAME-dark-narrow.svg`` for a figure with ``NARROW = True``,
 a stacked layout for phones) and ``NAME.json`` (alt text, caption, variants) into
-``OUTDIR``. The site's build runs it in a fresh interpreter per figure, so no figure sees
-another's matplotlib settings.
+``OUTDIR`` (with the figure's data tables, from its ``tables()``). The site's build runs
+it in a fresh interpreter per figure, so no figure sees another's matplotlib settings.
 
 Byte-identical output needs three things: seeded data (each figure's ``data()``), no
 timestamp (``metadata={"Date": None}``) and SVG ids that do not depend on memory
@@ -119,7 +119,9 @@ def write(name: str, outdir: Path) -> list[Path]:
         path = outdir / f"{name}-{variant}.svg"
         path.write_bytes(render_svg(name, variant))
         written.append(path)
-    meta = {"alt": module.ALT, "caption": module.CAPTION, "variants": variants(module)}
+    tables = [t.as_json() for t in module.tables()] if hasattr(module, "tables") else []
+    meta = {"alt": module.ALT, "caption": module.CAPTION, "variants": variants(module),
+            "tables": tables}  # the numbers behind the figure (see _table.py)
     meta_path = outdir / f"{name}.json"
     meta_path.write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
     return [*written, meta_path]

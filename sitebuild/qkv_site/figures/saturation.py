@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from qkv.scaling import saturation
 from qkv_site.figures._draw import DIMS, band, log2_axis, percentiles
+from qkv_site.figures._table import Table
 
 N_KEYS = 6
 N_DRAWS = 2_000
@@ -44,6 +45,17 @@ def data() -> Curves:
         entropy[scale] = np.array([percentiles(r.entropy) for r in runs])
         peak[scale] = np.array([percentiles(r.max_weight) for r in runs])
     return Curves(np.array(DIMS), entropy, peak)
+
+
+def tables() -> list[Table]:
+    d = data()
+    columns = ("d_k", "mean", "10th percentile", "90th percentile")
+    return [Table(f"{what}, {'scaled' if scale else 'unscaled'} scores", columns,
+                  tuple((dim, *row) for dim, row in zip(d.dims.tolist(),
+                                                        values[scale].tolist(), strict=True)))
+            for what, values in (("Entropy of the weights (nats)", d.entropy),
+                                 ("Largest weight", d.max_weight))
+            for scale in (True, False)]
 
 
 def build(style) -> Figure:

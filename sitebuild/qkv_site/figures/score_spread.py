@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from qkv.scaling import score_std
 from qkv_site.figures._draw import DIMS, log2_axis
+from qkv_site.figures._table import Table
 
 N_DRAWS = 5_000
 
@@ -39,6 +40,13 @@ def data() -> Spread:
         np.array([score_std(d, scale=False, n_draws=N_DRAWS) for d in DIMS]),
         np.array([score_std(d, scale=True, n_draws=N_DRAWS) for d in DIMS]),
     )
+
+
+def tables() -> list[Table]:
+    d = data()
+    rows = tuple(zip(d.dims.tolist(), d.unscaled.tolist(), d.scaled.tolist(), strict=True))
+    return [Table("Spread (standard deviation) of attention scores per head dimension",
+                  ("d_k", "unscaled q·k", "scaled q·k / √d_k"), rows)]
 
 
 def build(style) -> Figure:

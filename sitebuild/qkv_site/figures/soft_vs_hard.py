@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from qkv.dot_product import attention
+from qkv_site.figures._table import Table
 
 # The chapter's example (snippets/soft_lookup.py; a test keeps the two equal): a palette
 # whose keys say how (warm, bright) each colour is and whose values are its RGB colour.
@@ -58,6 +59,14 @@ def _swatch(ax, rgb, style):
     ax.set_title("answer", fontsize=11)
     ax.text(0.5, -0.12, "RGB\n" + ", ".join(f"{c:.2f}" for c in rgb), ha="center", va="top",
             fontsize=10, color=style.text, transform=ax.transAxes)
+
+
+def tables() -> list[Table]:
+    d = data()
+    weights = tuple(zip(d.names, d.soft.tolist(), d.hard.tolist(), strict=True))
+    answers = (("soft (blend)", *d.soft_answer.tolist()), ("hard (best key)", *d.hard_answer.tolist()))
+    return [Table("Weight of each entry", ("entry", "soft lookup", "hard lookup"), weights),
+            Table("Answer colour (red, green, blue)", ("lookup", "red", "green", "blue"), answers)]
 
 
 def build(style) -> Figure:

@@ -12,6 +12,7 @@ from qkv import toy
 from qkv.dot_product import scale_factor
 from qkv.projections import Projections, project
 from qkv_site.figures._draw import cell_text, heatmap, outline
+from qkv_site.figures._table import Table, matrix
 
 D_K = 8  # as in the chapter's snippet (snippets/tie_query_key.py)
 PAIR = ("milk", "from")  # the pair the chapter discusses
@@ -48,6 +49,13 @@ def data() -> Scores:
     x, p = toy.embeddings(), toy.projections(D_K)
     tied = Projections(w_q=p.w_k, w_k=p.w_k, w_v=p.w_v)
     return Scores(toy.SENTENCE, _scores(x, p), _scores(x, tied))
+
+
+def tables() -> list[Table]:
+    d = data()
+    return [matrix("Scaled scores, separate W_Q and W_K", r"query \ key", d.words, d.words,
+                   d.separate),
+            matrix("Scaled scores, tied W_Q = W_K", r"query \ key", d.words, d.words, d.tied)]
 
 
 def build(style, narrow: bool = False) -> Figure:

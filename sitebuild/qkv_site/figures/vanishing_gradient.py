@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from qkv.scaling import saturation
 from qkv_site.figures._draw import DIMS, log2_axis
+from qkv_site.figures._table import Table
 
 N_KEYS = 6
 N_DRAWS = 2_000
@@ -43,6 +44,15 @@ def data() -> Gradient:
         runs = [saturation(d, scale=scale, n_keys=N_KEYS, n_draws=N_DRAWS) for d in DIMS]
         quartiles[scale] = np.array([np.percentile(r.jacobian_norm, [25, 50, 75]) for r in runs])
     return Gradient(np.array(DIMS), quartiles)
+
+
+def tables() -> list[Table]:
+    d = data()
+    columns = ("d_k", "25th percentile", "median", "75th percentile")
+    return [Table(f"Norm of the softmax Jacobian (gradient size), {'scaled' if scale else 'unscaled'} scores",
+                  columns, tuple((dim, *row) for dim, row in zip(
+                      d.dims.tolist(), d.quartiles[scale].tolist(), strict=True)))
+            for scale in (True, False)]
 
 
 def build(style) -> Figure:

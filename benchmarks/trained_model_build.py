@@ -1,0 +1,89 @@
+"""What the trained model (SmolLM2-135M) costs the site build, measured in one run.
+
+Four strict builds, each into its own folder, after one untimed warm-up build:
+
+1. cold, everything: an empty artifact cache (the qkv-artifacts plugin's, ``QKV_CACHE``)
+   *and* an empty model weight cache (``QKV_MODEL_CACHE`` pointing at an empty folder), so
+   the GGUF file is read and dequantized once (~13 s of CPU) and every artifact (figures,
+   snippets, the notebook, both explorer modes) is computed;
+2. cold artifacts: an empty artifact cache, the weight cache filled (the usual "fresh
+   clone on a machine that built before" case; the weights cache lives outside the tree);
+3. warm: nothing changed, every artifact from the cache;
+4. off: ``QKV_ARTIFACTS=false``, nothing computed or read.
+
+Goals: cold build under 20 s; warm at most 1.2x off. Also printed: the chapter's snippet
+alone (warm weight cache) and each trained-model figure alone.
+
+    python benchmarks/trained_model_build.py
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COLD_GOAL_S = 20.0
+WARM_OVER_OFF_GOAL = 1.2
+TRAINED_FIGURES = ("trained-head-grid", "trained-it-row", "trained-first-token")
+
+
+def _build_times():
+    spec = importlib.util.spec_from_file_location("build_times", ROOT / "benchmarks" / "build_times.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def timed_run(args: list[str], **env: str) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, **env})
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(args)} failed:\n{done.stderr}")
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    build = _build_times().build
+    paths = os.pathsep.join([str(ROOT), str(ROOT / "sitebuild")])
+    with tempfile.TemporaryDirectory(prefix="qkv-trained-build-") as tmp:
+        tmp = Path(tmp)
+        build(tmp / "warm-up", QKV_ARTIFACTS="false")  # OS file cache
+        everything = build(tmp / "cold", QKV_CACHE=str(tmp / "artifacts-a"),
+                           QKV_MODEL_CACHE=str(tmp / "weights-empty"))
+        cold = build(tmp / "cold-artifacts", QKV_CACHE=str(tmp / "artifacts-b"))
+        warm = build(tmp / "warm", QKV_CACHE=str(tmp / "artifacts-b"))
+        off = build(tmp / "off", QKV_ARTIFACTS="false")
+        snippet = timed_run([sys.executable, "snippets/trained_model.py"])
+        figures = {name: timed_run([sys.executable, "-m", "qkv_site.figures.render", name,
+                                    str(tmp / "one" / name)], PYTHONPATH=paths,
+                                   MPLBACKEND="svg")
+                   for name in TRAINED_FIGURES}
+    print(f"site build with the trained-model chapter; cores {os.cpu_count()}, load average "
+          f"{os.getloadavg()[0]:.1f} at the end (wall times grow with other load; CPU does not)")
+    rows = (("cold, empty artifact AND weight caches", everything),
+            ("cold artifacts, weight cache filled", cold),
+            ("warm (nothing changed)", warm),
+            ("QKV_ARTIFACTS=false", off))
+    for label, (wall, cpu) in rows:
+        print(f"  {label:<38} {wall:6.1f} s wall  {cpu:6.1f} s CPU")
+    for label, (wall, _) in rows[:2]:
+        verdict = "ok" if wall < COLD_GOAL_S else "MISSED"
+        print(f"  goal: {label} < {COLD_GOAL_S:.0f} s wall: {verdict}")
+    ratio, cpu_ratio = warm[0] / off[0], warm[1] / off[1]
+    verdict = "ok" if ratio <= WARM_OVER_OFF_GOAL else "MISSED"
+    print(f"  warm / off: {ratio:.2f} wall, {cpu_ratio:.2f} CPU   goal <= "
+          f"{WARM_OVER_OFF_GOAL}: {verdict}")
+    print(f"  the chapter's snippet alone (python snippets/trained_model.py): {snippet:.1f} s")
+    for name, seconds in figures.items():
+        print(f"  figure {name} alone (fresh process, both themes): {seconds:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

