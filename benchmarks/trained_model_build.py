@@ -2,17 +2,17 @@
 
 Four strict builds, each into its own folder, after one untimed warm-up build:
 
-1. cold, everything: an empty figure cache *and* an empty model weight cache
-   (``QKV_MODEL_CACHE`` pointing at an empty folder), so the GGUF file is read and
-   dequantized once (~13 s of CPU) and every figure is rendered;
-2. cold figures: an empty figure cache, the weight cache filled (the usual "fresh clone
-   on a machine that built before" case; the weights cache lives outside the tree);
-3. warm: nothing changed, every figure from the cache;
-4. off: ``QKV_FIGURES=off``, no figure rendered or read.
+1. cold, everything: an empty artifact cache (the qkv-artifacts plugin's, ``QKV_CACHE``)
+   *and* an empty model weight cache (``QKV_MODEL_CACHE`` pointing at an empty folder), so
+   the GGUF file is read and dequantized once (~13 s of CPU) and every artifact (figures,
+   snippets, the notebook, both explorer modes) is computed;
+2. cold artifacts: an empty artifact cache, the weight cache filled (the usual "fresh
+   clone on a machine that built before" case; the weights cache lives outside the tree);
+3. warm: nothing changed, every artifact from the cache;
+4. off: ``QKV_ARTIFACTS=false``, nothing computed or read.
 
-Goals: cold build under 20 s; warm at most 1.2x off. The chapter's snippets run in every
-build (markdown-exec does not cache them), so they are in warm and off alike. Also printed:
-the chapter's snippet alone (warm weight cache) and each trained-model figure alone.
+Goals: cold build under 20 s; warm at most 1.2x off. Also printed: the chapter's snippet
+alone (warm weight cache) and each trained-model figure alone.
 
     python benchmarks/trained_model_build.py
 """
@@ -54,12 +54,12 @@ def main() -> None:
     paths = os.pathsep.join([str(ROOT), str(ROOT / "sitebuild")])
     with tempfile.TemporaryDirectory(prefix="qkv-trained-build-") as tmp:
         tmp = Path(tmp)
-        build(tmp / "warm-up", QKV_FIGURES="off")  # notebook cache, OS file cache
-        everything = build(tmp / "cold", QKV_FIGURES_CACHE=str(tmp / "figures-a"),
+        build(tmp / "warm-up", QKV_ARTIFACTS="false")  # OS file cache
+        everything = build(tmp / "cold", QKV_CACHE=str(tmp / "artifacts-a"),
                            QKV_MODEL_CACHE=str(tmp / "weights-empty"))
-        cold = build(tmp / "cold-figures", QKV_FIGURES_CACHE=str(tmp / "figures-b"))
-        warm = build(tmp / "warm", QKV_FIGURES_CACHE=str(tmp / "figures-b"))
-        off = build(tmp / "off", QKV_FIGURES="off")
+        cold = build(tmp / "cold-artifacts", QKV_CACHE=str(tmp / "artifacts-b"))
+        warm = build(tmp / "warm", QKV_CACHE=str(tmp / "artifacts-b"))
+        off = build(tmp / "off", QKV_ARTIFACTS="false")
         snippet = timed_run([sys.executable, "snippets/trained_model.py"])
         figures = {name: timed_run([sys.executable, "-m", "qkv_site.figures.render", name,
                                     str(tmp / "one" / name)], PYTHONPATH=paths,
@@ -67,10 +67,10 @@ def main() -> None:
                    for name in TRAINED_FIGURES}
     print(f"site build with the trained-model chapter; cores {os.cpu_count()}, load average "
           f"{os.getloadavg()[0]:.1f} at the end (wall times grow with other load; CPU does not)")
-    rows = (("cold, empty figure AND weight caches", everything),
-            ("cold figures, weight cache filled", cold),
+    rows = (("cold, empty artifact AND weight caches", everything),
+            ("cold artifacts, weight cache filled", cold),
             ("warm (nothing changed)", warm),
-            ("QKV_FIGURES=off", off))
+            ("QKV_ARTIFACTS=false", off))
     for label, (wall, cpu) in rows:
         print(f"  {label:<38} {wall:6.1f} s wall  {cpu:6.1f} s CPU")
     for label, (wall, _) in rows[:2]:

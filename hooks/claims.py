@@ -48,6 +48,9 @@ class Guard:
 
 def _last_sentence(text_before: str) -> str:
     text = re.sub(r"<[^>]+>", "", text_before)  # raw HTML
+    # a link's attribute list ({ aria-label="..." }) belongs to the link; dropped with it,
+    # or attr_list would pin it on whatever precedes it in the quoted sentence
+    text = re.sub(r"(\]\([^)]*\))\{[^}]*\}", r"\1", text)
     text = re.sub(r"(\s*\[[^\]]*\]\([^)]*\))+\s*$", "", text)  # trailing links: navigation
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links -> their text
     text = re.sub(r"\*", "", text).strip()  # keep _ (subscripts in $...$) and `code`

@@ -71,7 +71,7 @@ def borrow_environment(root: Path) -> Path:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment for commands run in a copy: no variable pointing back at this tree
-    (``QKV_VENV``, ``QKV_FIGURES_CACHE``, ...) or changing what a build makes."""
+    (``QKV_VENV``, ``QKV_CACHE``, ...) or changing what a build makes."""
     env = {k: v for k, v in os.environ.items()
            if not (k.startswith("QKV_") and k != "QKV_CHROMIUM")
            and k not in ("VIRTUAL_ENV", "PYTHONPATH", "SOURCE_DATE_EPOCH")}

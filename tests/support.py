@@ -1,11 +1,17 @@
-"""Helpers the tests share: where things are, how the site is built, how Chromium is run."""
+"""Helpers the tests and the benchmarks share: where things are, how the site is built and
+served, how Chromium is run."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,15 +42,101 @@ def build_site(out: Path, extra_env: dict[str, str] | None = None, *, cwd: Path 
     )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def dev_serve_watch_options() -> list[str]:
+    """The options ``./dev serve`` passes to ``mkdocs serve`` (watched folders and flags)."""
+    text = (ROOT / "dev").read_text(encoding="utf-8")
+    serve = re.search(r"^\s*serve\)\n(.*?);;", text, re.M | re.S).group(1)
+    command = re.search(r"mkdocs\" serve (.*?)(?:\n\s*;;|$)", serve.replace("\\\n", " "), re.S)
+    words = command.group(1).split()
+    # drop the fixed address: the tests and benchmarks hand the server a socket instead
+    return [w for i, w in enumerate(words) if w != "-a" and (i == 0 or words[i - 1] != "-a")
+            and w != "--strict"]
 
 
 def html_pages(site: Path) -> list[Path]:
     """Every built HTML page except the 404 page, in a stable order."""
     return sorted(p for p in site.rglob("*.html") if p.name != "404.html")
+
+
+class Served:
+    """A ``mkdocs serve`` started by :func:`serve`: its URL, its process, its log lines."""
+
+    def __init__(self, process: subprocess.Popen, url: str):
+        self.process, self.url = process, url
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            with self._changed:
+                self.lines.append(line)
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_for_log(self, pattern: str, after: int = 0, timeout: float = 600) -> int:
+        """Block until a log line from index ``after`` on matches ``pattern``; its index."""
+        regex = re.compile(pattern)
+
+        def found():
+            for i in range(after, len(self.lines)):
+                if regex.search(self.lines[i]):
+                    return i + 1
+            if self.process.poll() is not None:
+                return -1
+            return None
+
+        with self._changed:
+            index = self._changed.wait_for(found, timeout=timeout)
+        if not index or index < 0:
+            raise AssertionError(f"mkdocs serve never logged {pattern!r}:\n{self.log()}")
+        return index - 1
+
+    def log(self) -> str:
+        return "".join(self.lines[-60:])
+
+
+@contextlib.contextmanager
+def serve(root: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
+    """``mkdocs serve ARGS`` in ``root`` on a socket bound here to a free port; stopped after.
+
+    Yields once the first build is done and the server listens (its log says "Serving on").
+    """
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    env = {**(os.environ if env is None else env), "NO_MKDOCS_2_WARNING": "1"}
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "serve_socket.py"), str(sock.fileno()), "serve",
+         "--strict", *args], cwd=root, env=env, pass_fds=[sock.fileno()],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    sock.close()  # the server holds its own copy
+    served = Served(process, url)
+    try:
+        served.wait_for_log(r"Serving on")
+        yield served
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGINT)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator:
+    """A headless Chromium (the system's) driven by Playwright, closed after."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def build_dist(out: Path) -> tuple[Path, Path]:

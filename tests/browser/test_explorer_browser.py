@@ -10,13 +10,14 @@ from __future__ import annotations
 import functools
 import http.server
 import random
+import socket
 import threading
 from functools import cache
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import pytest
-from support import build_site, free_port
+from support import build_site
 
 import qkv
 from qkv import toy
@@ -189,7 +190,10 @@ def test_invalid_url_values_fall_back_or_are_clamped(page, site_url, query, stat
 def test_hostile_query_is_not_executed_or_injected(page, site_url, payload):
     page.goto(site_url + "explorer/?stage=3&dk=8&query=" + payload)
     page.wait_for_selector("#qkv-explorer.qx-ready")
-    page.wait_for_timeout(200)  # give an injected handler the chance to run
+    # an injected handler would run by the load event (img onerror) or on insertion (svg
+    # onload); wait for that event and two frames more
+    page.wait_for_load_state("load")
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     assert page.evaluate("typeof window.__xss") == "undefined"
     assert page.locator("#qkv-explorer img, #qkv-explorer script, #qkv-explorer svg").count() == 0
     assert page.locator("img[src='x']").count() == 0
@@ -344,21 +348,25 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 def instant_site_url(tmp_path_factory):
     """The site built with a site_url, as it is published: only then does Material turn on
     instant navigation (it needs the sitemap), so only this build exercises document$."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/"
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))  # the address is known (and kept) before the build needs it
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
     out = tmp_path_factory.mktemp("site-instant")
     done = build_site(out, {"QKV_SITE_URL": url})
     assert done.returncode == 0, done.stderr[-3000:]
     handler = functools.partial(_QuietHandler, directory=str(out))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server = http.server.ThreadingHTTPServer(sock.getsockname(), handler, bind_and_activate=False)
+    server.socket.close()
+    server.socket = sock  # hand the bound socket over
+    server.server_activate()
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield url
     server.shutdown()
 
 
 def test_instant_navigation_from_things_to_try_opens_the_linked_state(page, instant_site_url):
-    page.goto(instant_site_url + "things-to-try/")
-    page.wait_for_load_state("networkidle")  # Material has read the sitemap
+    with page.expect_response("**/sitemap.xml"):  # Material reads it to turn instant on
+        page.goto(instant_site_url + "things-to-try/")
     page.evaluate("window.__same_document = true")
     page.locator('a[href*="dk=64&scale=0"]').first.click()
     page.wait_for_selector("#qkv-explorer.qx-ready")

@@ -6,9 +6,9 @@ import json
 
 
 def test_download_button_downloads_the_notebook(page, site_url):
-    page.goto(site_url + "notebook/", wait_until="networkidle")
+    page.goto(site_url + "notebook/")
     button = page.get_by_test_id("download-notebook")
-    assert button.is_visible()
+    button.wait_for(state="visible")
     with page.expect_download() as info:
         button.click()
     download = info.value

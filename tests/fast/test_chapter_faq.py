@@ -77,10 +77,13 @@ def test_each_heads_matrices_are_a_block_of_columns():
 @pytest.mark.claim("faq-weights-count")
 def test_count_of_weights_in_a_512_wide_8_head_layer():
     w = snippet_globals("faq.py")["w"]
-    per_head = 3 * (512 * 64)  # W_Q, W_K, W_V of one head, each d_model x d_head
-    assert per_head == 98_304
-    assert w.n_heads * per_head == w.w_q.size + w.w_k.size + w.w_v.size == 786_432
-    assert w.w_o.size == 512 * 512 == 262_144
+    assert (w.d_model, w.n_heads, w.d_head) == (512, 8, 64)  # the layer the page describes
+    # one head's W_Q, W_K, W_V are its block of d_head columns (faq-head-weights-columns)
+    per_head = [sum(m[:, h * w.d_head:(h + 1) * w.d_head].size for m in (w.w_q, w.w_k, w.w_v))
+                for h in range(w.n_heads)]
+    assert per_head == [98_304] * 8
+    assert w.w_q.size + w.w_k.size + w.w_v.size == 786_432
+    assert w.w_o.size == 262_144
     assert w.w_q.size + w.w_k.size + w.w_v.size + w.w_o.size == 1_048_576
 
 

@@ -43,11 +43,19 @@ def test_the_parameters_live_in_the_projections_not_in_attention(rng):
 def test_tying_query_and_key_symmetrises_tying_key_and_value_changes_only_the_output(rng):
     x = rng.normal(size=(6, 8))
     p = qkv.Projections.random(rng, d_model=8, d_k=8)
+
+    def cycle_sums(weights):
+        # log w_ij = s_ij / sqrt(d_k) - log Z_i. Around any cycle i->j->k->i the row totals Z
+        # cancel in (log W - log W^T), leaving the cycle sum of s_ij - s_ji: zero for every
+        # triple exactly when the scores qkv computed are symmetric (up to rounding).
+        a = np.log(weights) - np.log(weights).T  # (T, T)
+        return a[:, :, None] + a[None, :, :] + a.T[:, None, :]  # [i, j, k]: a_ij + a_jk + a_ki
+
+    tied = qkv.self_attention(x, qkv.Projections(p.w_k, p.w_k, p.w_v))  # W_Q = W_K
+    separate = qkv.self_attention(x, p)
+    assert np.abs(cycle_sums(tied.weights)).max() < 1e-9
+    assert np.abs(cycle_sums(separate.weights)).max() > 1e-3
     q, k, v = qkv.project(x, p)
-    separate = q @ k.T
-    tied = k @ k.T  # W_Q = W_K
-    assert not np.allclose(separate, separate.T, atol=1e-3)
-    assert np.allclose(tied, tied.T, rtol=0, atol=1e-12)
     full = qkv.attention(q, k, v)
     kv_tied = qkv.attention(q, k, k)  # W_V = W_K
     assert np.array_equal(kv_tied.weights, full.weights)

@@ -53,3 +53,11 @@ def test_how_we_know_follows_the_reading_order_of_the_nav():
     found = [claims.Claim("x", "a.md", "A fact."), claims.Claim("y", "b.md", "B fact.")]
     page = claims.how_we_know_markdown(found, [], {"a.md": "A", "b.md": "B"}, claims.nav_order(nav))
     assert page.index("## B") < page.index("## A")
+
+
+def test_a_quoted_sentence_drops_a_links_attribute_list_with_the_link():
+    # attr_list would otherwise pin the attributes on the maths span before it, and the
+    # maths hook (which matches arithmatex's bare span) would leave the LaTeX unrendered
+    quoted = claims._last_sentence(
+        'Try *drank* with [$d_k = 1$](explorer.md?dk=1){ aria-label="Open it" }: same order.')
+    assert quoted == "Try drank with $d_k = 1$: same order."

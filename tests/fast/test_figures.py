@@ -1,23 +1,27 @@
 """Figures: deterministic, cached, placed by the chapters, and showing what their alt text says.
 
-The build hook is ``hooks/figures.py``; the figures are the modules of ``sitebuild/qkv_site/figures/``.
+The build computes them with the qkv-artifacts plugin (``sitebuild/qkv_site/artifacts/``); the
+figures are the modules of ``sitebuild/qkv_site/figures/``.
 Tests that change code work on a temporary copy of ``qkv/`` and a temporary cache, never
 on the real tree.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.metadata
 import io
 import math
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from chapter_snippets import snippet_globals
+from mkdocs.exceptions import PluginError
+from qkv_site.artifacts.figures import figure_html, tokens_of
+from qkv_site.artifacts.figures import job as figure_job
+from qkv_site.artifacts.runner import ArtifactError, Runner
 from qkv_site.figures import (
     cross_attention,
     data_flow,
@@ -27,6 +31,7 @@ from qkv_site.figures import (
     masks,
     multi_head,
     multi_head_flow,
+    names,
     saturation,
     score_spread,
     soft_vs_hard,
@@ -39,17 +44,7 @@ from support import ROOT
 
 from qkv import MODELS, kv_cache_bytes, toy
 
-
-def _load_hook():
-    spec = importlib.util.spec_from_file_location("figures_hook", ROOT / "hooks" / "figures.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
-
-
-hook = _load_hook()
-NAMES = hook.figure_names()
+NAMES = names()
 
 
 def copy_project_qkv(dest: Path, keep: set[str] | None = None) -> Path:
@@ -59,16 +54,30 @@ def copy_project_qkv(dest: Path, keep: set[str] | None = None) -> Path:
         shutil.copytree(ROOT / package, dest / package, ignore=shutil.ignore_patterns("__pycache__"))
     if keep is not None:
         for name in set(NAMES) - keep:
-            hook.module_path(name, dest).unlink()
+            (dest / figure_job(name, dest).source).unlink()
     return dest
 
 
-# ---- determinism and the cache --------------------------------------------------------------
+@pytest.fixture
+def runner(tmp_path):
+    """A runner for the real tree with an empty cache; its worker processes end with it."""
+    made = []
+
+    def make(root: Path = ROOT) -> Runner:
+        made.append(Runner(root, tmp_path / "cache", concurrency=1))
+        return made[-1]
+
+    yield make
+    for r in made:
+        r.close()
 
 
-def test_svg_has_no_timestamp_and_salted_ids(tmp_path):
-    figure = hook.render_cached("kv-cache-memory", tmp_path, ROOT)
-    light, dark = (figure.svgs[theme].decode() for theme in ("light", "dark"))
+# ---- determinism and the cache (the runner of sitebuild/qkv_site/artifacts) -----------------
+
+
+def test_svg_has_no_timestamp_and_salted_ids(runner):
+    result = runner().run(figure_job("kv-cache-memory", ROOT))
+    light, dark = (result.text(f"kv-cache-memory-{theme}.svg") for theme in ("light", "dark"))
     assert "<dc:date>" not in light
     hashed = re.compile(r'id="([mp][0-9a-f]{10})"')  # marker and clip-path ids
     assert hashed.findall(light), "the figure has hashed ids"
@@ -76,70 +85,72 @@ def test_svg_has_no_timestamp_and_salted_ids(tmp_path):
     assert set(hashed.findall(light)).isdisjoint(hashed.findall(dark))
 
 
-def test_cache_hits_when_nothing_changed_and_misses_when_a_dependency_changes(tmp_path):
+def test_cache_hits_when_nothing_changed_and_misses_when_a_dependency_changes(tmp_path, runner):
     root = copy_project_qkv(tmp_path / "project", keep={"kv-cache-memory", "score-spread"})
-    cache = tmp_path / "cache"
-    names = hook.figure_names(root)
-    assert names == ["kv-cache-memory", "score-spread"]
+    assert names(root / "sitebuild" / "qkv_site" / "figures") == ["kv-cache-memory", "score-spread"]
+    run = runner(root)
+    folder = root / "sitebuild" / "qkv_site" / "figures"
 
     def render():
-        return hook.render_cached("kv-cache-memory", cache, root, names)
+        run.start_build()
+        return run.run(figure_job("kv-cache-memory", root))
 
-    assert render().rendered, "an empty cache renders"
-    assert not render().rendered, "nothing changed: served from the cache"
+    first = render()
+    assert first.fresh, "an empty cache renders"
+    assert not render().fresh, "nothing changed: served from the cache"
 
-    with (hook.figures_folder(root) / "score_spread.py").open("a") as f:
+    with (folder / "score_spread.py").open("a") as f:
         f.write("\n# another figure's module changed\n")
-    assert not render().rendered, "another figure's module is not a dependency"
+    assert not render().fresh, "another figure's module is not a dependency"
 
-    with (hook.figures_folder(root) / "kv_cache_memory.py").open("a") as f:
+    with (folder / "kv_cache_memory.py").open("a") as f:
         f.write("\n# this figure's module changed\n")
-    assert render().rendered, "the figure's own module changed"
-    assert not render().rendered
+    assert render().fresh, "the figure's own module changed"
+    assert not render().fresh
 
     with (root / "qkv" / "cost.py").open("a") as f:
         f.write("\n# the package changed\n")
-    assert render().rendered, "anything in qkv changed"
+    assert render().fresh, "a module of qkv it imports changed"
 
-    with (hook.figures_folder(root) / "style.py").open("a") as f:
+    with (folder / "style.py").open("a") as f:
         f.write("\n# the style changed\n")
-    assert render().rendered, "the style changed"
+    assert render().fresh, "the style changed"
 
 
-def test_cache_key_covers_the_library_versions(monkeypatch):
-    key = hook.cache_key("kv-cache-memory")
-    real_version = hook.importlib.metadata.version
-    monkeypatch.setattr(hook.importlib.metadata, "version",
+def test_cache_entry_covers_the_library_versions(runner, monkeypatch):
+    run = runner()
+    job = figure_job("kv-cache-memory", ROOT)
+    run.run(job)
+    assert run.cached(job) is not None
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
                         lambda p: "0.0-other" if p == "matplotlib" else real_version(p))
-    assert hook.cache_key("kv-cache-memory") != key
+    assert run.cached(job) is None, "a figure drawn with another matplotlib is not reused"
 
 
-def test_a_failing_figure_script_names_the_script_and_shows_its_stderr(tmp_path):
+def test_a_failing_figure_script_names_the_script_and_shows_its_stderr(tmp_path, runner):
     root = copy_project_qkv(tmp_path / "project", keep=set())
-    (hook.figures_folder(root) / "broken_demo.py").write_text(
+    (root / "sitebuild" / "qkv_site" / "figures" / "broken_demo.py").write_text(
         'ALT = CAPTION = "x"\n\n'
         'def build(style):\n    raise RuntimeError("the data went missing")\n')
-    with pytest.raises(hook.FigureError) as caught:
-        hook.render_cached("broken-demo", tmp_path / "cache", root)
+    with pytest.raises(ArtifactError) as caught:
+        runner(root).run(figure_job("broken-demo", root))
     message = str(caught.value)
     assert "sitebuild/qkv_site/figures/broken_demo.py" in message
     assert "RuntimeError: the data went missing" in message  # the script's own stderr
-    assert not any((tmp_path / "cache" / "broken-demo").iterdir()), "no half-written entry"
-
-
-# ---- the hook in a small project: failing builds, nested pages, QKV_FIGURES=off -----------
+    assert not any((tmp_path / "cache" / "figures").iterdir()), "no half-written entry"
 
 
 def test_a_token_sharing_its_line_fails_naming_the_page():
-    with pytest.raises(hook.PluginError, match=r"page\.md: a figure token shares its line"):
-        hook.tokens_of("<p>text <!-- figure: masks --> more</p>", "page.md", NAMES)
+    with pytest.raises(PluginError, match=r"page\.md: a figure token shares its line"):
+        tokens_of("<p>text <!-- figure: masks --> more</p>", "page.md", NAMES)
 
 
 def test_figure_html_escapes_alt_and_caption():
     svg = b'<svg width="360pt" height="180pt">'
-    figure = hook.Rendered("x", 'a "quoted" <alt>', "1 < 2 & 3", {"light": svg, "dark": svg},
-                           rendered=False)
-    out = hook.figure_html(figure, lambda variant: f"../figures/x-{variant}.svg")
+    meta = {"alt": 'a "quoted" <alt>', "caption": "1 < 2 & 3"}
+    out = figure_html("x", meta, {"light": svg, "dark": svg},
+                      lambda variant: f"../figures/x-{variant}.svg")
     assert 'alt="a &quot;quoted&quot; &lt;alt&gt;"' in out
     assert "<figcaption>1 &lt; 2 &amp; 3</figcaption>" in out
     assert 'width="480" height="240"' in out  # points to CSS pixels

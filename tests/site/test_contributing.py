@@ -23,7 +23,11 @@ from support import ROOT
 
 PAGE = ROOT / "docs" / "contributing.md"
 SERVER = "./dev serve"
-INSTEAD = {"./dev test": "./dev test --collect-only -q"}  # the suite cannot run itself
+# the suite cannot run itself; ./dev check's tests run in this session already
+INSTEAD = {"./dev test": "./dev test --collect-only -q", "./dev check": "./dev check --collect-only -q"}
+# The copy shares this tree's artifact cache: the commands are under test, not a cold build
+# (tests/site/test_reproducible.py makes the clean builds).
+CACHE = str(ROOT / ".cache" / "artifacts")
 PORT = 8000  # fixed in ./dev serve
 
 
@@ -68,7 +72,7 @@ def _serve_answers(checkout, tmp_path):
     if not _port_is_free(PORT):
         pytest.fail(f"port {PORT} is already in use (another `./dev serve`?); stop it and rerun")
     log = tmp_path / "serve.log"
-    server = start(SERVER, checkout, clean_env(), log)
+    server = start(SERVER, checkout, clean_env(QKV_CACHE=CACHE), log)
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
@@ -90,7 +94,7 @@ def test_command_on_the_page_runs(command, checkout, tmp_path):
         _serve_answers(checkout, tmp_path)
         return
     run = INSTEAD.get(command, command)
-    done = subprocess.run(run, shell=True, cwd=checkout, env=clean_env(), capture_output=True,
+    done = subprocess.run(run, shell=True, cwd=checkout, env=clean_env(QKV_CACHE=CACHE), capture_output=True,
                           text=True, timeout=1200)
     assert done.returncode == 0, f"`{run}` failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     if command == "./dev build":  # the notebook page and its download are part of the site

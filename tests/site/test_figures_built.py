@@ -1,106 +1,42 @@
-"""Figures: deterministic, cached, placed by the chapters, and showing what their alt text says.
+"""Figures on the built site: every figure placed, every image resolving, same bytes as a
+fresh render; and the plugin in a small project (nested pages, failures, disabled).
 
-The build hook is ``hooks/figures.py``; the figures are the modules of ``sitebuild/qkv_site/figures/``.
-Tests that change code work on a temporary copy of ``qkv/`` and a temporary cache, never
-on the real tree.
+The figures are the modules of ``sitebuild/qkv_site/figures/``; the build computes them with
+the qkv-artifacts plugin (``sitebuild/qkv_site/artifacts/``).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import io
-import math
-import os
 import re
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
-from html.parser import HTMLParser
 from pathlib import Path
 
-import numpy as np
-import pytest
-from chapter_snippets import snippet_globals
-from qkv_site.figures import (
-    cross_attention,
-    four_stages,
-    kv_cache_memory,
-    kv_cache_work,
-    masks,
-    multi_head,
-    saturation,
-    score_spread,
-    soft_vs_hard,
-    tied_qk,
-    vanishing_gradient,
-)
-from qkv_site.figures.render import load
-from qkv_site.figures.style import DARK, LIGHT
+from bs4 import BeautifulSoup
+from bs4.element import Comment
+from qkv_site.artifacts.figures import site_path
+from qkv_site.figures import names
+from qkv_site.figures.render import load, variants
 from support import ROOT, build_site, html_pages
 
-from qkv import MODELS, kv_cache_bytes, toy
-
-
-def _load_hook():
-    spec = importlib.util.spec_from_file_location("figures_hook", ROOT / "hooks" / "figures.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
-
-
-hook = _load_hook()
-NAMES = hook.figure_names()
-
-
-def copy_project_qkv(dest: Path, keep: set[str] | None = None) -> Path:
-    """Copy ``qkv/`` and the site package to ``dest``; with ``keep``, drop every figure module
-    not named in it."""
-    for package in ("qkv", "sitebuild/qkv_site"):
-        shutil.copytree(ROOT / package, dest / package, ignore=shutil.ignore_patterns("__pycache__"))
-    if keep is not None:
-        for name in set(NAMES) - keep:
-            hook.module_path(name, dest).unlink()
-    return dest
-
-
-# ---- the built site: every placed figure exists, every figure is placed ---------------------
-
-
-class _FigureParser(HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.figures: list[str] = []  # ids of <figure class="qkv-figure">
-        self.images: list[dict] = []  # attributes of <img> and <source> inside them
-        self._depth = 0
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "figure" and "qkv-figure" in (attrs.get("class") or ""):
-            self.figures.append(attrs["data-figure"])
-            self._depth = 1
-        elif self._depth and tag in ("img", "source"):
-            self.images.append({"tag": tag, **attrs})
-
-    def handle_endtag(self, tag):
-        if tag == "figure":
-            self._depth = 0
+NAMES = names()
 
 
 def _site_figures(site: Path):
-    """(page, figure ids, image attributes) for every built page that shows a figure."""
+    """(page, figure names, <img>/<source> tags) for every built page that shows a figure."""
     found = []
     for page in html_pages(site):
-        parser = _FigureParser()
-        parser.feed(page.read_text(encoding="utf-8"))
-        if parser.figures:
-            found.append((page, parser.figures, parser.images))
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        figures = soup.select("figure.qkv-figure")
+        if figures:
+            found.append((page, [f["data-figure"] for f in figures],
+                          [tag for f in figures for tag in f.select("img, source")]))
     return found
 
 
 def test_every_figure_is_placed_and_every_placed_figure_exists(built_site):
-    placed = {name for _, names, _ in _site_figures(built_site) for name in names}
+    placed = {name for _, names_, _ in _site_figures(built_site) for name in names_}
     assert placed - set(NAMES) == set(), "pages show figures that sitebuild/qkv_site/figures/ does not have"
     assert set(NAMES) - placed == set(), "figures that no page places"
 
@@ -119,9 +55,9 @@ def test_every_image_of_a_figure_resolves_and_every_generated_file_is_used(built
 
 
 def test_every_figure_image_has_alt_text_and_a_theme(built_site):
-    for page, names, images in _site_figures(built_site):
-        imgs = [i for i in images if i["tag"] == "img"]
-        assert len(imgs) == 2 * len(names), page
+    for page, names_, images in _site_figures(built_site):
+        imgs = [i for i in images if i.name == "img"]
+        assert len(imgs) == 2 * len(names_), page
         for img in imgs:
             assert img.get("alt", "").strip(), f"{page}: {img['src']} has no alt text"
             assert img["src"].endswith(("#only-light", "#only-dark")), img["src"]
@@ -129,42 +65,44 @@ def test_every_figure_image_has_alt_text_and_a_theme(built_site):
 
 
 def test_no_figure_token_is_left_in_the_built_pages(built_site):
-    leftovers = [p.relative_to(built_site).as_posix() for p in html_pages(built_site)
-                 if re.search(r"<!--\s*figure:", p.read_text(encoding="utf-8"))]
-    assert leftovers == []
+    def has_token(page: Path) -> bool:
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        return any(re.match(r"\s*figure:", c) for c in soup.find_all(string=lambda s: isinstance(s, Comment)))
 
-
-# ---- determinism and the cache --------------------------------------------------------------
+    assert [p.relative_to(built_site).as_posix() for p in html_pages(built_site) if has_token(p)] == []
 
 
 def test_a_fresh_render_is_byte_identical_to_the_built_site(built_site, tmp_path):
     """Two renders, by different processes at different times, give the same bytes.
 
-    The build renders in children forked from a zygote process; this renders each figure
-    in a plain ``python -m qkv_site.figures.render`` subprocess, so it also checks that the two
-    ways agree.
+    The build renders in children forked from a worker process; this renders each figure
+    with a plain ``python -m qkv_site.figures.render``, so it also checks the two ways agree.
     """
-    def fresh(name):
-        return hook.render_cached(name, tmp_path / "cache", ROOT, NAMES,
-                                  run=hook.run_in_subprocess)
+    out = tmp_path / "fresh"
+    for name in NAMES:
+        done = subprocess.run([sys.executable, "-m", "qkv_site.figures.render", name, str(out)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=600,
+                              env={"MPLBACKEND": "svg", "PATH": "/usr/bin:/bin"})
+        assert done.returncode == 0, done.stderr
+        for variant in variants(load(name)):
+            built = (built_site / site_path(name, variant)).read_bytes()
+            fresh = (out / f"{name}-{variant}.svg").read_bytes()
+            assert fresh == built, f"{name}-{variant}.svg differs between two renders"
 
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        for figure in pool.map(fresh, NAMES):
-            assert figure.rendered, f"{figure.name} came from a cache that should be empty"
-            for variant, svg in figure.svgs.items():
-                built = (built_site / hook.site_path(figure.name, variant)).read_bytes()
-                assert svg == built, f"{figure.name}-{variant}.svg differs between two renders"
 
-
-# ---- the hook in a small project: failing builds, nested pages, QKV_FIGURES=off -----------
+# ---- the plugin in a small project: nested pages, failures, disabled ----------------------
 
 
 def _mini_project(tmp_path: Path, pages: dict[str, str], keep: set[str]) -> Path:
-    root = copy_project_qkv(tmp_path / "project", keep=keep)
-    (root / "hooks").mkdir()
-    shutil.copy(ROOT / "hooks" / "figures.py", root / "hooks" / "figures.py")
+    root = tmp_path / "project"
+    for package in ("qkv", "sitebuild/qkv_site"):
+        shutil.copytree(ROOT / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in set(NAMES) - keep:
+        (root / "sitebuild" / "qkv_site" / "figures" / f"{name.replace('-', '_')}.py").unlink()
     (root / "mkdocs.yml").write_text(
-        "site_name: figures test\ntheme: {name: mkdocs}\nhooks: [hooks/figures.py]\n")
+        "site_name: figures test\ntheme: {name: mkdocs}\n"
+        "plugins:\n  - qkv-artifacts:\n      enabled: !ENV [QKV_ARTIFACTS, true]\n"
+        "      cache_dir: !ENV QKV_CACHE\n")
     for path, text in pages.items():
         (root / "docs" / path).parent.mkdir(parents=True, exist_ok=True)
         (root / "docs" / path).write_text(text)
@@ -172,7 +110,7 @@ def _mini_project(tmp_path: Path, pages: dict[str, str], keep: set[str]) -> Path
 
 
 def _build(root: Path, cache: Path, **env) -> subprocess.CompletedProcess:
-    return build_site(root / "site", {"QKV_FIGURES_CACHE": str(cache), **env}, cwd=root)
+    return build_site(root / "site", {"QKV_CACHE": str(cache), **env}, cwd=root)
 
 
 FIGURE_PAGE = "# Memory\n\n<!-- figure: kv-cache-memory -->\n\n```\n<!-- figure: in-code -->\n```\n"
@@ -184,42 +122,45 @@ def test_mini_build_places_figures_with_paths_relative_to_nested_pages(tmp_path)
     root = _mini_project(tmp_path, pages, keep={"kv-cache-memory"})
     done = _build(root, tmp_path / "cache")
     assert done.returncode == 0, done.stderr
-    assert "figures: 1 rendered, 0 from cache;" in done.stderr
-    nested = (root / "site" / "deep" / "er" / "page" / "index.html").read_text()
-    assert 'src="../../../figures/kv-cache-memory-light.svg#only-light"' in nested
-    assert "&lt;!-- figure: in-code --&gt;" in nested, "a token in a code block stays code"
+    assert "artifacts: 1 computed (1 figures), 0 from the cache" in done.stderr
+    nested = BeautifulSoup((root / "site" / "deep" / "er" / "page" / "index.html").read_text(),
+                           "html.parser")
+    assert nested.select_one("figure img")["src"] == "../../../figures/kv-cache-memory-light.svg#only-light"
+    assert nested.find("code").get_text().strip() == "<!-- figure: in-code -->", \
+        "a token in a code block stays code"
     assert (root / "site" / "figures" / "kv-cache-memory-dark.svg").is_file()
-    twice = (root / "site" / "twice" / "index.html").read_text()
-    assert twice.count('data-figure="kv-cache-memory"') == 2
-    assert twice.count('id="figure-kv-cache-memory"') == 1, "ids stay unique on a page"
+    twice = BeautifulSoup((root / "site" / "twice" / "index.html").read_text(), "html.parser")
+    assert len(twice.select('figure[data-figure="kv-cache-memory"]')) == 2
+    assert len(twice.select("#figure-kv-cache-memory")) == 1, "ids stay unique on a page"
 
     again = _build(root, tmp_path / "cache")
-    assert "figures: 0 rendered, 1 from cache;" in again.stderr, "a rebuild renders nothing"
+    assert "artifacts: 0 computed (none), 1 from the cache" in again.stderr, "a rebuild renders nothing"
 
 
 def test_mini_build_fails_naming_a_failing_figure_script(tmp_path):
     root = _mini_project(tmp_path, {"index.md": "# Home\n"}, keep=set())
-    (hook.figures_folder(root) / "broken_demo.py").write_text(
+    (root / "sitebuild" / "qkv_site" / "figures" / "broken_demo.py").write_text(
         'ALT = CAPTION = "x"\n\ndef build(style):\n    return 1 / 0\n')
     done = _build(root, tmp_path / "cache")
     assert done.returncode != 0
-    assert "figure script sitebuild/qkv_site/figures/broken_demo.py failed" in done.stderr
+    assert "sitebuild/qkv_site/figures/broken_demo.py: computing this figures artifact failed" in done.stderr
     assert "ZeroDivisionError" in done.stderr
 
 
 def test_mini_build_fails_naming_the_page_and_an_unknown_token(tmp_path):
     pages = {"index.md": "# Home\n", "a.md": "# A\n\n<!-- figure: nope -->\n"}
     root = _mini_project(tmp_path, pages, keep={"kv-cache-memory"})
-    done = _build(root, tmp_path / "cache", QKV_FIGURES="off")  # names are checked even off
+    done = _build(root, tmp_path / "cache", QKV_ARTIFACTS="false")  # names are checked even off
     assert done.returncode != 0
     assert "a.md: unknown figure in '<!-- figure: nope -->'" in done.stderr
 
 
-def test_mini_build_with_figures_off_renders_nothing_and_says_so(tmp_path):
+def test_mini_build_with_artifacts_disabled_renders_nothing_and_says_so(tmp_path):
     root = _mini_project(tmp_path, {"index.md": FIGURE_PAGE}, keep={"kv-cache-memory"})
-    done = _build(root, tmp_path / "cache", QKV_FIGURES="off")
+    done = _build(root, tmp_path / "cache", QKV_ARTIFACTS="false")
     assert done.returncode == 0, done.stderr
-    page = (root / "site" / "index.html").read_text()
-    assert "QKV_FIGURES=off" in page and "<img" not in page
+    page = BeautifulSoup((root / "site" / "index.html").read_text(), "html.parser")
+    assert "is not rendered in this build" in page.select_one("p.qkv-figure-off").get_text()
+    assert page.find("img") is None
     assert not (root / "site" / "figures").exists()
     assert not (tmp_path / "cache").exists()

@@ -1,21 +1,21 @@
 """`mkdocs serve` shows edits to snippets and to `qkv` without a restart.
 
-markdown-exec runs snippets inside the serve process, where imported modules and its
-sessions would otherwise outlive a rebuild (hooks/fresh_code.py clears both). The test
-serves a temporary copy of the repository with the watch options of ``./dev serve``, adds a
-probe (a snippet that imports a module of ``qkv`` and prints), then edits the snippet and
-then the module, and waits for each edit to show on the served page.
+Snippets run out of process (the qkv-artifacts plugin), so no imported module or session
+outlives a rebuild, and ``--dirty`` must still rebuild the page whose snippet or module
+changed. The test serves a temporary copy of the repository with the options of
+``./dev serve`` (on a socket it binds to a free port), adds a probe (a snippet that imports
+a module of ``qkv`` and prints), then edits the snippet and then the module, and after each
+rebuild the server logs, reads the page.
 """
 
 from __future__ import annotations
 
 import re
-import time
 import urllib.request
 
-import pytest
-from checkout import PYTHON, clean_env, copy_project, start, stop, tail
-from support import ROOT, free_port
+from bs4 import BeautifulSoup
+from checkout import clean_env, copy_project
+from support import ROOT, dev_serve_watch_options, serve
 
 
 PAGE = "contributing/"
@@ -43,42 +43,25 @@ BLOCK = '''
 '''
 
 
-def watch_options() -> list[str]:
-    """The ``-w`` options ``./dev serve`` passes to ``mkdocs serve``."""
-    text = (ROOT / "dev").read_text(encoding="utf-8")
-    serve = re.search(r"^\s*serve\)\n(.*?);;", text, re.M | re.S).group(1)
-    options = re.findall(r"(-w\s+\S+)", serve)
-    return [part for option in options for part in option.split()]
-
-
 def test_dev_serve_watches_the_code_that_makes_the_pages():
-    watched = watch_options()[1::2]
+    options = dev_serve_watch_options()
+    watched = [options[i + 1] for i, o in enumerate(options) if o == "-w"]
     assert {"qkv", "sitebuild", "snippets", "hooks"} <= set(watched)
+    assert "--dirty" in options  # an edit re-renders only the pages it touches
 
 
-def _fetch(url: str) -> str:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
+def _probe_line(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        soup = BeautifulSoup(response.read(), "html.parser")
+    line = soup.find(string=re.compile("probe says"))
+    return line.strip() if line else ""
 
 
-def _probe_line(page: str) -> str:
-    match = re.search(r"probe says [^<\n]*", page)
-    return match.group(0) if match else ""
-
-
-def _wait_for(url: str, expected: str, server, log, seconds: int = 600) -> None:
-    deadline, seen = time.monotonic() + seconds, ""
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(f"mkdocs serve exited with {server.returncode}:\n{tail(log)}")
-        seen = _probe_line(_fetch(url))
-        if seen == expected:
-            return
-        time.sleep(1)
-    pytest.fail(f"waited {seconds} s for {expected!r}, the page shows {seen!r}:\n{tail(log)}")
+def _after_rebuild(served, edit) -> None:
+    """Make ``edit`` and return once serve has logged the rebuild it caused."""
+    seen = len(served.lines)
+    edit()
+    served.wait_for_log(r"Documentation built in", after=seen)
 
 
 def test_serve_shows_an_edited_snippet_and_an_edited_module(tmp_path):
@@ -87,20 +70,14 @@ def test_serve_shows_an_edited_snippet_and_an_edited_module(tmp_path):
     (root / PROBE_SNIPPET).write_text(SNIPPET_V1)
     with (root / "docs" / "contributing.md").open("a") as page:
         page.write(BLOCK)
+    # the copy shares this tree's artifact cache: only the probe is computed afresh
+    env = clean_env(PYTHONPATH=str(root), QKV_CACHE=str(ROOT / ".cache" / "artifacts"))
+    with serve(root, *dev_serve_watch_options(), env=env) as served:
+        url = served.url + PAGE
+        assert _probe_line(url) == "probe says snippet-one module-one"
 
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/{PAGE}"
-    log = tmp_path / "serve.log"
-    command = [PYTHON, "-m", "mkdocs", "serve", "--strict", "-a", f"127.0.0.1:{port}",
-               *watch_options()]
-    server = start(command, root, clean_env(PYTHONPATH=str(root)), log)
-    try:
-        _wait_for(url, "probe says snippet-one module-one", server, log)
+        _after_rebuild(served, lambda: (root / PROBE_SNIPPET).write_text(SNIPPET_V2))
+        assert _probe_line(url) == "probe says snippet-two module-one False"  # no stale session
 
-        (root / PROBE_SNIPPET).write_text(SNIPPET_V2)  # a stale session would print True
-        _wait_for(url, "probe says snippet-two module-one False", server, log)
-
-        (root / PROBE_MODULE).write_text('MESSAGE = "module-two, edited"\n')
-        _wait_for(url, "probe says snippet-two module-two, edited False", server, log)
-    finally:
-        stop(server)
+        _after_rebuild(served, lambda: (root / PROBE_MODULE).write_text('MESSAGE = "module-two, edited"\n'))
+        assert _probe_line(url) == "probe says snippet-two module-two, edited False"

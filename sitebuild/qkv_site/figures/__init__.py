@@ -12,8 +12,8 @@ A figure is one module here, named after the figure with ``-`` spelled ``_``
 
 Modules whose name starts with ``_``, and ``style``, are helpers, not figures.
 ``python -m qkv_site.figures.render NAME OUTDIR`` renders one figure in both themes; the site's
-build hook (``hooks/figures.py``) runs that for every figure a chapter places with
-``<!-- figure: NAME -->``.
+build plugin (``qkv_site.artifacts.figures``) does the same for every figure, and a chapter
+places one with ``<!-- figure: NAME -->``.
 
 This file imports nothing but the standard library, so the build can read the list of
 figures without importing numpy or matplotlib.

@@ -5,7 +5,7 @@ render step stores them in the figure's JSON meta, and the site shows them folde
 figure (``details_html``), with a CSV download of each and the figure's SVG files. A screen
 reader user gets the numbers one click away; everyone gets them to reuse.
 
-Imports only the standard library: the build hook formats the tables without numpy.
+Imports only the standard library: the build plugin formats the tables without numpy.
 
 Examples
 --------

@@ -1,36 +1,27 @@
-"""Make the companion notebook's page (docs/notebook.ipynb, rendered by mkdocs-jupyter)
-behave like every other page: offline maths, alt text, a description, a fresh cache.
+"""The companion notebook's page, made offline and accessible (run by the notebook job).
+
+mkdocs-jupyter (nbconvert's "lab" template) turns the executed notebook into HTML; this
+module finishes that HTML:
 
 - nbconvert's template adds MathJax and Mermaid loaders that point at a CDN. They are
   removed, and the ``$...$`` / ``$$...$$`` maths of the Markdown cells is converted to
-  MathML at build time with the same function as the chapters (``hooks/maths.py``).
-  Anything else in the notebook's HTML that would load from another host stops the build.
+  MathML at build time with the same function as the chapters (``qkv_site.maths``).
+  Anything else that would load from another host stops the build.
 - nbconvert cannot take alt text from a notebook; a code cell that draws a figure gives
   it in its metadata (``"alt": "..."``) and it is put on the cell's image here.
-- The page description comes from the notebook's metadata (``"description": "..."``).
-- mkdocs-jupyter caches the executed page by the notebook's own bytes only, so an edit to
-  ``qkv`` would leave stale numbers on the page. The cache folder is keyed here by the
-  contents of ``qkv/`` (and of this hook) as well.
-- The kernel sends printed text in chunks on a timer, so on a busy machine one cell's output
-  could be split in two one build and not the next. nbclient can merge a cell's chunks
-  (``coalesce_streams``), but neither nbconvert's configuration nor mkdocs-jupyter reaches
-  that setting, so it is switched on here; the page is then the same bytes every build.
+- The template inlines ~600 KB of CSS into the page and every figure as base64:
+  :func:`split_styles` takes the CSS out so the site serves it once, as a stylesheet every
+  notebook page links, and :func:`split_images` makes each figure a file beside the page.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import html
-import json
 import re
-import shutil
-from pathlib import Path
 
-from maths import to_mathml
-from nbconvert.preprocessors import ExecutePreprocessor
-
-ROOT = Path(__file__).resolve().parent.parent
-CACHE = ROOT / ".cache" / "mkdocs-jupyter"
+from qkv_site.maths import to_mathml
 
 # What nbconvert's "lab" template puts in every page; none of it is needed here.
 _MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
@@ -43,10 +34,6 @@ _DISPLAY_MATH = re.compile(r"<p>\s*\$\$(.+?)\$\$\s*</p>|\$\$(.+?)\$\$", re.S)
 _INLINE_MATH = re.compile(r"(?<![\\$])\$(?!\$)(.+?)(?<![\\$])\$", re.S)
 _CELL = re.compile(r'<div class="jp-Cell jp-CodeCell[^"]*" id="cell-id=([^"]+)">')
 _NO_ALT = 'alt="No description has been provided for this image"'
-
-
-def is_notebook(page) -> bool:
-    return page.file.src_uri.endswith(".ipynb")
 
 
 def _div_end(text: str, start: int) -> int:
@@ -102,38 +89,37 @@ def offline(page_html: str) -> str:
     return page_html
 
 
-def _cache_key() -> str:
-    """A hash of ``qkv/`` and of this hook, which both shape the cached page."""
-    digest = hashlib.sha256()
-    for path in [*sorted((ROOT / "qkv").rglob("*.py")), Path(__file__).resolve()]:
-        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+_STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.S)
 
 
-# ---- MkDocs event handlers -------------------------------------------------------------
+def split_styles(page_html: str) -> tuple[str, str]:
+    """The page without its ``<style>`` elements, and their CSS joined in page order."""
+    css = "\n".join(m.group(1).strip() for m in _STYLE.finditer(page_html))
+    return _STYLE.sub("", page_html), css + "\n"
 
 
-def on_config(config):
-    plugin = config.plugins.get("mkdocs-jupyter")
-    if plugin is not None:
-        ExecutePreprocessor.coalesce_streams = True  # shadows a trait that is not configurable
-        key = _cache_key()
-        for stale in CACHE.glob("*"):  # caches of other versions of qkv, or unkeyed ones
-            if stale.name != key:  # ignore errors: a concurrent build may remove it too
-                shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(True)
-        plugin.config["cache_dir"] = str(CACHE / key)
-    return config
+_DATA_IMAGE = re.compile(r'src="data:image/(png|jpeg);base64,([A-Za-z0-9+/=\s]+)"')
 
 
-def on_page_content(page_html, page, config, files):
-    if not is_notebook(page):
-        return page_html
-    notebook = json.loads(Path(page.file.abs_src_path).read_text(encoding="utf-8"))
-    if description := notebook.get("metadata", {}).get("description"):
-        page.meta["description"] = description
-    alts = {cell["id"]: cell["metadata"]["alt"] for cell in notebook["cells"]
-            if "id" in cell and "alt" in cell.get("metadata", {})}
-    try:
-        return offline(add_alt_text(render_markdown_maths(page_html), alts))
-    except ValueError as error:
-        raise ValueError(f"{page.file.src_path}: {error}") from error
+def split_images(page_html: str) -> tuple[str, dict[str, bytes]]:
+    """The page with each embedded (base64) image replaced by a file beside the page.
+
+    Files are named by a hash of their bytes, so an unchanged figure keeps its URL.
+    """
+    images = {}
+
+    def to_file(match: re.Match) -> str:
+        data = base64.b64decode(match.group(2))
+        name = f"figure-{hashlib.sha256(data).hexdigest()[:12]}.{match.group(1)}"
+        images[name] = data
+        return f'src="{name}"'
+
+    return _DATA_IMAGE.sub(to_file, page_html), images
+
+
+def finish(page_html: str, alts: dict[str, str]) -> tuple[str, str, dict[str, bytes]]:
+    """The finished page HTML, its CSS and its images (see the module docstring)."""
+    page_html = offline(add_alt_text(render_markdown_maths(page_html), alts))
+    page_html, css = split_styles(page_html)
+    page_html, images = split_images(page_html)
+    return page_html, css, images

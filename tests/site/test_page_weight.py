@@ -1,0 +1,19 @@
+"""Page weight: every built page's HTML stays under 200 KB.
+
+The notebook page carried ~600 KB of nbconvert's CSS inline; it now links one shared
+stylesheet (``assets/notebook.css``), which the browser caches across notebook pages.
+"""
+
+from __future__ import annotations
+
+from support import html_pages
+
+LIMIT = 200 * 1024  # bytes of HTML per page
+
+
+def test_every_page_is_under_200_kb(built_site):
+    pages = [*html_pages(built_site), built_site / "404.html"]
+    sizes = {p.relative_to(built_site).as_posix(): p.stat().st_size for p in pages}
+    assert len(sizes) >= 15
+    assert {page: size for page, size in sizes.items() if size >= LIMIT} == {}
+    print("heaviest pages:", sorted(sizes.items(), key=lambda kv: -kv[1])[:3])
