@@ -18,6 +18,7 @@ id used twice is reported as a warning, which fails ``mkdocs build --strict``.
 from __future__ import annotations
 
 import ast
+import functools
 import logging
 import re
 from dataclasses import dataclass
@@ -96,19 +97,29 @@ def find_guards(tests_dir: Path) -> list[Guard]:
     """Every ``@pytest.mark.claim`` on a test function or class under ``tests_dir``."""
     guards = []
     for path in sorted(tests_dir.rglob("test_*.py")):
+        stat = path.stat()
         rel = path.relative_to(tests_dir.parent).as_posix()
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in tree.body:
-            members = [(node, "")]
-            if isinstance(node, ast.ClassDef):
-                members += [(m, node.name + "::") for m in node.body]
-            for member, prefix in members:
-                if not isinstance(member, ast.FunctionDef | ast.ClassDef):
-                    continue
-                for decorator in member.decorator_list:
-                    for claim_id in _claim_ids(decorator):
-                        guards.append(Guard(claim_id, f"{rel}::{prefix}{member.name}"))
+        guards += _guards_in(path, rel, stat.st_mtime_ns, stat.st_size)
     return guards
+
+
+@functools.lru_cache(maxsize=512)
+def _guards_in(path: Path, rel: str, mtime_ns: int, size: int) -> tuple[Guard, ...]:
+    """The guards in one test file (parsed again only when the file changes: each rebuild
+    of ``mkdocs serve`` asks)."""
+    guards = []
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body:
+        members = [(node, "")]
+        if isinstance(node, ast.ClassDef):
+            members += [(m, node.name + "::") for m in node.body]
+        for member, prefix in members:
+            if not isinstance(member, ast.FunctionDef | ast.ClassDef):
+                continue
+            for decorator in member.decorator_list:
+                for claim_id in _claim_ids(decorator):
+                    guards.append(Guard(claim_id, f"{rel}::{prefix}{member.name}"))
+    return tuple(guards)
 
 
 def problems(claims: list[Claim], guards: list[Guard]) -> list[str]:

@@ -6,28 +6,83 @@ Tests live in three folders, and the folder is the tier (the markers follow from
 - ``tests/site/``     needs the built site or builds one: marked ``build``
 - ``tests/browser/``  opens pages in Chromium: marked ``browser`` and ``build``
 
-The built site is made once per session (``built_site``) and served on a free port
-(``site_url``); Playwright drives the system's Chromium with no network.
+The site is built once per run (``built_site``), in the background from the start of the
+run, while the fast tests run first; every pytest-xdist worker shares that one build
+(tests/background_build.py). ``clean_site`` is a second build, of a snapshot of the tree with
+an empty cache, for the one test whose point is that a clean build gives the same bytes. The
+built site is served on a free port (``site_url``); Playwright drives the system's Chromium
+with no network.
 """
 
 from __future__ import annotations
 
 import functools
 import http.server
+import os
 import threading
 from pathlib import Path
 
 import pytest
-from support import CHROMIUM, CHROMIUM_ARGS, build_dist, build_site
+from background_build import BackgroundBuild
+from checkout import clean_env, copy_project
+from support import CHROMIUM, CHROMIUM_ARGS, PUBLISHED_PATH, PUBLISHED_URL, ROOT, build_dist, last_commit_time
+
+
+def _run_folder(tmp_path_factory) -> Path:
+    """The folder every worker of this run shares (each xdist worker has its own below it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+class _Builds:
+    """The run's two background builds: what each builds, and with which environment."""
+
+    def __init__(self, tmp_path_factory):
+        run = _run_folder(tmp_path_factory)
+        self.epoch = last_commit_time()
+        self.session = BackgroundBuild(run / "session-build")
+        self.clean = BackgroundBuild(run / "clean-build")
+        self.clean_tree = run / "clean-build" / "qkv"
+
+    def session_recipe(self):
+        # this tree and its artifact cache (.cache/artifacts), dated by the last commit, as
+        # published
+        return ROOT, {**os.environ, "SOURCE_DATE_EPOCH": self.epoch, "QKV_SITE_URL": PUBLISHED_URL}
+
+    def clean_recipe(self):
+        # a snapshot of the tree (what a clone plus uncommitted work holds): no cache at all
+        copy_project(self.clean_tree)
+        paths = os.pathsep.join([str(self.clean_tree), str(self.clean_tree / "sitebuild")])
+        return self.clean_tree, clean_env(PYTHONPATH=paths, SOURCE_DATE_EPOCH=self.epoch,
+                                          QKV_SITE_URL=PUBLISHED_URL)
 
 
 @pytest.fixture(scope="session")
-def built_site(tmp_path_factory) -> Path:
-    """The site, built once per session with ``--strict``; a failed build fails every user."""
-    out = tmp_path_factory.mktemp("site")
-    done = build_site(out)
-    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
-    return out
+def builds(tmp_path_factory) -> _Builds:
+    return _Builds(tmp_path_factory)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def start_builds_early(request, builds):
+    """Start the builds the selected tests need as soon as the run begins."""
+    needed = set().union(*(getattr(item, "fixturenames", ()) for item in request.session.items))
+    if "built_site" in needed:
+        builds.session.start(builds.session_recipe)
+    if "clean_site" in needed:
+        builds.clean.start(builds.clean_recipe)
+
+
+@pytest.fixture(scope="session")
+def built_site(builds) -> Path:
+    """The site built from this tree with ``--strict``, once per run; a failed build fails
+    every test that uses it."""
+    return builds.session.wait(builds.session_recipe)
+
+
+@pytest.fixture(scope="session")
+def clean_site(builds) -> Path:
+    """The site built from a snapshot of this tree with an empty artifact cache."""
+    return builds.clean.wait(builds.clean_recipe)
 
 
 @pytest.fixture(scope="session")
@@ -36,19 +91,26 @@ def built_dist(tmp_path_factory) -> tuple[Path, Path]:
     return build_dist(tmp_path_factory.mktemp("dist"))
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+class _SiteHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the site below PUBLISHED_PATH, as the publishing host does; 404 elsewhere."""
+
+    def translate_path(self, path):
+        if not path.startswith(PUBLISHED_PATH):
+            return str(Path(self.directory) / "not-below-the-site-path")
+        return super().translate_path("/" + path[len(PUBLISHED_PATH):])
+
     def log_message(self, *args):  # keep test output readable
         pass
 
 
 @pytest.fixture(scope="session")
 def site_url(built_site) -> str:
-    """Serve the built site on 127.0.0.1 and a free port; yields the base URL."""
-    handler = functools.partial(_QuietHandler, directory=str(built_site))
+    """Serve the built site on 127.0.0.1, a free port and the published path; yields its URL."""
+    handler = functools.partial(_SiteHandler, directory=str(built_site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    yield f"http://127.0.0.1:{server.server_address[1]}{PUBLISHED_PATH}"
     server.shutdown()
 
 
@@ -68,7 +130,7 @@ def browser_type_launch_args(browser_type_launch_args):
 TESTS = Path(__file__).resolve().parent
 TIER_MARKS = {"fast": (), "site": ("build",), "browser": ("build", "browser")}
 # Fixtures that need the built site, and the one (pytest-playwright's) that needs Chromium.
-SITE_FIXTURES = {"built_site", "site_url"}
+SITE_FIXTURES = {"built_site", "clean_site", "site_url"}
 BROWSER_FIXTURES = {"browser", "context"}
 
 
@@ -105,3 +167,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(name)
     if wrong:
         raise pytest.UsageError("tests in the wrong tier:\n  " + "\n  ".join(wrong))
+
+
+class _TierOrder:
+    """Fast tests (and the doctests) first, then the site's, then the browser's, so the site
+    builds in the background while the fast tests run (pytest-xdist hands tests out in this
+    order). Last of all hooks: pytest groups tests by their parametrized fixtures before."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items):
+        rank = {"fast": 0, None: 1, "site": 2, "browser": 3}
+        items.sort(key=lambda item: rank.get(tier_of(item.path), 1))
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_TierOrder(), "qkv-tier-order")

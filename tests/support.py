@@ -15,6 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# The run's builds are made as the publishing workflow makes them: with a site address below
+# a sub-path (so the sitemap lists every page with its date, and the 404 page's links are
+# absolute), and the site_url fixture serves them below the same path.
+PUBLISHED_URL = "https://qkv.example/docs/"
+PUBLISHED_PATH = "/docs/"
+
+
 CHROMIUM = os.environ.get("QKV_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless=new",
@@ -40,6 +47,14 @@ def build_site(out: Path, extra_env: dict[str, str] | None = None, *, cwd: Path 
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=1200,
     )
+
+
+def last_commit_time() -> str:
+    """The last commit's time, as ./dev build dates a build (a fixed date before the first
+    commit): same commit, same bytes, sitemap dates included."""
+    done = subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=ROOT,
+                          capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "1700000000"
 
 
 def dev_serve_watch_options() -> list[str]:

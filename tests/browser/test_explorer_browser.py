@@ -345,9 +345,11 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def instant_site_url(tmp_path_factory):
+def instant_site_url(built_site, tmp_path_factory):
     """The site built with a site_url, as it is published: only then does Material turn on
-    instant navigation (it needs the sitemap), so only this build exercises document$."""
+    instant navigation (it needs the sitemap), so only this build exercises document$.
+    (Material matches the sitemap's addresses port and all, so the port is bound first.)
+    It uses the artifact cache that the run's build (built_site) has filled."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))  # the address is known (and kept) before the build needs it
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/"

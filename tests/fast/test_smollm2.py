@@ -1,9 +1,10 @@
 """qkv.smollm2 against Hugging Face transformers' own loader of the same GGUF file.
 
-The reference is independent of qkv: transformers reads the file with its own GGUF code,
-builds its own tokenizer, puts the Q/K rows back into Hugging Face's order and runs its
-PyTorch Llama with eager attention in float32. It takes ~20 s to load, so it is loaded once
-for this module.
+The reference (tests/transformers_reference.py) is independent of qkv: transformers reads
+the file with its own GGUF code, builds its own tokenizer, puts the Q/K rows back into
+Hugging Face's order and runs its PyTorch Llama with eager attention in float32. Its answers
+are kept on disk, keyed by the model file, the versions of the packages that computed them
+and the inputs; qkv's side is computed afresh by every test.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import sys
 
 import numpy as np
 import pytest
-import torch
+from transformers_reference import Inputs
+from transformers_reference import reference as ask_transformers
 
 import qkv
 from qkv import smollm2
@@ -46,18 +48,17 @@ FACTS = {
     "The opposite of hot is": " cold",
 }
 
+CONTINUE = ("The capital of France is", 6)  # greedy, 6 new tokens
+
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
-    """One BLAS thread and one torch thread: the matrices here are small (T <= 64 rows), and
-    on a busy 2-core machine spinning BLAS threads made a forward pass 5-30x slower."""
+    """One BLAS thread: the matrices here are small (T <= 64 rows), and on a busy 2-core
+    machine spinning BLAS threads made a forward pass 5-30x slower."""
     from threadpoolctl import threadpool_limits
 
-    torch_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     with threadpool_limits(limits=1, user_api="blas"):
         yield
-    torch.set_num_threads(torch_threads)
 
 
 @pytest.fixture(scope="module")
@@ -67,30 +68,14 @@ def model():
 
 @pytest.fixture(scope="module")
 def reference():
-    """transformers' model and tokenizer, read from the same file by transformers' own code."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    path = smollm2.gguf_path()
-    hf = AutoModelForCausalLM.from_pretrained(
-        path.parent, gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
-    ).eval()
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    return hf, tokenizer
-
-
-def _reference_run(hf, ids):
-    with torch.no_grad():
-        out = hf(torch.tensor([ids]), output_attentions=True)
-    weights = torch.stack(out.attentions)[:, 0].numpy()  # (layers, heads, T, T)
-    return weights, out.logits[0].numpy()  # (T, vocab)
+    """What transformers says for this module's inputs (computed once per model and versions)."""
+    return ask_transformers(Inputs(tokenize=tuple(TOKENIZER_STRINGS), trace=tuple(SENTENCES),
+                                   next_token=tuple(FACTS), continue_=(CONTINUE,)))
 
 
 @pytest.mark.parametrize("text", TOKENIZER_STRINGS)
 def test_token_ids_equal_transformers(model, reference, text):
-    _, tokenizer = reference
-    # add_special_tokens=True: the reference adds no BOS either, so the ids must agree as is
-    expected = tokenizer(text, add_special_tokens=True)["input_ids"]
-    assert model.encode(text).tolist() == expected
+    assert model.encode(text).tolist() == reference.ids[text]
     assert model.decode(model.encode(text)) == text
 
 
@@ -104,9 +89,9 @@ def test_pieces_are_the_text_of_each_token(model):
 @pytest.mark.claim("trained-agrees-with-transformers")
 @pytest.mark.parametrize("text", SENTENCES)
 def test_every_attention_weight_and_logit_matches_transformers(model, reference, text):
-    hf, _ = reference
     trace = smollm2.run(text, model)
-    weights, logits = _reference_run(hf, trace.ids.tolist())
+    assert trace.ids.tolist() == reference.ids[text]
+    weights, logits = reference.weights[text], reference.logits[text]
     t = len(trace.ids)
     assert trace.weights.shape == weights.shape == (30, 9, t, t)  # all 270 maps
     assert np.abs(trace.weights - weights).max() < 1e-4
@@ -116,33 +101,26 @@ def test_every_attention_weight_and_logit_matches_transformers(model, reference,
 
 @pytest.mark.parametrize(("prompt", "answer"), FACTS.items())
 def test_top_next_token_matches_transformers_and_the_fact(model, reference, prompt, answer):
-    hf, _ = reference
     trace = smollm2.run(prompt, model)
-    _, logits = _reference_run(hf, trace.ids.tolist())
-    assert int(np.argmax(trace.logits[-1])) == int(np.argmax(logits[-1]))
+    assert trace.ids.tolist() == reference.ids[prompt]
+    assert int(np.argmax(trace.logits[-1])) == reference.next_token[prompt]
     assert trace.next_tokens(1)[0][0] == answer
 
 
 def test_greedy_continuation_matches_transformers_generate(model, reference):
-    hf, tokenizer = reference
-    prompt = "The capital of France is"
-    ids = tokenizer(prompt)["input_ids"]
-    with torch.no_grad():
-        out = hf.generate(torch.tensor([ids]), max_new_tokens=6, do_sample=False,
-                          pad_token_id=tokenizer.eos_token_id)
-    assert smollm2.generate(model, prompt, n_new=6) == tokenizer.decode(out[0, len(ids):])
+    prompt, n_new = CONTINUE
+    assert smollm2.generate(model, prompt, n_new=n_new) == reference.continuation[prompt]
 
 
 def test_config_matches_the_file_as_transformers_reads_it(model, reference):
-    hf, _ = reference
-    c, ref = model.config, hf.config
+    c, ref = model.config, reference.config
     assert (c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.d_mlp, c.vocab_size) == (
-        ref.num_hidden_layers, ref.hidden_size, ref.num_attention_heads,
-        ref.num_key_value_heads, ref.intermediate_size, ref.vocab_size)
-    assert c.d_head == ref.hidden_size // ref.num_attention_heads == 64
-    assert c.rope_base == ref.rope_parameters["rope_theta"] == 100_000.0
-    assert c.norm_eps == pytest.approx(ref.rms_norm_eps)
-    assert ref.tie_word_embeddings
+        ref["n_layers"], ref["d_model"], ref["n_heads"], ref["n_kv_heads"], ref["d_mlp"],
+        ref["vocab_size"])
+    assert c.d_head == ref["d_model"] // ref["n_heads"] == 64
+    assert c.rope_base == ref["rope_theta"] == 100_000.0
+    assert c.norm_eps == pytest.approx(ref["norm_eps"])
+    assert ref["tied_embeddings"]
     # qkv.cost's record of this model is the file's
     assert (SMOLLM2_135M.n_layers, SMOLLM2_135M.n_heads, SMOLLM2_135M.n_kv_heads,
             SMOLLM2_135M.d_head) == (c.n_layers, c.n_heads, c.n_kv_heads, c.d_head)

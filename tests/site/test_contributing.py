@@ -49,7 +49,8 @@ def test_page_gives_the_three_commands_and_says_how_they_are_tested():
 
 
 @pytest.fixture(scope="module")
-def checkout(tmp_path_factory):
+def checkout(built_site, tmp_path_factory):
+    # built_site: the run's build has filled the artifact cache (CACHE) first
     root = copy_project(tmp_path_factory.mktemp("contributing") / "qkv")
     borrow_environment(root)
     return root

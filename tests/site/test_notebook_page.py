@@ -26,7 +26,9 @@ def soup(built_site) -> BeautifulSoup:
 
 
 def _urls(soup: BeautifulSoup) -> list[str]:
-    return [tag[name] for name in ("src", "href") for tag in soup.find_all(attrs={name: True})]
+    """Every src and href, but the page's own published address (rel=canonical)."""
+    return [tag[name] for name in ("src", "href") for tag in soup.find_all(attrs={name: True})
+            if not (tag.name == "link" and "canonical" in tag.get("rel", []))]
 
 
 def test_page_links_the_download_of_the_stored_notebook(built_site, soup):

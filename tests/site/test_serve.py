@@ -64,7 +64,8 @@ def _after_rebuild(served, edit) -> None:
     served.wait_for_log(r"Documentation built in", after=seen)
 
 
-def test_serve_shows_an_edited_snippet_and_an_edited_module(tmp_path):
+def test_serve_shows_an_edited_snippet_and_an_edited_module(built_site, tmp_path):
+    # built_site: the run's build has filled the artifact cache this copy shares
     root = copy_project(tmp_path / "qkv")
     (root / PROBE_MODULE).write_text('MESSAGE = "module-one"\n')
     (root / PROBE_SNIPPET).write_text(SNIPPET_V1)

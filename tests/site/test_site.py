@@ -7,7 +7,8 @@ from html.parser import HTMLParser
 from urllib.parse import urlparse
 
 import pytest
-from support import html_pages
+from bs4 import BeautifulSoup
+from support import PUBLISHED_URL, html_pages
 
 
 class _AssetRefs(HTMLParser):
@@ -24,7 +25,8 @@ class _AssetRefs(HTMLParser):
                 self.urls.append(attrs[name])
         if attrs.get("srcset"):
             self.urls += [part.split()[0] for part in attrs["srcset"].split(",") if part.strip()]
-        if tag == "link" and attrs.get("href"):
+        # rel=canonical names the page's own published address, which no browser fetches
+        if tag == "link" and attrs.get("href") and attrs.get("rel") != "canonical":
             self.urls.append(attrs["href"])
 
 
@@ -48,6 +50,14 @@ def test_no_page_references_an_external_asset(built_site):
         offenders += [f"{path.relative_to(built_site)}: {u}" for u in urls
                       if urlparse(u).scheme in ("http", "https") or u.startswith("//")]
     assert offenders == []
+
+
+def test_every_page_names_its_published_address_as_canonical(built_site):
+    for page in html_pages(built_site):
+        path = page.relative_to(built_site).as_posix().removesuffix("index.html")
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        assert [link["href"] for link in soup.select('link[rel="canonical"]')] == [
+            PUBLISHED_URL + path], path
 
 
 def test_no_generator_link_or_web_font(built_site):

@@ -1,8 +1,8 @@
 """Figures: ``<!-- figure: NAME -->`` on a line of its own becomes a rendered figure.
 
 Every module of :mod:`qkv_site.figures` is a figure (``ALT``, ``CAPTION``, ``data()``,
-``build(style)``, optionally ``NARROW``). Each is one job, started when the build starts and
-rendered while MkDocs renders the pages; its SVGs are added to the site as
+``build(style)``, optionally ``NARROW``). Each figure a page places is one job, started when
+the build has its files and rendered while MkDocs renders the pages; its SVGs are added to the site as
 ``figures/NAME-VARIANT.svg`` and the token is replaced by :func:`figure_html`: the figure, and
 a folded block with the numbers behind it (its ``tables()``, each with a CSV download) and
 links to download its SVGs.
@@ -106,7 +106,8 @@ def tokens_of(page_html: str, page_name: str, known: list[str]) -> list[str]:
 
 
 class Figures:
-    """The figure kind: jobs start at ``on_pre_build``, SVGs are placed at ``on_env``."""
+    """The figure kind: jobs start at ``on_files`` for the figures the pages' Markdown names,
+    and SVGs are placed at ``on_env``. A figure no page places is not rendered."""
 
     def __init__(self, plugin):
         self.plugin = plugin
@@ -114,22 +115,36 @@ class Figures:
     def on_pre_build(self, config):
         folder = self.plugin.runner.root / "sitebuild" / "qkv_site" / "figures"
         self.names = names(folder if folder.is_dir() else FIGURES)
-        self.pages = []
+        self.pages, self.placed, self.futures = [], set(), {}
+
+    def _submit(self, wanted) -> None:
         runner = self.plugin.runner
-        self.futures = {n: runner.submit(job(n, runner.root)) for n in self.names} \
-            if self.plugin.config.enabled else {}
+        for name in sorted(set(wanted) - set(self.futures)):
+            self.futures[name] = runner.submit(job(name, runner.root))
+
+    def on_files(self, files, config):
+        # Start rendering now, while MkDocs renders the pages: the names are read off the
+        # Markdown (a page's HTML, read later, decides; what this misses is rendered then).
+        if self.plugin.config.enabled:
+            named = set()
+            for file in files.documentation_pages():
+                if file.src_uri.endswith(".md") and file.abs_src_path:
+                    named.update(STANDALONE.findall(Path(file.abs_src_path).read_text("utf-8")))
+            self._submit(named & set(self.names))
 
     def on_page_content(self, page_html, page, config, files):
-        if tokens_of(page_html, page.file.src_uri, self.names):
+        if placed := tokens_of(page_html, page.file.src_uri, self.names):
             if not self.plugin.config.enabled:
                 return STANDALONE.sub(lambda m: placeholder_html(m.group(1)), page_html)
             self.pages.append(page)
+            self.placed.update(placed)
         return page_html
 
     def on_env(self, env, config, files):
         if not self.plugin.config.enabled:
             return
-        results: dict[str, Result] = {n: f.result() for n, f in self.futures.items()}
+        self._submit(self.placed)
+        results: dict[str, Result] = {n: self.futures[n].result() for n in sorted(self.placed)}
         meta, by_path = {}, {}
         for name, result in results.items():
             meta[name] = json.loads(result.text(f"{name}.json"))

@@ -83,6 +83,7 @@ class Runner:
         self._workers: queue.SimpleQueue = queue.SimpleQueue()
         self._all_workers: list[subprocess.Popen] = []
         self._hashes: dict[tuple, str] = {}  # (path, mtime, size) -> sha256
+        self._versions: dict[str, str | None] = {}  # distribution -> version, for one build
         self._lock = threading.Lock()
         self.used: set[Path] = set()
         self.computed: list[Job] = []
@@ -108,8 +109,14 @@ class Runner:
         for rel, digest in deps["files"].items():
             if self._hash(self.root / rel) != digest:
                 return False
-        return all(installed_version(dist) == version
-                   for dist, version in deps["versions"].items())
+        return all(self._version(dist) == version for dist, version in deps["versions"].items())
+
+    def _version(self, dist: str) -> str | None:
+        # importlib.metadata searches every installed distribution on each call (~2 ms);
+        # an entry names ten or so, and a rebuild of `mkdocs serve` checks every entry
+        if dist not in self._versions:
+            self._versions[dist] = installed_version(dist)
+        return self._versions[dist]
 
     def deps(self, folder: Path) -> list[str]:
         """The project files (relative paths) the entry in ``folder`` was computed from."""
@@ -202,6 +209,7 @@ class Runner:
 
     def start_build(self) -> None:
         self.used, self.computed = set(), []
+        self._versions = {}  # packages may have been installed since the last build
 
     def forget_unused(self) -> None:
         """Remove entries this build did not use and nobody touched for an hour."""

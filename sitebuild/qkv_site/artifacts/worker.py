@@ -63,16 +63,14 @@ def installed_version(dist: str) -> str | None:
         return None
 
 
-def versions_imported(packages=()) -> dict[str, str | None]:
+def versions_imported(packages=(), version=installed_version) -> dict[str, str | None]:
     """Version of every installed distribution a top-level imported module belongs to, and
-    of each distribution in ``packages``."""
-    versions = {dist: installed_version(dist) for dist in packages}
+    of each distribution in ``packages``; ``version(dist)`` reads one."""
+    versions = {dist: version(dist) for dist in packages}
     for top in {name.partition(".")[0] for name in sys.modules}:
         for dist in _distribution_index().get(top, ()):
-            try:
-                versions[dist] = importlib.metadata.version(dist)
-            except importlib.metadata.PackageNotFoundError:
-                pass
+            if (found := version(dist)) is not None:
+                versions[dist] = found
     return dict(sorted(versions.items()))
 
 

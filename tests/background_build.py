@@ -1,0 +1,84 @@
+"""Site builds made once per test run, in the background, shared by every pytest-xdist worker.
+
+A build starts as soon as a worker's session begins and some selected test needs it, so it
+runs while the fast tests run; a test that needs the result waits only for what is left.
+Every worker of the run finds the build in one folder (the run's temporary folder):
+
+- ``started`` marks that a build was started, so it is started once;
+- ``running.lock`` is locked (``flock``) by the process that runs the build for as long as it
+  runs, so waiting for it is waiting for the lock: no polling, no sleep;
+- ``returncode`` and ``build.log`` are what it left; ``site/`` is the site.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+# What to build: () -> (project folder, environment). Called by the one worker that starts
+# the build, while it holds the lock, so it may prepare the folder (copy a snapshot, say).
+Recipe = Callable[[], tuple[Path, dict[str, str]]]
+
+# Runs the build and writes its exit code; it holds the lock (its inherited descriptor).
+_RUN_AND_RECORD = r"""
+import subprocess, sys
+log, returncode, cwd, *argv = sys.argv[1:]
+with open(log, "wb") as out:
+    code = subprocess.call(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+with open(returncode, "w") as f:
+    f.write(str(code))
+"""
+
+
+class BackgroundBuild:
+    """``mkdocs build --strict`` of a project into ``folder/site``, started once per run."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.site = self.folder / "site"
+        self.log = self.folder / "build.log"
+
+    def start(self, recipe: Recipe) -> None:
+        """Start the build ``recipe`` gives unless this run has started it already."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        lock = os.open(self.folder / "running.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # another worker's build is running
+            if (self.folder / "started").exists():
+                return  # it has run already
+            (self.folder / "started").touch()
+            project, env = recipe()
+            argv = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                    str(self.site)]
+            subprocess.Popen(
+                [sys.executable, "-c", _RUN_AND_RECORD, str(self.log),
+                 str(self.folder / "returncode"), str(project), *argv],
+                env={**env, "NO_MKDOCS_2_WARNING": "1"}, pass_fds=[lock],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        finally:
+            os.close(lock)  # the build's process keeps the lock until it ends
+
+    def wait(self, recipe: Recipe) -> Path:
+        """The built site, once the build is done; AssertionError with its log if it failed."""
+        self.start(recipe)
+        lock = os.open(self.folder / "running.lock", os.O_RDWR)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # returns when the build's process has ended
+        finally:
+            os.close(lock)
+        try:
+            code = int((self.folder / "returncode").read_text())
+        except (OSError, ValueError):
+            code = None
+        if code != 0:
+            log = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
+            raise AssertionError(f"mkdocs build --strict (log: {self.log}) "
+                                 f"{'died' if code is None else f'failed ({code})'}:\n{log[-6000:]}")
+        return self.site
