@@ -8,8 +8,12 @@ checked: the docs build installs no torch, the test extra does). Blocks shown wi
 A ``>>>`` block may use what the page's earlier blocks defined, as a reader pasting the page
 in order would. So on a page that has such a block, the blocks the build runs
 (markdown-exec's ``exec="on"``, their ``--8<--`` lines resolved as pymdownx.snippets does)
-run first, in page order, in the same namespace. The ``page_code`` fixture gives tests that
-namespace for any page.
+run first, in page order, in the same namespace.
+
+The ``page_output`` fixture gives tests what a page shows: the text each of its executed
+blocks prints, as the build prints it (tests/site/test_page_output.py checks it against the
+built pages). Tests compare that text with facts they derive from qkv's public API; no test
+reads a name a page's code defines.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import doctest
 import functools
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import markdown
@@ -80,26 +85,77 @@ PARSERS = [
 pytest_collect_file = Sybil(parsers=PARSERS, path="docs", patterns=["*.md", "**/*.md"]).pytest()
 
 
-EXERCISES = "\n## Exercises"
+# ---- what a page shows ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One block the build runs on a page (``exec="on"``) and the text it printed there."""
+
+    section: str | None  # "traps.py:same_vector" when the block is one --8<-- include
+    session: str | None  # markdown-exec's session="..."; blocks of a session share names
+    code: str
+    text: str  # what the page shows under the block
+
+
+class PageOutput:
+    """What a page's executed blocks print, as the build shows it, block by block.
+
+    ``shown["traps.py:same_vector"]`` is the text printed under the block that runs that
+    snippet section (a KeyError lists the page's sections); ``shown.blocks`` lists them all.
+    Tests compare this text, what a reader sees, with facts they derive themselves from
+    qkv's public API, instead of reading the names a snippet defines.
+    """
+
+    def __init__(self, page: str, blocks: list[Shown]):
+        self.page, self.blocks = page, blocks
+
+    def __getitem__(self, section: str) -> str:
+        found = [b.text for b in self.blocks if b.section == section]
+        if len(found) != 1:
+            sections = sorted({b.section for b in self.blocks if b.section})
+            raise KeyError(f"docs/{self.page} runs {len(found)} blocks of {section!r}; it runs "
+                           f"these sections: {', '.join(sections)}")
+        return found[0]
+
+    def line(self, section: str, start: str) -> str:
+        """The one line printed by ``section`` that starts with ``start`` (stripped)."""
+        lines = [ln.strip() for ln in self[section].splitlines() if ln.strip().startswith(start)]
+        if len(lines) != 1:
+            raise KeyError(f"docs/{self.page}, {section}: {len(lines)} printed lines start with "
+                           f"{start!r}:\n{self[section]}")
+        return lines[0]
+
+
+_INCLUDE = re.compile(r'^\s*--8<--\s+"(?:snippets/)?([^"]+)"\s*$')
+_SESSION = re.compile(r'\bsession="([^"]*)"')
 
 
 @functools.cache
-def _run_page(name: str, exercises: bool = False) -> dict:
-    """Run a page's code in order, as the Sybil tests do; return the resulting namespace.
+def run_page_blocks(name: str) -> PageOutput:
+    """Run the blocks ``docs/NAME`` executes at build time, in page order, each session in
+    its own namespace (a block without a session in a fresh one), printing captured as the
+    build captures it (:func:`qkv_site.artifacts.session.run_block`)."""
+    from qkv_site.artifacts.session import run_block
 
-    Without ``exercises`` it stops at the page's Exercises section, whose solutions may reuse
-    names such as ``X`` or ``cross`` for their own small examples."""
     document = Document.parse(str(DOCS / name), *PARSERS)
-    end = -1 if exercises else document.text.find(EXERCISES)
-    for example in document:
-        if end != -1 and example.start > end:
-            break
-        example.evaluate()
-    return document.namespace
+    parser = PARSERS[0]
+    namespaces: dict[str, dict] = {}
+    blocks = []
+    for number, region in enumerate(parser.lexer(document), start=1):
+        info = document.text[region.start:document.text.index("\n", region.start)]
+        session = (m.group(1) if (m := _SESSION.search(info)) else None) or None
+        source = region.lexemes["source"]
+        lines = [line for line in source.splitlines() if line.strip()]
+        section = m.group(1) if len(lines) == 1 and (m := _INCLUDE.match(lines[0])) else None
+        code = "\n".join(parser.snippets.run(source.splitlines())) + "\n"
+        namespace = namespaces.setdefault(session, {}) if session else {}
+        namespace.setdefault("__name__", "__snippet__")
+        blocks.append(Shown(section, session, code, run_block(namespace, number, code)))
+    return PageOutput(name, blocks)
 
 
 @pytest.fixture(scope="session")
-def page_code():
-    """``page_code("traps.md")``: the names a page's code defines once run in page order
-    (the build's blocks and the ``>>>`` blocks), so a test checks the objects the page shows."""
-    return _run_page
+def page_output():
+    """``page_output("traps.md")``: what the page's executed blocks print (:class:`PageOutput`)."""
+    return run_page_blocks

@@ -21,6 +21,7 @@ import re
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,11 +71,12 @@ def main() -> None:
         with serve(root, *dev_serve_watch_options(), env=env) as served, chromium() as browser:
             page = browser.new_page()
             page.goto(served.url + f"{args.page}/")
+            run = uuid.uuid4().hex[:8]  # edits no earlier run made: the cache cannot know them
             for n in range(args.repeat):
-                marker = f"Edit number {n} of the chapter."
+                marker = f"Edit number {n} of the chapter ({run})."
                 chapter_s.append(seconds_until_shown(page, marker, lambda m=marker: chapter.write_text(
                     chapter.read_text(encoding="utf-8") + f"\n\n{m}\n", encoding="utf-8")))
-                marker = f"snippet-edit-{n}"
+                marker = f"snippet-edit-{n}-{run}"
                 snippet_s.append(seconds_until_shown(
                     page, marker, lambda m=marker: add_print(script, section, m)))
             builds = re.findall(r"Documentation built in ([\d.]+) seconds", "".join(served.lines))

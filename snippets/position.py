@@ -36,6 +36,7 @@ for word in ("drank", "from"):
     j = int(in_order.weights[i].argmax())
     print(f"{word} -> {toy.SENTENCE[j]}: {in_order.weights[i, j]:.2f} in order,",
           f"{unshuffled[i, j]:.2f} shuffled")
+print("she's output (person, verb, dairy, container):", in_order.output[0].round(2))
 # --8<-- [end:rotate]
 
 # --8<-- [start:offset]

@@ -27,6 +27,10 @@ print("as value: ", V[milk].round(2))
 # --8<-- [end:same_word]
 
 # --8<-- [start:parameters]
+# the random toy head of the first block again (the hand-built one has d_model = 8)
+x = toy.embeddings()
+p = toy.projections(d_k=8, d_v=4)
+Q, K, V = qkv.project(x, p)
 learned = p.w_q.size + p.w_k.size + p.w_v.size
 print("learned numbers in W_Q, W_K, W_V:", learned)
 print("d_model * (2 d_k + d_v)         :", p.d_model * (2 * p.d_k + p.d_v))

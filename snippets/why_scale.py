@@ -7,14 +7,15 @@ Run: python snippets/why_scale.py
 import numpy as np
 
 import qkv
-from qkv.scaling import draw_queries_keys, saturation, score_std
+from qkv.scaling import draw_queries_keys, saturation, score_samples, score_std
 
 # q and k with independent N(0, 1) components; 20,000 pairs per d_k
 print(" d_k  std(q.k)  sqrt(d_k)  std(q.k / sqrt(d_k))")
 spread = {}
 for d_k in [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]:
-    spread[d_k] = score_std(d_k, scale=False)
-    scaled = score_std(d_k, scale=True)
+    raw = score_samples(d_k, scale=False)  # q.k of each pair
+    spread[d_k] = raw.std()
+    scaled = (raw / np.sqrt(d_k)).std()  # the same scores, divided by sqrt(d_k)
     print(f"{d_k:4}  {spread[d_k]:8.2f}  {np.sqrt(d_k):9.2f}  {scaled:20.3f}")
 ratio = spread[64] / spread[1]
 print(f"std at d_k=64 / std at d_k=1 = {ratio:.2f}   (sqrt(64) = 8)")

@@ -68,6 +68,18 @@ def dev_serve_watch_options() -> list[str]:
             and w != "--strict"]
 
 
+_NUMBER = re.compile(r"[-\u2212]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def numbers(text: str) -> list[float]:
+    """Every number written in ``text``, in order (a Unicode minus counts as a minus sign).
+
+    For reading what a page prints: ``numbers("max w 0.68, entropy −1.2e-3")`` is
+    ``[0.68, -0.0012]``. Digits inside words count too ("d_k=64" gives 64).
+    """
+    return [float(m.replace("\u2212", "-")) for m in _NUMBER.findall(text)]
+
+
 def html_pages(site: Path) -> list[Path]:
     """Every built HTML page except the 404 page, in a stable order."""
     return sorted(p for p in site.rglob("*.html") if p.name != "404.html")

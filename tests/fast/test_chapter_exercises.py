@@ -1,129 +1,186 @@
-"""The exercises of chapters 8, 9, 10 and 11: each solution's code gives the answer its text
-states, and that answer is derived here independently (by formula or by hand)."""
+"""The exercises of chapters 8, 9, 10 and 11: each solution's answer is derived here
+independently (by formula, by hand, or from qkv's public functions on the test's own data),
+and the text the solution's code prints on the page (read through ``page_output``; the
+solutions run inside their folded blocks) must state that answer."""
 
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 import pytest
-from chapter_snippets import snippet_globals
+from support import numbers
 
 import qkv
+from qkv import toy
 
 
-@pytest.fixture(scope="module")
-def three_kinds():
-    return snippet_globals("three_kinds_exercises.py")
-
-
-@pytest.fixture(scope="module")
-def traps():
-    return snippet_globals("traps_exercises.py")
-
-
-@pytest.fixture(scope="module")
-def kv_cache():
-    return snippet_globals("kv_cache_exercises.py")
+def printed(shown, section, label):
+    """The numbers the page prints after ``label`` (a line's start, up to its colon),
+    thousands separators included."""
+    return numbers(shown.line(section, label).split(":", 1)[1].replace(",", ""))
 
 
 # ---- chapter 8 -----------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def three_kinds(page_output):
+    return page_output("three-kinds.md")
+
+
 @pytest.mark.claim("kinds-exercise-causal-count")
 def test_causal_mask_of_five_forbids_ten_pairs_and_the_first_token_sees_itself(three_kinds):
-    mask = three_kinds["mask"]
-    assert int((~mask).sum()) == 5 * 4 // 2 == 10
     for t in range(1, 12):  # T(T-1)/2 in general: the strict upper triangle
         assert int((~qkv.causal_mask(t)).sum()) == t * (t - 1) // 2
-    weights = three_kinds["weights"]
+    weights = qkv.self_attention(toy.embeddings()[:5], toy.projections(toy.D_K, toy.D_V),
+                                 mask=qkv.causal_mask(5)).weights
     assert weights[0, 0] == 1.0
-    assert np.all(weights[~mask] == 0.0)
+    assert np.all(weights[np.triu_indices(5, k=1)] == 0.0)
+    section = "three_kinds_exercises.py:causal_count"
+    lower_triangle = "\n".join(("[" if i == 0 else " ") + "[" + " ".join(
+        "1" if j <= i else "0" for j in range(5)) + "]" for i in range(5)) + "]"
+    assert three_kinds[section].startswith(lower_triangle + "\n")
+    assert printed(three_kinds, section, "pairs forced to weight 0:") == [5 * 4 / 2] == [10]
+    assert printed(three_kinds, section, "first token's weight on itself:") == [1.0]
 
 
 @pytest.mark.claim("kinds-exercise-cross-shapes")
 def test_five_readers_of_six_words_get_5_by_6_weights_and_5_by_4_output(three_kinds):
-    cross = three_kinds["cross"]
-    assert cross.weights.shape == (5, 6)
-    assert cross.output.shape == (5, qkv.toy.D_V) == (5, 4)
+    reader = np.random.default_rng(30).normal(size=(5, toy.D_MODEL))  # any five positions
+    cross = qkv.cross_attention(reader, toy.embeddings(), toy.projections(toy.D_K, toy.D_V))
+    assert cross.weights.shape == (5, len(toy.SENTENCE)) == (5, 6)
+    assert cross.output.shape == (5, toy.D_V) == (5, 4)
     assert np.allclose(cross.weights.sum(axis=-1), 1.0)
+    assert three_kinds["three_kinds_exercises.py:cross_shapes"].split() == \
+        f"weights {(5, 6)} output {(5, 4)}".split()
 
 
 @pytest.mark.claim("kinds-exercise-end-padding")
 def test_end_padding_changes_no_real_token_under_a_causal_mask(three_kinds):
-    assert three_kinds["gap"] == 0.0
-    # and for every split of a random batch, not only the page's
     rng = np.random.default_rng(8)
-    p = qkv.toy.projections(qkv.toy.D_K, qkv.toy.D_V)
-    for length in range(1, 7):
+    p = toy.projections(toy.D_K, toy.D_V)
+    for length in range(1, 7):  # every split of a random batch, padding of any size
         x = rng.normal(size=(1, 6, 16))
+        x[0, length:] *= 1e3
         both = qkv.self_attention(x, p, mask=qkv.causal_mask(6) & qkv.padding_mask([length], 6))
         causal = qkv.self_attention(x, p, mask=qkv.causal_mask(6))
         assert np.array_equal(both.output[0, :length], causal.output[0, :length])
+    assert printed(three_kinds, "three_kinds_exercises.py:end_padding",
+                   "real tokens, causal + padding vs causal alone:") == [0.0]
 
 
 # ---- chapter 9 -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def traps(page_output):
+    return page_output("traps.md")
 
 
 @pytest.mark.claim("traps-exercise-wrong-axis")
 def test_softmax_down_the_columns_of_the_exercise_by_hand(traps):
     e2 = math.exp(2)
     by_hand = np.array([[e2 / (e2 + 1), 0.5], [1 / (e2 + 1), 0.5]])
-    np.testing.assert_allclose(traps["wrong"], by_hand, rtol=1e-12)
-    sums = traps["wrong"].sum(axis=1)
+    scores = np.array([[2.0, 0.0], [0.0, 0.0]])
+    np.testing.assert_allclose(qkv.softmax(scores, axis=0), by_hand, rtol=1e-12)
+    sums = by_hand.sum(axis=1)
     assert round(sums[0], 3) == 1.381 and round(sums[1], 3) == 0.619
     assert math.isclose(sums.mean(), 1.0)
-    np.testing.assert_allclose(traps["right"].sum(axis=1), 1.0)
+    text = traps["traps_exercises.py:wrong_axis"]
+    matrix = text.split("wrong weights:", 1)[1].split("row sums:", 1)[0]
+    np.testing.assert_allclose(numbers(matrix), by_hand.ravel(), atol=5e-4)
+    assert traps.line("traps_exercises.py:wrong_axis", "row sums:").split() == \
+        f"row sums: [{sums[0]:.3f} {sums[1]:.3f}] their mean: {1:.3f}".split()
+    assert printed(traps, "traps_exercises.py:wrong_axis", "right row sums:") == [1.0, 1.0]
 
 
 @pytest.mark.claim("traps-exercise-left-padding")
 def test_left_padding_with_a_causal_mask_empties_the_pad_queries(traps):
     # query i of sequence b sees keys 0..i; it has none when all of them are padding,
     # i.e. when i < t - length
-    t, lengths = traps["t"], traps["lengths"]
+    t, lengths = 4, [2, 4]
     by_hand = [(b, i) for b, n in enumerate(lengths) for i in range(t) if i < t - n]
-    assert traps["empty"] == by_hand == [(0, 0), (0, 1)]
-    with pytest.raises(ValueError, match=r"\(0, 0\)"):
-        qkv.attention(np.ones((2, t, 3)), np.ones((2, t, 3)), np.ones((2, t, 3)),
-                      mask=traps["allowed"])
+    assert by_hand == [(0, 0), (0, 1)]
+    left = qkv.padding_mask(lengths, t)[..., ::-1]  # padding at the start: the mirror image
+    allowed = left & qkv.causal_mask(t)
+    empty = [(int(b), int(i)) for b, i in zip(*np.nonzero(~allowed.any(axis=-1)), strict=True)]
+    assert empty == by_hand
+    with pytest.raises(ValueError, match=r"\(0, 0\)") as refused:
+        qkv.attention(np.ones((2, t, 3)), np.ones((2, t, 3)), np.ones((2, t, 3)), mask=allowed)
+    section = "traps_exercises.py:left_padding"
+    assert traps.line(section, "(sequence, query) pairs left with no key:") == \
+        f"(sequence, query) pairs left with no key: {by_hand}"
+    refusal = traps[section].split("\n", 1)[1].strip()
+    assert refusal == textwrap.fill(f"qkv refuses: {refused.value}", 72)
 
 
 # ---- chapter 10 ----------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def multi_head():
-    return snippet_globals("multi_head_exercises.py")
+def multi_head(page_output):
+    return page_output("multi-head.md")
 
 
 @pytest.mark.claim("heads-exercise-gpt2")
 def test_gpt2_small_heads_are_64_wide_and_the_layer_holds_4_times_768_squared(multi_head):
-    assert multi_head["w"].d_head == 768 // 12 == 64
-    assert multi_head["params"] == 4 * 768 * 768 == 2_359_296
+    w = qkv.MultiHeadWeights.random(np.random.default_rng(5), d_model=768, n_heads=12)
+    assert w.d_head == 768 // 12 == 64
+    assert sum(m.size for m in (w.w_q, w.w_k, w.w_v, w.w_o)) == 4 * 768 * 768 == 2_359_296
+    section = "multi_head_exercises.py:gpt2_sizes"
+    assert multi_head.line(section, "d_head =") == f"d_head = {768 // 12}"
+    assert printed(multi_head, section, "weights in the layer:") == [4 * 768**2]
 
 
 @pytest.mark.claim("heads-exercise-grouped")
 def test_grouped_query_layer_shapes_and_weight_count(multi_head):
-    g = multi_head["g"]
-    assert g.w_q.shape == g.w_o.shape == (768, 768)
-    assert g.w_k.shape == g.w_v.shape == (768, 4 * 64)
-    assert multi_head["grouped"] == 2 * 768**2 + 2 * 768 * 256 == 1_572_864
-    assert 1 - 1_572_864 / 2_359_296 == pytest.approx(1 / 3)
+    g = qkv.MultiHeadWeights.random(np.random.default_rng(5), d_model=768, n_heads=12,
+                                    n_kv_heads=4)
+    shapes = {"w_q": (768, 768), "w_k": (768, 4 * 64), "w_v": (768, 4 * 64), "w_o": (768, 768)}
+    assert {name: getattr(g, name).shape for name in shapes} == shapes
+    count = 2 * 768**2 + 2 * 768 * 256
+    assert sum(m.size for m in (g.w_q, g.w_k, g.w_v, g.w_o)) == count == 1_572_864
+    assert 1 - count / (4 * 768**2) == pytest.approx(1 / 3)  # "a third fewer"
+    section = "multi_head_exercises.py:grouped_shapes"
+    for name, shape in shapes.items():
+        assert multi_head.line(section, f"{name} ") == f"{name} {shape}"
+    assert printed(multi_head, section, "weights in the layer:") == [count]
 
 
 # ---- chapter 11 ----------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def kv_cache(page_output):
+    return page_output("kv-cache.md")
+
+
 @pytest.mark.claim("cache-exercise-size")
 def test_the_exercise_cache_takes_192_mib_and_768_without_sharing(kv_cache):
-    assert kv_cache["shared"] == 2 * 24 * 4 * 64 * 8192 * 2 == 201_326_592 == 192 * 2**20
-    assert kv_cache["unshared"] == 4 * kv_cache["shared"] == 768 * 2**20
+    shared = 2 * 24 * 4 * 64 * 8192 * 2  # K and V, layers, KV heads, d_head, tokens, bytes
+    assert shared == 201_326_592 == 192 * 2**20
+    assert qkv.kv_cache_bytes(24, 4, 64, 8192, 2) == shared
+    assert qkv.kv_cache_bytes(24, 16, 64, 8192, 2) == 4 * shared == 768 * 2**20
+    section = "kv_cache_exercises.py:cache_size"
+    assert printed(kv_cache, section, "4 key/value heads:") == [shared, 192]
+    assert printed(kv_cache, section, "16 key/value heads:") == [4 * shared, 768]
 
 
 @pytest.mark.claim("cache-exercise-scores")
 def test_the_exercise_decoder_scores_40400_with_and_2706800_without_the_cache(kv_cache):
     h, t = 8, 100
-    assert kv_cache["cached"].total_scores == h * sum(range(1, t + 1)) == 40_400
-    assert kv_cache["recomputed"].total_scores == h * sum(s * s for s in range(1, t + 1))
-    assert kv_cache["recomputed"].total_scores == 2_706_800
-    assert round(2_706_800 / 40_400) == 67
+    with_cache = h * t * (t + 1) // 2
+    without = h * t * (t + 1) * (2 * t + 1) // 6
+    assert (with_cache, without, round(without / with_cache)) == (40_400, 2_706_800, 67)
+    w = qkv.MultiHeadWeights.random(np.random.default_rng(6), d_model=16, n_heads=h)
+    x = np.random.default_rng(7).normal(size=(t, 16))
+    cached, recomputed = qkv.WorkCounter(), qkv.WorkCounter()
+    qkv.decode_with_cache(x, w, cached)
+    qkv.decode_without_cache(x, w, recomputed)
+    assert (cached.total_scores, recomputed.total_scores) == (with_cache, without)
+    section = "kv_cache_exercises.py:score_count"
+    assert printed(kv_cache, section, "scores with the cache:") == [with_cache]
+    assert printed(kv_cache, section, "scores without the cache:") == [without]
+    assert printed(kv_cache, section, "ratio:") == [67]

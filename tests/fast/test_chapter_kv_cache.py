@@ -1,12 +1,20 @@
-"""Guards for the claims of docs/kv-cache.md (chapter 11)."""
+"""Guards for the claims of docs/kv-cache.md (chapter 11).
+
+Each fact is derived here, from qkv's public API on the test's own seeded layers, from closed
+forms, or from the models' published configurations, and the page's printed output
+(``page_output``) is checked against it: what a reader sees under each block, never the
+names the page's snippets define.
+"""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
-from chapter_snippets import snippet_globals
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import numbers
 
 import qkv
 
@@ -25,6 +33,24 @@ PUBLISHED = {
     # tiiuae/falcon-7b: num_hidden_layers, num_attention_heads, "multi_query": true
     "Falcon 7B": (32, 71, 1, 4544),
 }
+
+
+@pytest.fixture(scope="module")
+def shown(page_output):
+    return page_output("kv-cache.md")
+
+
+def _numbers(text: str) -> list[float]:
+    return numbers(text.replace(",", ""))  # "22,500,864" is one number
+
+
+def _printed(shown, start: str) -> str:
+    """The one line the page prints that starts with ``start``, whichever block prints it
+    (the block of the residual stack runs two snippet sections, so it has no section name)."""
+    lines = [ln.strip() for b in shown.blocks for ln in b.text.splitlines()
+             if ln.strip().startswith(start)]
+    assert len(lines) == 1, f"docs/kv-cache.md prints {len(lines)} lines starting {start!r}"
+    return lines[0]
 
 
 def _weights(seed, d_model=16, n_heads=4, n_kv_heads=None):
@@ -57,37 +83,64 @@ def test_cross_attention_keys_and_values_computed_once_serve_every_step():
         assert np.allclose(reused, recomputed, rtol=0, atol=1e-12)
 
 
+def _keys_and_values(layers, x, causal):
+    """The keys and values each layer of a residual stack of attention layers computes."""
+    per_layer = []
+    for layer in layers:
+        per_layer.append((x @ layer.w_k, x @ layer.w_v))
+        mask = qkv.causal_mask(len(x)) if causal else None
+        x = x + qkv.multi_head_attention(x, x, layer, mask=mask).output
+    return per_layer
+
+
+def _changes(layers, tokens, causal):
+    """Per layer, how far the keys and values of all tokens but the last move when it arrives."""
+    t = len(tokens) - 1
+    before = _keys_and_values(layers, tokens[:t], causal)
+    after = _keys_and_values(layers, tokens, causal)
+    return [max(np.abs(ka[:t] - kb).max(), np.abs(va[:t] - vb).max())
+            for (kb, vb), (ka, va) in zip(before, after, strict=True)]
+
+
+def _printed_changes(shown, label):
+    """The page's row of changes, layer by layer: "causal   layer 1: 0.0e+00  layer 2: ..."."""
+    found = _numbers(_printed(shown, label))
+    assert found[0::2] == [1, 2, 3]  # the layer numbers; the changes sit between them
+    return found[1::2]
+
+
 @pytest.mark.claim("cache-earlier-kv-unchanged", "recap-cache-equal")
 @pytest.mark.parametrize("depth", [1, 2, 5])
 def test_earlier_keys_and_values_never_change_in_a_causal_stack(depth):
     rng = np.random.default_rng(depth)
     layers = [qkv.MultiHeadWeights.random(rng, 16, 4) for _ in range(depth)]
     tokens = rng.normal(size=(12, 16))
-    keys_and_values = snippet_globals("kv_cache.py")["keys_and_values"]  # the page's code
-    final = keys_and_values(layers, tokens, causal=True)
+    final = _keys_and_values(layers, tokens, causal=True)
     for t in range(1, 12):  # every prefix, at every layer
-        prefix = keys_and_values(layers, tokens[:t], causal=True)
+        prefix = _keys_and_values(layers, tokens[:t], causal=True)
         for (k_p, v_p), (k_f, v_f) in zip(prefix, final, strict=True):
             assert np.allclose(k_p, k_f[:t], rtol=0, atol=1e-12)
             assert np.allclose(v_p, v_f[:t], rtol=0, atol=1e-12)
-    # and the page's own three-layer example
-    g = snippet_globals("kv_cache.py")
-    before = g["keys_and_values"](g["layers"], g["tokens"][:6], True)
-    after = g["keys_and_values"](g["layers"], g["tokens"], True)
-    for (kb, vb), (ka, va) in zip(before, after, strict=True):
-        assert np.allclose(kb, ka[:6], rtol=0, atol=1e-12)
-        assert np.allclose(vb, va[:6], rtol=0, atol=1e-12)
+
+
+@pytest.mark.claim("cache-earlier-kv-unchanged")
+def test_the_page_shows_a_seventh_token_leaving_three_causal_layers_unchanged(shown):
+    rng = np.random.default_rng(3)  # the page's sizes: three layers 32 wide, 7 tokens
+    layers = [qkv.MultiHeadWeights.random(rng, 32, 4) for _ in range(3)]
+    assert max(_changes(layers, rng.normal(size=(7, 32)), causal=True)) <= 1e-12
+    assert all(c <= 1e-12 for c in _printed_changes(shown, "causal"))
 
 
 @pytest.mark.claim("cache-no-mask-changes")
-def test_without_the_mask_deeper_keys_and_values_change():
-    g = snippet_globals("kv_cache.py")
-    before = g["keys_and_values"](g["layers"], g["tokens"][:6], False)
-    after = g["keys_and_values"](g["layers"], g["tokens"], False)
-    changes = [max(np.abs(ka[:6] - kb).max(), np.abs(va[:6] - vb).max())
-               for (kb, vb), (ka, va) in zip(before, after, strict=True)]
-    assert changes[0] <= 1e-12  # layer 1 projects the raw input: nothing to change it yet
-    assert all(c > 1e-3 for c in changes[1:])  # from layer 2 on, the new token leaks back
+def test_without_the_mask_deeper_keys_and_values_change(shown):
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        layers = [qkv.MultiHeadWeights.random(rng, 32, 4) for _ in range(3)]
+        changes = _changes(layers, rng.normal(size=(7, 32)), causal=False)
+        assert changes[0] <= 1e-12  # layer 1 projects the raw input: nothing to change it yet
+        assert all(c > 1e-3 for c in changes[1:])  # from layer 2 on, the new token leaks back
+    first, *deeper = _printed_changes(shown, "no mask")
+    assert first <= 1e-12 and all(c > 1e-3 for c in deeper)
 
 
 @pytest.mark.claim("cache-decode-equal", "recap-cache-equal")
@@ -103,6 +156,12 @@ def test_cached_uncached_and_full_causal_attention_agree(t, heads, seed):
     full = qkv.multi_head_attention(x, x, w, mask=qkv.causal_mask(t)).output
     assert np.allclose(cached, uncached, rtol=0, atol=1e-12)
     assert np.allclose(cached, full, rtol=0, atol=1e-12)
+
+
+@pytest.mark.claim("cache-decode-equal")
+def test_the_page_shows_cached_uncached_and_one_pass_agree(shown):
+    for label in ("max |cached - uncached|", "max |cached - one pass|"):
+        assert _numbers(shown.line("kv_cache.py:decode", label))[-1] <= 1e-12
 
 
 @pytest.mark.claim("cache-projections-closed-form", "recap-cache-linear")
@@ -130,6 +189,35 @@ def test_score_counts(t, n_heads):
     assert uncached.total_scores == n_heads * t * (t + 1) * (2 * t + 1) // 6
 
 
+def _work_table(shown):
+    """The page's table of totals: T -> (projections cached, uncached, scores cached, uncached)."""
+    rows = [_numbers(line) for line in shown["kv_cache.py:work"].splitlines()
+            if re.match(r"\s*\d", line)]
+    return {int(t): rest for t, *rest in rows}
+
+
+@pytest.mark.claim("cache-projections-closed-form", "cache-scores-closed-form")
+def test_the_pages_table_follows_the_closed_forms(shown):
+    h = 4  # "4 heads here"
+    table = _work_table(shown)
+    assert list(table) == [4, 16, 64, 256]
+    for t, row in table.items():
+        assert row == [t, t * (t + 1) // 2, h * t * (t + 1) // 2, h * t * (t + 1) * (2 * t + 1) // 6]
+    # and qkv's counters give the same totals
+    cached, uncached = _counts(16)
+    assert table[16] == [cached.total_kv_projections, uncached.total_kv_projections,
+                         cached.total_scores, uncached.total_scores]
+
+
+@pytest.mark.claim("cache-growth-orders")
+def test_the_pages_table_grows_4_16_16_and_64_times_from_64_to_256_tokens(shown):
+    table = _work_table(shown)
+    ratios = [big / small for big, small in zip(table[256], table[64], strict=True)]
+    assert ratios[0] == 4
+    assert 15 < ratios[1] < 17 and 15 < ratios[2] < 17
+    assert 60 < ratios[3] < 65
+
+
 @pytest.mark.claim("cache-growth-orders", "recap-cache-linear")
 def test_growth_orders_measured_from_the_counters():
     small, big = _counts(64), _counts(256)  # T grows 4x
@@ -144,10 +232,12 @@ def test_growth_orders_measured_from_the_counters():
 
 
 @pytest.mark.claim("cache-table-last-token")
-def test_the_last_token_at_256():
+def test_the_last_token_at_256(shown):
     cached, uncached = _counts(256)
     assert (cached.kv_projections[-1], uncached.kv_projections[-1]) == (1, 256)
     assert (cached.scores[-1], uncached.scores[-1]) == (4 * 256, 4 * 256 * 256)
+    printed = _numbers(shown.line("kv_cache.py:work", "the last token alone at T="))
+    assert printed == [256, 1, 256, 1_024, 262_144]
 
 
 @pytest.mark.claim("cache-models-published")
@@ -157,6 +247,18 @@ def test_models_match_their_published_configs():
         layers, heads, kv_heads, hidden = PUBLISHED[m.name]
         assert (m.n_layers, m.n_heads, m.n_kv_heads) == (layers, heads, kv_heads)
         assert m.d_head * m.n_heads == hidden
+
+
+def _memory_row(shown, name):
+    """The page's memory table row of a model, after its name: layers, heads, KV heads,
+    d_head, KiB per token, MiB at 4,096 tokens."""
+    return _numbers(shown.line("kv_cache.py:memory", name + " ")[len(name):])
+
+
+@pytest.mark.claim("cache-models-published")
+def test_the_pages_memory_table_lists_the_published_configs(shown):
+    for name, (layers, heads, kv_heads, hidden) in PUBLISHED.items():
+        assert _memory_row(shown, name)[:4] == [layers, heads, kv_heads, hidden // heads]
 
 
 @pytest.mark.claim("cache-bytes-formula", "recap-gqa-shrink")
@@ -175,6 +277,27 @@ def test_formula_equals_the_bytes_of_a_real_cache(n_kv_heads):
     assert by_formula == 2 * 3 * 5 * 7 * 11 * 2 * 13
 
 
+def _grouped_rows(shown):
+    """The page's rows "n_kv_heads=8: keys (8, 16, 8), 16,384 bytes (formula 16,384),
+    scores 1,088" as n_kv -> (keys shape, bytes held, bytes by formula, scores)."""
+    rows = {}
+    for line in shown["kv_cache.py:grouped"].splitlines():
+        n_kv, *shape, held, formula, scores = _numbers(line)
+        rows[int(n_kv)] = (tuple(int(n) for n in shape), held, formula, scores)
+    return rows
+
+
+@pytest.mark.claim("cache-bytes-formula")
+def test_the_page_shows_a_filled_cache_holding_what_the_formula_says(shown):
+    rows = _grouped_rows(shown)
+    assert list(rows) == [8, 2, 1]
+    for n_kv, ((heads, tokens, d_head), held, formula, _) in rows.items():
+        assert heads == n_kv
+        # a key and a value of d_head float64 numbers per KV head and token, one layer
+        assert held == formula == 2 * n_kv * tokens * d_head * 8 == \
+            qkv.kv_cache_bytes(1, n_kv, d_head, tokens, bytes_per_value=8)
+
+
 def _published_bytes(name, n_tokens, heads_for_cache=None):
     layers, heads, kv_heads, hidden = PUBLISHED[name]
     d_head = hidden // heads
@@ -183,7 +306,7 @@ def _published_bytes(name, n_tokens, heads_for_cache=None):
 
 
 @pytest.mark.claim("cache-memory-table")
-def test_memory_per_token_and_at_4096_from_the_published_configs():
+def test_memory_per_token_and_at_4096_from_the_published_configs(shown):
     for m in qkv.MODELS:
         for n in (1, 4096):
             assert qkv.kv_cache_bytes(m.n_layers, m.n_kv_heads, m.d_head, n) == \
@@ -194,6 +317,10 @@ def test_memory_per_token_and_at_4096_from_the_published_configs():
     assert _published_bytes("Llama 3 8B", 1) == 128 * 2**10
     assert _published_bytes("Falcon 7B", 1) == 8 * 2**10
     assert _published_bytes("Llama 2 70B", 4096) == 1.25 * 2**30
+    for name in PUBLISHED:  # the page's table, rounded to whole KiB and MiB
+        per_token, full = _memory_row(shown, name)[4:]
+        assert abs(per_token - _published_bytes(name, 1) / 2**10) <= 0.5
+        assert abs(full - _published_bytes(name, 4096) / 2**20) <= 0.5
 
 
 def _llama2_7b_parameters():
@@ -215,13 +342,17 @@ def test_a_batch_of_32_llama2_7b_sequences_at_4096_tokens():
 
 
 @pytest.mark.claim("cache-gqa-shrink", "recap-gqa-shrink")
-def test_shrink_factor_is_heads_over_kv_heads():
+def test_shrink_factor_is_heads_over_kv_heads(shown):
     expected = {"Llama 3 8B": 4, "Mistral 7B": 4, "Llama 2 70B": 8, "Falcon 7B": 71,
                 "GPT-2 (124M)": 1, "Llama 2 7B": 1}
     for m in qkv.MODELS:
         as_multi_head = qkv.kv_cache_bytes(m.n_layers, m.n_heads, m.d_head, 4096)
         actual = qkv.kv_cache_bytes(m.n_layers, m.n_kv_heads, m.d_head, 4096)
         assert as_multi_head / actual == m.n_heads / m.n_kv_heads == expected[m.name]
+    for name, factor in expected.items():  # the page: "... 8 KV heads: cache / 4"
+        _, heads, kv_heads, _ = PUBLISHED[name]
+        line = shown.line("kv_cache.py:shrink", name + " ")
+        assert _numbers(line[len(name):]) == [heads, kv_heads, factor]
 
 
 @pytest.mark.claim("cache-gqa-same-scores")
@@ -236,3 +367,15 @@ def test_sharing_key_value_heads_shrinks_the_cache_not_the_score_work():
         projected_width[n_kv] = w.w_k.shape[1] + w.w_v.shape[1]
     assert scores == {8 * 16 * 17 // 2}  # every query head still scores every cached key
     assert projected_width == {n: 2 * n * 8 for n in (8, 4, 2, 1)}  # K/V width shrinks
+
+
+@pytest.mark.claim("cache-gqa-same-scores")
+def test_the_page_shows_the_same_score_count_for_8_2_and_1_kv_heads(shown):
+    rows = _grouped_rows(shown)
+    tokens = {shape[1] for shape, *_ in rows.values()}
+    assert tokens == {16}
+    # 8 query heads, each scoring t cached keys at step t, whatever n_kv_heads is
+    assert {scores for *_, scores in rows.values()} == {8 * 16 * 17 // 2}
+    # while the cache shrinks with the number of KV heads
+    assert {n_kv: held for n_kv, (_, held, _, _) in rows.items()} == \
+        {n_kv: n_kv * rows[1][1] for n_kv in rows}

@@ -1,13 +1,36 @@
-"""Guards for the claims of docs/multi-head.md (chapter 10)."""
+"""Guards for the claims of docs/multi-head.md (chapter 10).
+
+Each fact is derived here, from qkv's public API on the test's own seeded layers (and from
+PyTorch, for the PyTorch section), and the page's printed output (``page_output``) is checked
+against it: what a reader sees under each block, never the names the page's snippets define.
+The PyTorch tab's own ``>>>`` session is run and checked by Sybil (the root conftest.py).
+"""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
 import torch  # pinned in the test extra: a missing torch fails here, it is not skipped
-from chapter_snippets import snippet_globals
+import torch.nn.functional as F
+from support import numbers
 
 import qkv
+
+
+@pytest.fixture(scope="module")
+def shown(page_output):
+    return page_output("multi-head.md")
+
+
+def _numbers(text: str) -> list[float]:
+    return numbers(text.replace(",", ""))  # "1,048,576" is one number
+
+
+def _shapes(text: str) -> list[tuple[int, ...]]:
+    """Every shape written in ``text``: "mask (2, 6, 6)  weights (2, 8, 6, 6)" gives two."""
+    return [tuple(int(n) for n in m.split(",")) for m in re.findall(r"\((\d+(?:, \d+)*)\)", text)]
 
 
 def _layer(seed=0, d_model=512, n_heads=8, n_kv_heads=None, t=6, batch=()):
@@ -36,6 +59,17 @@ def test_shapes_at_each_step(t):
         assert np.array_equal(q[h], (x @ w.w_q)[:, h * 64:(h + 1) * 64])
 
 
+@pytest.mark.claim("heads-split-shapes")
+def test_the_page_shows_the_shape_at_each_step(shown):
+    printed = {line[:20].strip(): _shapes(line)[0]
+               for line in shown["multi_head.py:shapes"].splitlines() if _shapes(line)}
+    t = printed["x"][0]
+    assert t == 6  # the six tokens of the running example
+    assert printed == {"x": (t, 512), "x @ W_Q": (t, 512), "split_heads -> q": (8, t, 64),
+                       "weights": (8, t, t), "weights @ v": (8, t, 64),
+                       "merge_heads": (t, 512), "@ W_O -> output": (t, 512)}
+
+
 @pytest.mark.claim("heads-merge-inverts-split")
 def test_merge_heads_undoes_split_heads_exactly():
     x = np.random.default_rng(1).normal(size=(3, 7, 48))
@@ -44,10 +78,12 @@ def test_merge_heads_undoes_split_heads_exactly():
 
 
 @pytest.mark.claim("heads-steps-equal-layer")
-def test_the_shown_steps_are_what_multi_head_attention_computes():
-    g = snippet_globals("multi_head.py")
-    reference = qkv.multi_head_attention(g["x"], g["x"], g["w"]).output
-    assert np.array_equal(g["out"], reference)
+def test_the_shown_steps_are_what_multi_head_attention_computes(shown):
+    w, x = _layer()  # the page's sizes: exactly equal
+    q, k, v = (qkv.split_heads(x @ m, 8) for m in (w.w_q, w.w_k, w.w_v))
+    steps = qkv.merge_heads(qkv.attention(q, k, v).output) @ w.w_o
+    assert np.array_equal(steps, qkv.multi_head_attention(x, x, w).output)
+    assert _numbers(shown.line("multi_head.py:shapes", "steps above vs")) == [0.0]
     # and the same holds for other sizes, batches and grouped-query weights
     for n_heads, n_kv in ((4, 4), (4, 2), (4, 1)):
         w, x = _layer(seed=n_kv, d_model=32, n_heads=n_heads, n_kv_heads=n_kv, batch=(2,))
@@ -86,6 +122,17 @@ def test_eight_heads_store_eight_weight_maps(t):
     assert maps8.nbytes == 8 * maps1.nbytes
 
 
+@pytest.mark.claim("heads-flops-equal", "heads-params-equal", "heads-weights-memory-8x")
+def test_the_cost_table_shows_equal_flops_and_parameters_and_8x_the_maps(shown):
+    t = 1024  # the table's column
+    expected = {  # label: flops, parameters, weight maps for 6 tokens (float64) and their bytes
+        "8 heads": [2 * (2 * t * t * 512), 4 * 512**2, 8, 6, 6, 8 * 6 * 6 * 8],
+        "1 head": [2 * (2 * t * t * 512), 4 * 512**2, 1, 6, 6, 1 * 6 * 6 * 8],
+    }
+    for label, row in expected.items():
+        assert _numbers(shown.line("multi_head.py:cost", label)[len(label):]) == row
+
+
 @pytest.mark.claim("heads-softmax-small")
 @pytest.mark.parametrize("t", [6, 1024, 4096])
 def test_softmax_work_is_one_per_256_flops_of_the_products(t):
@@ -110,7 +157,7 @@ def test_causal_mask_zeroes_every_later_key_in_every_head():
 
 
 @pytest.mark.claim("heads-mask-broadcast")
-def test_padding_and_causal_masks_combine_and_broadcast_over_heads():
+def test_padding_and_causal_masks_combine_and_broadcast_over_heads(shown):
     pad = qkv.padding_mask(np.array([4, 6]), 6)
     both = pad & qkv.causal_mask(6)
     assert pad.shape == (2, 1, 6) and both.shape == (2, 6, 6)
@@ -119,11 +166,12 @@ def test_padding_and_causal_masks_combine_and_broadcast_over_heads():
     assert result.weights.shape == (2, 8, 6, 6)
     for h in range(8):  # every head obeys the same mask
         assert np.array_equal(result.weights[:, h] > 0, both)
+    assert _shapes(shown.line("multi_head.py:padding", "mask")) == \
+        [both.shape, result.weights.shape, result.output.shape]
 
 
-def test_padding_keys_get_exactly_zero_weight():
-    g = snippet_globals("multi_head.py")
-    assert np.all(g["padded"].weights[0, :, :, 4:] == 0.0)
+def test_padding_keys_get_exactly_zero_weight(shown):
+    assert _numbers(shown.line("multi_head.py:padding", "largest weight on a padding key")) == [0]
     w, batch = _layer(seed=3, t=10, batch=(3,))
     lengths = np.array([3, 10, 7])
     weights = qkv.multi_head_attention(batch, batch, w,
@@ -134,36 +182,48 @@ def test_padding_keys_get_exactly_zero_weight():
 
 
 @pytest.mark.claim("heads-padding-no-leak")
-def test_real_tokens_of_a_padded_sequence_match_the_sequence_alone():
-    g = snippet_globals("multi_head.py")
-    padded, batch, w = g["padded"], g["batch"], g["w"]
+def test_real_tokens_of_a_padded_sequence_match_the_sequence_alone(shown):
+    w, batch = _layer(seed=4, t=6, batch=(2,))  # the page's batch: lengths 4 and 6
+    allowed = qkv.padding_mask(np.array([4, 6]), 6) & qkv.causal_mask(6)
+    padded = qkv.multi_head_attention(batch, batch, w, mask=allowed)
     alone = qkv.multi_head_attention(batch[0, :4], batch[0, :4], w, mask=qkv.causal_mask(4))
     assert np.allclose(padded.output[0, :4], alone.output, rtol=0, atol=1e-12)
     # Changing what sits in the padding changes nothing for the real tokens.
     garbage = batch.copy()
     garbage[0, 4:] = 1e3
-    again = qkv.multi_head_attention(garbage, garbage, w, mask=g["allowed"])
+    again = qkv.multi_head_attention(garbage, garbage, w, mask=allowed)
     assert np.allclose(again.output[0, :4], padded.output[0, :4], rtol=0, atol=1e-12)
+    gap = _numbers(shown.line("multi_head.py:padding", "short sequence, padded vs alone"))
+    assert gap[-1] <= 1e-12
 
 
-def _torch_args(w, x, mask=None):
+def _sdpa_layer(w, x, mask=None):
+    """Multi-head self-attention around F.scaled_dot_product_attention, as the PyTorch tab
+    builds it (written out here with reshapes): the mask is True where a query may attend."""
     t = torch.from_numpy
-    return (t(x), t(w.w_q), t(w.w_k), t(w.w_v), t(w.w_o), w.n_heads,
-            None if mask is None else t(np.ascontiguousarray(mask)))
+    d_head = w.w_q.shape[1] // w.n_heads
+
+    def heads(m):  # (..., T, n_heads * d_head) -> (..., n_heads, T, d_head)
+        y = t(x) @ t(m)
+        return y.reshape(*y.shape[:-1], w.n_heads, d_head).transpose(-3, -2)
+
+    attn_mask = None if mask is None else t(np.ascontiguousarray(mask))[..., None, :, :]
+    out = F.scaled_dot_product_attention(heads(w.w_q), heads(w.w_k), heads(w.w_v),
+                                         attn_mask=attn_mask)
+    return (out.transpose(-3, -2).reshape(*x.shape[:-1], -1) @ t(w.w_o)).numpy()
 
 
 @pytest.mark.claim("heads-torch-agrees")
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("batch", [(), (3,)])
-def test_the_pages_torch_layer_agrees_with_qkv(masked, batch, page_code):
-    torch_multi_head = page_code("multi-head.md")["torch_multi_head"]  # the PyTorch tab's
+def test_a_layer_around_torch_sdpa_agrees_with_qkv(masked, batch):
     w, x = _layer(seed=7, t=6, batch=batch)
     mask = None
     if masked:
         mask = qkv.causal_mask(6)
         if batch:
             mask = qkv.padding_mask(np.array([2, 6, 4]), 6) & mask
-    theirs = torch_multi_head(*_torch_args(w, x, mask)).numpy()
+    theirs = _sdpa_layer(w, x, mask)
     ours = qkv.multi_head_attention(x, x, w, mask=mask).output
     assert theirs.shape == ours.shape
     assert np.allclose(theirs, ours, rtol=0, atol=1e-12)

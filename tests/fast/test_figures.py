@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from chapter_snippets import snippet_globals
 from mkdocs.exceptions import PluginError
 from qkv_site.artifacts.figures import figure_html, tokens_of
 from qkv_site.artifacts.figures import job as figure_job
@@ -40,9 +39,9 @@ from qkv_site.figures import (
 )
 from qkv_site.figures.render import load
 from qkv_site.figures.style import DARK, LIGHT
-from support import ROOT
+from support import ROOT, numbers
 
-from qkv import MODELS, kv_cache_bytes, toy
+from qkv import MODELS, causal_mask, kv_cache_bytes, project, self_attention, toy
 
 NAMES = names()
 
@@ -228,13 +227,43 @@ def test_vanishing_gradient_shrinks_without_scaling():
     assert scaled[at_512] / raw[at_512] > 1000
 
 
-def test_soft_vs_hard_draws_the_chapters_palette():
-    page = snippet_globals("soft_lookup.py")
-    assert list(page["names"]) == list(soft_vs_hard.NAMES)
-    np.testing.assert_array_equal(page["keys"], soft_vs_hard.KEYS)
-    np.testing.assert_array_equal(page["values"], soft_vs_hard.VALUES)
-    np.testing.assert_array_equal(page["query"], soft_vs_hard.QUERY)
-    np.testing.assert_array_equal(page["weights"][0], soft_vs_hard.data().soft)
+def _shapes(text: str) -> list[tuple[int, ...]]:
+    """Every shape a chapter prints in ``text``: "(6, 8) @ (8, 6) -> (6, 6)" gives three."""
+    return [tuple(int(n) for n in m.split(",")) for m in re.findall(r"\((\d+(?:, \d+)*)\)", text)]
+
+
+def _printed_weights(text: str, columns) -> tuple[list[str], np.ndarray]:
+    """The weight table a chapter prints below a header of column labels ("  she  drank ..."):
+    its row labels and its numbers, as printed (three decimals)."""
+    lines = text.splitlines()
+    header = [i for i, line in enumerate(lines) if line.split() == list(columns)]
+    assert len(header) == 1, f"no single table with columns {columns} in:\n{text}"
+    labels, rows = [], []
+    for line in lines[header[0] + 1:]:
+        label, *cells = line.split() or [""]
+        if len(cells) != len(columns) or not all(re.fullmatch(r"-?\d+\.\d+", c) for c in cells):
+            break
+        labels.append(label)
+        rows.append([float(c) for c in cells])
+    return labels, np.array(rows)
+
+
+def test_soft_vs_hard_draws_the_chapters_palette(page_output):
+    d = soft_vs_hard.data()
+    shown = page_output("soft-lookup.md")
+    section = "soft_lookup.py:soft"
+    # the chapter's scores are the figure's keys against its query ...
+    np.testing.assert_allclose(numbers(shown.line(section, "scores:")),
+                               soft_vs_hard.KEYS @ soft_vs_hard.QUERY[0], rtol=0, atol=5e-4)
+    # ... its weights, entry by entry in the figure's order, are the figure's soft bars ...
+    printed = [line.split() for line in shown[section].splitlines() if "weight on" in line]
+    assert [words[2] for words in printed] == list(d.names)
+    np.testing.assert_allclose([float(words[3]) for words in printed], d.soft, rtol=0, atol=5e-4)
+    # ... and its answer, the blend of the values, is the figure's soft swatch
+    np.testing.assert_allclose(numbers(shown.line(section, "answer:")), d.soft_answer,
+                               rtol=0, atol=5e-4)
+    orange = numbers(shown.line("soft_lookup.py:hard", "palette['orange']"))
+    np.testing.assert_array_equal(orange, soft_vs_hard.VALUES[list(d.names).index("orange")])
 
 
 def test_soft_vs_hard_soft_weighs_everything_hard_picks_one():
@@ -247,23 +276,28 @@ def test_soft_vs_hard_soft_weighs_everything_hard_picks_one():
     np.testing.assert_array_equal(d.hard_answer, soft_vs_hard.VALUES[0])
 
 
-def test_tied_qk_is_symmetric_only_when_tied_and_matches_the_chapter():
+def test_tied_qk_is_symmetric_only_when_tied_and_matches_the_chapter(page_output):
     d = tied_qk.data()
     i, j = (d.words.index(w) for w in tied_qk.PAIR)
     assert abs(d.separate[i, j] - d.separate[j, i]) > 1.0  # "differs clearly"
     np.testing.assert_allclose(d.tied, d.tied.T, rtol=0, atol=1e-12)
-    page = snippet_globals("tie_query_key.py")
-    np.testing.assert_allclose(d.separate, page["S"], rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(d.tied, page["S_tied"], rtol=1e-12, atol=1e-12)
+    q, k, _ = project(toy.embeddings(), toy.projections(tied_qk.D_K))
+    root = np.sqrt(tied_qk.D_K)
+    np.testing.assert_allclose(d.separate, q @ k.T / root, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(d.tied, k @ k.T / root, rtol=1e-12, atol=1e-12)  # W_Q = W_K
+    # The chapter prints each direction of the pair, separate first and then tied.
+    shown = page_output("why-three-projections.md")
+    lines = [line for b in shown.blocks for line in b.text.splitlines()]
+    for (a, b), (row, col) in ((tied_qk.PAIR, (i, j)), (tied_qk.PAIR[::-1], (j, i))):
+        printed = [numbers(line)[0] for line in lines if line.startswith(f"{a} -> {b}: score")]
+        np.testing.assert_allclose(printed, [d.separate[row, col], d.tied[row, col]],
+                                   rtol=0, atol=5e-4)
+    largest = [numbers(line)[0] for line in lines if line.startswith("largest |S - Sᵀ|:")]
+    np.testing.assert_allclose(largest, [np.abs(d.separate - d.separate.T).max(), 0],
+                               rtol=0, atol=5e-4)
 
 
-def page_scores():
-    """The raw scores Q Kᵀ of the step-by-step chapter, recomputed here."""
-    page = snippet_globals("step_by_step.py")
-    return page["Q"] @ page["K"].T
-
-
-def test_data_flow_shapes_are_those_of_the_toy_layer():
+def test_data_flow_shapes_are_those_of_the_toy_layer(page_output):
     t, d_model, d_k, d_v = len(toy.SENTENCE), toy.D_MODEL, toy.D_K, toy.D_V
     expected = {"x": (t, d_model), "w_q": (d_model, d_k), "w_k": (d_model, d_k),
                 "w_v": (d_model, d_v), "q": (t, d_k), "k": (t, d_k), "v": (t, d_v),
@@ -273,42 +307,67 @@ def test_data_flow_shapes_are_those_of_the_toy_layer():
     assert data_flow.data() == expected
     for shape in ("6 × 16", "6 × 8", "6 × 4", "6 × 6", "4 × 16"):  # the alt text's shapes
         assert shape in data_flow.ALT
-    page = snippet_globals("step_by_step.py")  # the chapter's own arrays have these shapes
-    assert page["W_O"].shape == expected["w_o"] and page["X_next"].shape == expected["next"]
+    # the chapter prints the same shapes, step by step
+    shown = page_output("step-by-step.md")
+    printed = {}
+    printed["x"], printed["q"], printed["k"], printed["v"] = _shapes(shown["step_by_step.py:inputs"])
+    printed["scores"] = _shapes(shown.line("step_by_step.py:scores", "scores = Q @ K.T:"))[-1]
+    printed["scaled"] = _shapes(shown.line("step_by_step.py:scale", "scaled ="))[-1]
+    printed["weights"] = _shapes(shown.line("step_by_step.py:softmax", "weights ="))[-1]
+    printed["mixed"], printed["w_o"], printed["update"] = \
+        _shapes(shown.line("step_by_step.py:residual", "output"))
+    printed["next"] = _shapes(shown.line("step_by_step.py:residual", "X_next ="))[-1]
+    assert printed == {name: expected[name] for name in printed}
 
 
-def test_four_stages_follow_the_formula_and_match_the_chapter():
+def test_four_stages_follow_the_formula_and_match_the_chapter(page_output):
     d = four_stages.data()
     assert 7.5 < d.raw.max() - d.raw.min() < 8.5  # "spread over about eight units"
     np.testing.assert_allclose(d.scaled, d.raw / np.sqrt(8))
     assert d.scaled.max() - d.scaled.min() < 3.2  # "within about three units"
     assert d.values.shape == (len(toy.SENTENCE), toy.D_V)
-    spreads = {w: np.ptp(row) for w, row in zip(d.words, page_scores(), strict=True)}
+    q, k, v = project(toy.embeddings(), toy.projections(toy.D_K, toy.D_V))  # the chapter's toy
+    scores = q @ k.T
+    row = d.words.index(four_stages.QUERY)
+    np.testing.assert_allclose(d.raw, scores[row], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(d.values, v, rtol=1e-12, atol=1e-12)
+    spreads = {w: np.ptp(r) for w, r in zip(d.words, scores, strict=True)}
     assert max(spreads, key=spreads.get) == four_stages.QUERY  # "the row whose scores spread most"
     assert np.isclose(d.weights.sum(), 1) and np.all(d.weights > 0)
     np.testing.assert_allclose(d.output, d.weights @ d.values, atol=1e-12)
-    page = snippet_globals("step_by_step.py")
-    assert tuple(page["words"]) == d.words
-    np.testing.assert_allclose(page["weights"][d.words.index(four_stages.QUERY)], d.weights,
-                               atol=1e-12)
+    # the figure's weights are the query's row of the chapter's printed table
+    shown = page_output("step-by-step.md")
+    labels, table = _printed_weights(shown["step_by_step.py:softmax"], d.words)
+    assert labels == list(d.words)
+    np.testing.assert_allclose(table[row], d.weights, rtol=0, atol=5e-4)
 
 
-def test_masks_give_exact_zeros_and_match_the_chapter():
+def test_masks_give_exact_zeros_and_match_the_chapter(page_output):
     d = masks.data()
     assert np.all(d.causal[np.triu_indices(6, 1)] == 0.0)
     assert np.all(d.padding[:, masks.REAL:] == 0.0)
     for w in (d.causal, d.padding):
         np.testing.assert_allclose(w.sum(axis=-1), 1.0)
-    page = snippet_globals("three_kinds.py")
-    np.testing.assert_array_equal(page["masked"].weights, d.causal)
-    np.testing.assert_allclose(page["padded"].weights[1], d.padding, atol=1e-12)
+    causal = self_attention(toy.embeddings(), toy.projections(toy.D_K),
+                            mask=causal_mask(len(toy.SENTENCE))).weights
+    np.testing.assert_array_equal(causal, d.causal)
+    # both panels are the chapter's printed tables (its padded sequence is the second one)
+    shown = page_output("three-kinds.md")
+    for section, words, weights in (("three_kinds.py:causal", d.words, d.causal),
+                                    ("three_kinds.py:padding", d.padded_words, d.padding)):
+        labels, table = _printed_weights(shown[section], words)
+        assert labels == list(words)
+        np.testing.assert_allclose(table, weights, rtol=0, atol=5e-4)
 
 
-def test_cross_attention_is_rectangular_with_unit_rows_and_matches_the_chapter():
+def test_cross_attention_is_rectangular_with_unit_rows_and_matches_the_chapter(page_output):
     d = cross_attention.data()
     assert d.weights.shape == (len(cross_attention.DECODER), len(toy.SENTENCE))
     np.testing.assert_allclose(d.row_sums, 1.0)
-    np.testing.assert_array_equal(snippet_globals("three_kinds.py")["cross"].weights, d.weights)
+    shown = page_output("three-kinds.md")
+    labels, table = _printed_weights(shown["three_kinds.py:cross"], d.key_words)
+    assert labels == list(d.query_words)
+    np.testing.assert_allclose(table, d.weights, rtol=0, atol=5e-4)
 
 
 def test_multi_head_maps_differ_and_costs_are_equal():

@@ -1,21 +1,37 @@
 """Guards for docs/position.md: order is invisible to attention; RoPE makes it visible
-through the queries and keys only, and the rotated score depends only on the offset."""
+through the queries and keys only, and the rotated score depends only on the offset.
+
+Each fact is derived here, with attention and the rotation written out in NumPy (checked
+against ``qkv.rope``) on the toys of ``qkv.toy`` and on seeded random inputs; then the text
+the page prints under its blocks is checked against it, to the rounding it prints. Where
+the page states its own seeded inputs (the offset query and key, the added positions), the
+test draws the same ones to compare numbers.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from chapter_snippets import snippet_globals
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import numbers
 
 import qkv
 from qkv import toy
 
+REVERSED = [5, 4, 3, 2, 1, 0]  # the page's shuffle: the sentence backwards
+SHE, MILK = toy.SENTENCE.index("she"), toy.SENTENCE.index("milk")
+
 
 @pytest.fixture(scope="module")
-def page():
-    return snippet_globals("position.py")
+def shown(page_output):
+    return page_output("position.md")
+
+
+def printed(text: str, prefix: str) -> list[float]:
+    """The numbers of the one printed line that starts with ``prefix``, after it."""
+    (line,) = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(prefix)]
+    return numbers(line.removeprefix(prefix))
 
 
 def reference_attention(q, k, v):
@@ -24,6 +40,11 @@ def reference_attention(q, k, v):
     e = np.exp(s - s.max(axis=-1, keepdims=True))
     w = e / e.sum(axis=-1, keepdims=True)
     return w, w @ v
+
+
+def angles(positions, d=toy.D_K):
+    """Pair i at position m turns by m · 10000^(-2i/d): (T, d/2)."""
+    return np.asarray(positions, dtype=float)[:, None] * 10_000.0 ** (-np.arange(0, d, 2) / d)
 
 
 def rotate(x, angle_per_pair):
@@ -35,12 +56,42 @@ def rotate(x, angle_per_pair):
     return out
 
 
+@pytest.fixture(scope="module")
+def hand_built():
+    """The hand-built toy's Q, K, V, projected here."""
+    x, p = toy.feature_embeddings(), toy.hand_built_projections()
+    return x, p, x @ p.w_q, x @ p.w_k, x @ p.w_v
+
+
+@pytest.fixture(scope="module")
+def rope_weights(hand_built):
+    """RoPE weights in order, and those of the reversed sentence put back in order."""
+    *_, q, k, v = hand_built
+    in_order, _ = reference_attention(rotate(q, angles(range(6))), rotate(k, angles(range(6))), v)
+    # reversed, word i stands at position 5 - i
+    back, _ = reference_attention(rotate(q, angles(range(6))[::-1]),
+                                  rotate(k, angles(range(6))[::-1]), v)
+    return in_order, back
+
+
+def test_the_written_out_rotation_is_qkv_rope():
+    x = np.random.default_rng(8).normal(size=(7, 8))
+    np.testing.assert_allclose(qkv.rope(x), rotate(x, angles(range(7))), rtol=1e-12, atol=1e-14)
+
+
 @pytest.mark.claim("pos-permutation-equivariant")
-def test_the_page_reversal_changes_nothing_but_the_order(page):
-    order, back, plain = page["order"], page["back"], page["plain"]
-    assert [toy.SENTENCE[i] for i in order] == list(reversed(toy.SENTENCE))
-    np.testing.assert_allclose(page["shuffled"].weights[back][:, back], plain.weights, atol=1e-15)
-    np.testing.assert_allclose(page["shuffled"].output[back], plain.output, atol=1e-15)
+def test_the_page_reversal_changes_nothing_but_the_order(hand_built, shown):
+    *_, q, k, v = hand_built
+    w, out = reference_attention(q, k, v)
+    w_rev, out_rev = reference_attention(q[REVERSED], k[REVERSED], v[REVERSED])
+    back = np.argsort(REVERSED)
+    np.testing.assert_allclose(w_rev[back][:, back], w, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(out_rev[back], out, rtol=0, atol=1e-15)
+    text = shown["position.py:shuffle"]
+    assert shown.line("position.py:shuffle", "shuffled:") == \
+        "shuffled: " + " ".join(reversed(toy.SENTENCE))
+    gaps = printed(text, "weights, unshuffled, differ by")
+    assert len(gaps) == 2 and all(0 <= g < 1e-15 for g in gaps)  # "to within rounding (1e-15)"
 
 
 @pytest.mark.claim("pos-permutation-equivariant")
@@ -58,34 +109,49 @@ def test_any_permutation_of_any_input_permutes_the_output(seed, t):
 
 
 @pytest.mark.claim("pos-rope-sees-order")
-def test_with_rope_reversing_the_sentence_moves_the_weights_by_up_to_a_third(page):
-    x, p = page["x"], page["p"]
-    q, k, v = qkv.project(x, p)
-    angles = np.arange(6)[:, None] * 10_000.0 ** (-np.arange(0, 8, 2) / 8)  # (T, d/2)
-    w_in_order, _ = reference_attention(rotate(q, angles), rotate(k, angles), v)
-    # reversed: word i now sits at position 5 - i
-    w_reversed, _ = reference_attention(rotate(q, angles[::-1]), rotate(k, angles[::-1]), v)
-    np.testing.assert_allclose(page["in_order"].weights, w_in_order, rtol=1e-12)
-    np.testing.assert_allclose(page["unshuffled"], w_reversed, rtol=1e-12)
-    assert 0.3 < np.abs(w_reversed - w_in_order).max() < 0.37  # "up to a third"
+def test_with_rope_reversing_the_sentence_moves_the_weights_by_up_to_a_third(rope_weights, shown):
+    in_order, back = rope_weights
+    moved = np.abs(back - in_order).max()
+    assert 0.3 < moved < 0.37  # "up to a third"
+    text = shown["position.py:rotate"]
+    (shown_moved,) = printed(text, "with RoPE, the shuffled sentence's weights differ by up to")
+    assert abs(shown_moved - moved) <= 0.005 + 1e-9
+    for word in ("drank", "from"):  # each word's favourite key, in order and reversed
+        i = toy.SENTENCE.index(word)
+        j = int(in_order[i].argmax())
+        line = shown.line("position.py:rotate", f"{word} ->")
+        assert line.startswith(f"{word} -> {toy.SENTENCE[j]}:")
+        np.testing.assert_allclose(numbers(line), [in_order[i, j], back[i, j]], atol=0.005 + 1e-9)
 
 
 @pytest.mark.claim("pos-values-not-rotated")
-def test_rope_output_blends_the_unrotated_values(page):
-    x, p = page["x"], page["p"]
-    _, _, v = qkv.project(x, p)
-    result = page["in_order"]
-    np.testing.assert_allclose(result.output, result.weights @ v, rtol=1e-12)
-    assert not np.allclose(qkv.rope(v), v)  # rotating them would have changed them
+def test_rope_output_blends_the_unrotated_values(hand_built, rope_weights, shown):
+    *_, v = hand_built
+    in_order, _ = rope_weights
+    want = in_order[SHE] @ v  # the weights moved, the values are those without position
+    rotated = in_order[SHE] @ qkv.rope(v)  # what rotating them too would hand over
+    assert np.abs(want - rotated).max() > 0.1
+    prefix = f"she's output ({', '.join(toy.VALUE_COLUMNS)}):"
+    np.testing.assert_allclose(printed(shown["position.py:rotate"], prefix), want, atol=0.005 + 1e-9)
 
 
 @pytest.mark.claim("pos-offset-only")
-def test_the_page_scores_depend_only_on_the_offset(page):
-    score = page["score"]
-    base = score(3, 0)
-    for m, n in [(10, 7), (500, 497), (1000, 997)]:
-        assert abs(score(m, n) - base) < 1e-12
-    assert abs(score(3, 1) - base) > 0.1 and abs(score(10, 9) - base) > 0.1
+def test_the_page_scores_depend_only_on_the_offset(shown):
+    q, k = np.random.default_rng(0).normal(size=(2, 1, toy.D_K))  # the page's query and key
+
+    def score(m, n):
+        return (rotate(q, angles([m])) @ rotate(k, angles([n])).T).item()
+
+    lines = [ln.strip() for ln in shown["position.py:offset"].splitlines()]
+    assert len(lines) == 5
+    for line in lines:
+        m, n, offset, value = numbers(line)
+        assert offset == m - n
+        assert abs(value - score(m, n)) <= 5e-7 + 1e-12  # printed to 6 decimals
+        same = abs(score(m, n) - score(3, 0))
+        assert same < 1e-12 if offset == 3 else same > 0.1
+    assert {numbers(line)[2] for line in lines} == {1, 2, 3}
+    assert sum(numbers(line)[2] == 3 for line in lines) == 3  # 3/0, 10/7 and 500/497
 
 
 @pytest.mark.claim("pos-offset-only")
@@ -95,31 +161,43 @@ def test_the_page_scores_depend_only_on_the_offset(page):
 def test_any_rotated_score_depends_only_on_the_offset(seed, m, n, shift):
     rng = np.random.default_rng(seed)
     q, k = rng.normal(size=(2, 1, 8))
-    here = (rotate(q, np.array([m]) * 10_000.0 ** (-np.arange(0, 8, 2) / 8)[None])
-            @ rotate(k, np.array([n]) * 10_000.0 ** (-np.arange(0, 8, 2) / 8)[None]).T)
+    here = rotate(q, angles([m])) @ rotate(k, angles([n])).T
     moved = qkv.rope(q, [m + shift + 500]) @ qkv.rope(k, [n + shift + 500]).T
     assert abs(here.item() - moved.item()) < 1e-9 * max(1.0, abs(here.item()))
 
 
 @pytest.mark.claim("pos-ex-self-score")
-def test_rope_leaves_every_own_key_score_unchanged(page):
-    np.testing.assert_allclose(page["rotated_self"], page["plain_self"], rtol=1e-12, atol=1e-12)
-    rng = np.random.default_rng(5)
+def test_rope_leaves_every_own_key_score_unchanged(shown):
+    # the page's check: the random toy, where the own-key scores are not all 0
+    x, p = toy.embeddings(), toy.projections(toy.D_K, toy.D_V)
+    q, k = x @ p.w_q, x @ p.w_k
+    plain = (q * k).sum(-1)
+    rotated = (rotate(q, angles(range(6))) * rotate(k, angles(range(6)))).sum(-1)
+    np.testing.assert_allclose(rotated, plain, rtol=1e-12, atol=1e-12)
+    assert np.abs(plain).min() > 0.1
+    text = shown["position.py:exercise_self"]
+    for prefix in ("own-key scores, plain:", "own-key scores, rotated:"):
+        np.testing.assert_allclose(printed(text, prefix), plain, rtol=0, atol=5e-5 + 1e-12)
+    rng = np.random.default_rng(5)  # and at 40 positions of random queries and keys
     q, k = rng.normal(size=(2, 40, 8))
-    angles = np.arange(40)[:, None] * 10_000.0 ** (-np.arange(0, 8, 2) / 8)
-    np.testing.assert_allclose((rotate(q, angles) * rotate(k, angles)).sum(-1), (q * k).sum(-1),
+    np.testing.assert_allclose((qkv.rope(q) * qkv.rope(k)).sum(-1), (q * k).sum(-1),
                                rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.claim("pos-ex-added-reaches-values")
-def test_added_positions_change_a_words_value_but_rope_does_not(page):
-    x, p, order = page["x"], page["p"], page["order"]
-    milk = toy.SENTENCE.index("milk")
-    at = order.index(milk)
-    assert at != milk  # milk moves when the sentence is reversed
-    pos = page["positions"]
-    v_in_order, v_reversed = (x + pos) @ p.w_v, (x[order] + pos) @ p.w_v
-    assert np.abs(v_in_order[milk] - v_reversed[at]).max() > 0.1
-    np.testing.assert_allclose(page["v_in_order"], v_in_order, rtol=1e-12)
+def test_added_positions_change_a_words_value_but_rope_does_not(hand_built, shown):
+    x, p, *_ = hand_built
+    at = REVERSED.index(MILK)  # where milk stands in the reversed sentence
+    assert at != MILK
+    # the page's position vectors: one per slot, N(0, 0.5²), seed 1
+    positions = np.random.default_rng(1).normal(0.0, 0.5, size=(6, x.shape[1]))
+    v_in_order, v_reversed = (x + positions) @ p.w_v, (x[REVERSED] + positions) @ p.w_v
+    assert np.abs(v_in_order[MILK] - v_reversed[at]).max() > 0.1
+    text = shown["position.py:exercise_added"]
+    shown_in_order = printed(text, "milk's value in order:")
+    shown_reversed = printed(text, "milk's value reversed:")
+    np.testing.assert_allclose(shown_in_order, v_in_order[MILK], rtol=0, atol=0.005 + 1e-9)
+    np.testing.assert_allclose(shown_reversed, v_reversed[at], rtol=0, atol=0.005 + 1e-9)
+    assert np.abs(np.subtract(shown_in_order, shown_reversed)).max() > 0.1
     # RoPE: V = X W_V, untouched by position, the same row wherever milk stands
-    np.testing.assert_array_equal((x @ p.w_v)[milk], (x[order] @ p.w_v)[at])
+    np.testing.assert_array_equal((x @ p.w_v)[MILK], (x[REVERSED] @ p.w_v)[at])

@@ -1,4 +1,11 @@
-"""Chapter 5, the computation step by step: every claim the page makes, checked."""
+"""Chapter 5, the computation step by step: every claim the page makes, checked.
+
+Each test derives the fact itself, from the random toy of ``qkv.toy`` projected with the
+matrices written out here (``X @ W``) and softmax written out with ``np.exp``, or from its
+own seeded examples, and then checks that what docs/step-by-step.md prints under its blocks
+agrees, to the rounding the page prints. The PyTorch tab is a ``pycon`` session that Sybil
+runs as a doctest; here sdpa is compared with qkv on the same toy inputs.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +15,52 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import numbers
 
 import qkv
 from qkv import toy
 
+Z = 5  # standard errors allowed for a sampled statistic
+T = len(toy.SENTENCE)
+SHE, FROM, CUP = (toy.SENTENCE.index(w) for w in ("she", "from", "cup"))
+
 
 @pytest.fixture(scope="module")
-def page(page_code):
-    """What the code of docs/step-by-step.md defines, run in page order (its exercises too)."""
-    return page_code("step-by-step.md", exercises=True)
+def shown(page_output):
+    return page_output("step-by-step.md")
+
+
+def softmax(s, axis=-1):
+    """Softmax written out with np.exp, independent of qkv."""
+    e = np.exp(s - s.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def qkv_toy():
+    """The chapter's Q, K, V: the random toy projected with d_k = 8 and d_v = 4."""
+    x, p = toy.embeddings(), toy.projections(d_k=toy.D_K, d_v=toy.D_V)
+    return x, x @ p.w_q, x @ p.w_k, x @ p.w_v
+
+
+@pytest.fixture(scope="module")
+def weights(qkv_toy):
+    _, q, k, _ = qkv_toy
+    return softmax(q @ k.T / np.sqrt(toy.D_K))
+
+
+def printed(text: str, prefix: str) -> list[float]:
+    """The numbers of the one printed line that starts with ``prefix``, after it."""
+    (line,) = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(prefix)]
+    return numbers(line.removeprefix(prefix))
+
+
+def weight_table(text: str) -> np.ndarray:
+    """The printed table of weights: one row per query word, in sentence order."""
+    rows = {ln.split()[0]: numbers(ln) for ln in text.splitlines()
+            if ln.split() and ln.split()[0] in toy.SENTENCE and numbers(ln)}
+    assert list(rows) == list(toy.SENTENCE)
+    return np.array([rows[w] for w in toy.SENTENCE])
 
 
 sizes = st.integers(min_value=1, max_value=9)
@@ -37,39 +81,120 @@ def test_shapes_at_every_step(t_q, t_k, d_k, d_v, seed):
     assert output.shape == (t_q, d_v)  # d_v appears only here
 
 
+@pytest.mark.claim("steps-shapes")
+def test_the_page_prints_the_shape_of_every_step(shown):
+    d, dk, dv = toy.D_MODEL, toy.D_K, toy.D_V
+    assert shown.line("step_by_step.py:inputs", "X") == \
+        f"X {(T, d)} -> Q {(T, dk)}  K {(T, dk)}  V {(T, dv)}"
+    assert shown.line("step_by_step.py:scores", "scores = Q @ K.T:") == \
+        f"scores = Q @ K.T: {(T, dk)} @ {(dk, T)} -> {(T, T)}"
+    assert shown.line("step_by_step.py:softmax", "weights = softmax(scaled):") == \
+        f"weights = softmax(scaled): {(T, T)}"
+    assert shown.line("step_by_step.py:mix", "output = weights @ V:") == \
+        f"output = weights @ V: {(T, T)} @ {(T, dv)} -> {(T, dv)}"
+
+
+@pytest.mark.claim("steps-scale-keeps-order")
+def test_dividing_by_sqrt_d_k_keeps_shape_and_order_within_each_row(qkv_toy, shown):
+    _, q, k, _ = qkv_toy
+    scores = q @ k.T
+    scaled = scores / np.sqrt(toy.D_K)
+    assert scaled.shape == scores.shape
+    np.testing.assert_array_equal(np.argsort(scaled, axis=-1), np.argsort(scores, axis=-1))
+    # and the page shows the shrinking: its typical sizes are those of these scores
+    text = shown["step_by_step.py:scale"]
+    assert printed(text, "sqrt(d_k) =") == [round(np.sqrt(8), 2)]
+    assert shown.line("step_by_step.py:scale", "scaled = scores / sqrt(d_k):") == \
+        f"scaled = scores / sqrt(d_k): {scores.shape}"
+    (raw_std,) = printed(shown["step_by_step.py:scores"], "typical size (std) of a raw score:")
+    (scaled_std,) = printed(text, "typical size (std) of a scaled score:")
+    assert abs(raw_std - scores.std()) <= 0.005 + 1e-9
+    assert abs(scaled_std - scaled.std()) <= 0.005 + 1e-9
+    assert scaled_std < raw_std
+
+
+@pytest.mark.claim("steps-spread-matches-theory")
+def test_score_spread_over_many_draws_is_sqrt_d_k_raw_and_one_scaled(shown):
+    # The page's experiment, redone with other draws: six unit-variance embeddings and
+    # fresh projections per draw, the 30 scores of a query with another token's key.
+    draws, pairs = 2000, T * (T - 1)
+    rng = np.random.default_rng(2024)
+    other = ~np.eye(T, dtype=bool)
+    raw = []
+    for _ in range(draws):
+        x = rng.normal(size=(T, toy.D_MODEL))
+        p = qkv.Projections.random(rng, toy.D_MODEL, toy.D_K, toy.D_V)
+        raw.append((x @ p.w_q @ (x @ p.w_k).T)[other])
+    raw = np.array(raw)  # (draws, 30)
+    # Theory (chapter 6): mean 0 and E[s^2] = d_k. Draws are independent, the 30 scores
+    # of one draw are not: take the standard error from the spread of per-draw means.
+    per_draw = (raw**2).mean(axis=1)
+    se = per_draw.std(ddof=1) / np.sqrt(draws)
+    assert abs(per_draw.mean() - toy.D_K) < Z * se
+    assert abs(raw.mean()) < Z * raw.mean(axis=1).std(ddof=1) / np.sqrt(draws)
+    # The page's numbers: its std is sqrt(mean square), so its relative error is half that
+    # of the mean square; plus the printed rounding.
+    prefix = f"{draws * pairs:,} scores: std raw"
+    raw_std, _, theory, scaled_std, _ = printed(shown["step_by_step.py:spread"], prefix)
+    rel = Z * se / toy.D_K / 2
+    assert theory == round(np.sqrt(8), 2)
+    assert abs(raw_std / np.sqrt(8) - 1) < rel + 0.005 / np.sqrt(8)
+    assert abs(scaled_std - 1) < rel + 0.005
+    assert abs(scaled_std - raw_std / np.sqrt(8)) < 0.01
+
+
 @pytest.mark.claim("steps-rows-are-distributions")
-def test_row_i_is_token_i_distribution_over_the_keys(page):
-    weights, Q, K, V = page["weights"], page["Q"], page["K"], page["V"]
+def test_row_i_is_token_i_distribution_over_the_keys(qkv_toy, weights, shown):
+    _, q, k, v = qkv_toy
     assert (weights >= 0).all()
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
-    for i in range(len(page["words"])):  # row i depends on token i's query alone
-        alone = qkv.attention(Q[i : i + 1], K, V).weights[0]
-        np.testing.assert_allclose(weights[i], alone, rtol=1e-12)
-        other_queries = np.random.default_rng(i).normal(size=Q.shape)
-        other_queries[i] = Q[i]  # every other query replaced: row i must not move
-        moved = qkv.attention(other_queries, K, V).weights[i]
+    for i in range(T):  # row i depends on token i's query alone
+        other_queries = np.random.default_rng(i).normal(size=q.shape)
+        other_queries[i] = q[i]  # every other query replaced: row i must not move
+        moved = qkv.attention(other_queries, k, v).weights[i]
         np.testing.assert_allclose(moved, weights[i], rtol=1e-12)
+    # the page's table is these weights, and its rows sum to 1
+    text = shown["step_by_step.py:softmax"]
+    np.testing.assert_allclose(weight_table(text), weights, rtol=0, atol=0.0005 + 1e-9)
+    assert printed(text, "row sums:") == [1.0] * T
 
 
 @pytest.mark.claim("steps-columns-need-not-sum-to-one")
-def test_columns_share_one_unit_per_query_but_not_one_each(page):
-    words, weights = page["words"], page["weights"]
+def test_columns_share_one_unit_per_query_but_not_one_each(weights, shown):
     columns = weights.sum(axis=0)
-    assert np.isclose(columns.sum(), len(words))  # T rows of total weight 1 each
-    assert columns[words.index("from")] > 1.3  # "more than 1.3"
-    assert 0.65 < columns[words.index("she")] < 0.75  # "about 0.7"
+    assert np.isclose(columns.sum(), T)  # T rows of total weight 1 each
+    assert columns[FROM] > 1.3  # "more than 1.3"
+    assert 0.65 < columns[SHE] < 0.75  # "about 0.7"
+    printed_columns = printed(shown["step_by_step.py:softmax"], "column sums:")
+    np.testing.assert_allclose(printed_columns, columns, rtol=0, atol=0.0005 + 1e-9)
 
 
 @pytest.mark.claim("steps-output-is-mixture")
-def test_each_output_row_is_a_convex_mixture_of_value_rows(page):
-    weights, V, output = page["weights"], page["V"], page["output"]
-    for i in range(len(page["words"])):
-        mixture = sum(weights[i, j] * V[j] for j in range(V.shape[0]))
+def test_each_output_row_is_a_convex_mixture_of_value_rows(qkv_toy, weights, shown):
+    _, q, k, v = qkv_toy
+    output = qkv.attention(q, k, v).output
+    for i in range(T):
+        mixture = sum(weights[i, j] * v[j] for j in range(T))
         np.testing.assert_allclose(output[i], mixture, rtol=1e-12, atol=1e-12)
     # non-negative weights summing to 1: every coordinate lies within the values' range
-    assert (output >= V.min(axis=0) - 1e-12).all()
-    assert (output <= V.max(axis=0) + 1e-12).all()
-    assert output.shape == (len(page["words"]), V.shape[1])
+    assert (output >= v.min(axis=0) - 1e-12).all()
+    assert (output <= v.max(axis=0) + 1e-12).all()
+    assert output.shape == (T, toy.D_V)
+    assert shown.line("step_by_step.py:mix", "output for 'milk'") == \
+        "output for 'milk' equals its weighted sum of value rows: True"
+
+
+@pytest.mark.claim("steps-residual-add")
+def test_the_output_is_projected_back_and_added_to_x(qkv_toy, weights, shown):
+    x, _, _, v = qkv_toy
+    output = weights @ v
+    w_o = np.random.default_rng(3).normal(size=(toy.D_V, toy.D_MODEL))  # any W_O
+    x_next = x + output @ w_o
+    assert output.shape == (T, toy.D_V) and x_next.shape == x.shape == (T, toy.D_MODEL)
+    assert not np.allclose(x_next, output @ w_o)  # the token's own vector is still in it
+    assert shown.line("step_by_step.py:residual", "output") == \
+        f"output {output.shape} @ W_O {w_o.shape} -> {(T, toy.D_MODEL)}"
+    assert shown.line("step_by_step.py:residual", "X_next") == f"X_next = X + output @ W_O: {x.shape}"
 
 
 @pytest.mark.claim("steps-scale-before-product")
@@ -77,28 +202,28 @@ def test_scaling_q_first_gives_the_same_scores():
     rng = np.random.default_rng(5)
     q, k = rng.normal(size=(6, 64)), rng.normal(size=(7, 64))
     factor = qkv.scale_factor(True, 64)
+    assert factor == 1 / np.sqrt(64)
     np.testing.assert_allclose((q * factor) @ k.T, (q @ k.T) / np.sqrt(64), rtol=1e-13)
     weights = qkv.attention(q, k, rng.normal(size=(7, 3))).weights
-    np.testing.assert_allclose(weights, qkv.softmax((q @ k.T) / np.sqrt(64)), rtol=1e-12)
+    np.testing.assert_allclose(weights, softmax((q @ k.T) / np.sqrt(64)), rtol=1e-12)
 
 
 @pytest.mark.claim("steps-attention-equals-steps")
-def test_one_call_equals_the_four_steps(page):
-    Q, K, V = page["Q"], page["K"], page["V"]
-    scaled = (Q @ K.T) / np.sqrt(K.shape[-1])
-    e = np.exp(scaled - scaled.max(axis=-1, keepdims=True))  # softmax written out here
-    weights = e / e.sum(axis=-1, keepdims=True)
-    result = qkv.attention(Q, K, V)
+def test_one_call_equals_the_four_steps(qkv_toy, weights, shown):
+    _, q, k, v = qkv_toy
+    result = qkv.attention(q, k, v)
     np.testing.assert_allclose(result.weights, weights, rtol=1e-12)
-    np.testing.assert_allclose(result.output, weights @ V, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(page["result"].output, result.output, rtol=0, atol=0)
+    np.testing.assert_allclose(result.output, weights @ v, rtol=1e-12, atol=1e-14)
+    assert shown["step_by_step.py:numpy"].splitlines() == [
+        "weights match the steps above: True", "output matches the steps above: True"]
 
 
 @pytest.mark.claim("steps-sdpa-agrees")
-def test_torch_sdpa_agrees_on_the_page_inputs_and_on_random_ones(page):
-    got = page["torch_output"].numpy()
-    assert page["torch_output"].dtype == torch.float64
-    assert np.abs(got - page["result"].output).max() < 1e-12
+def test_torch_sdpa_agrees_on_the_page_inputs_and_on_random_ones(qkv_toy):
+    _, q, k, v = qkv_toy
+    got = F.scaled_dot_product_attention(*(torch.from_numpy(a) for a in (q, k, v)))
+    assert got.dtype == torch.float64 and got.shape == (T, toy.D_V)
+    assert np.abs(got.numpy() - qkv.attention(q, k, v).output).max() < 1e-12
     rng = np.random.default_rng(11)
     for shape_q, shape_k, d_v in [((5, 64), (5, 64), 64), ((2, 3, 4, 16), (2, 3, 9, 16), 7)]:
         q, k = rng.normal(size=shape_q), rng.normal(size=shape_k)
@@ -119,68 +244,55 @@ def test_leading_axes_are_independent_attentions():
             np.testing.assert_allclose(together.output[b, h], alone.output, rtol=1e-12)
 
 
-@pytest.mark.claim("steps-scale-keeps-order")
-def test_dividing_by_sqrt_d_k_keeps_shape_and_order_within_each_row(page):
-    scores, scaled, d_k = page["scores"], page["scaled"], page["d_k"]
-    assert d_k == toy.D_K == 8 and page["V"].shape[-1] == toy.D_V == 4  # the one toy configuration
-    assert scaled.shape == scores.shape
-    np.testing.assert_array_equal(np.argsort(scaled, axis=-1), np.argsort(scores, axis=-1))
-    np.testing.assert_allclose(scaled * np.sqrt(8), scores, rtol=1e-14)
-
-
-@pytest.mark.claim("steps-spread-matches-theory")
-def test_score_spread_over_many_draws_is_sqrt_d_k_raw_and_one_scaled(page):
-    raw, d_k = page["raw"], page["d_k"]
-    draws = 2000
-    assert raw.size == 60_000 == draws * 30  # 30 pairs of different tokens per draw
-    # Theory (chapter 6): E[s^2] = d_k for a query and another token's key, with mean 0.
-    # Draws are independent, the 30 scores of one draw are not: take the standard error
-    # from the spread of the per-draw mean square.
-    per_draw = (raw**2).reshape(draws, 30).mean(axis=1)
-    se = per_draw.std(ddof=1) / np.sqrt(draws)
-    assert abs(per_draw.mean() - d_k) < 5 * se
-    assert abs(raw.mean()) < 5 * raw.reshape(draws, 30).mean(axis=1).std(ddof=1) / np.sqrt(draws)
-    scaled = raw / np.sqrt(d_k)
-    assert abs((scaled**2).mean() - 1) < 5 * se / d_k
-
-
-@pytest.mark.claim("steps-residual-add")
-def test_the_output_is_projected_back_and_added_to_x(page):
-    X, output, W_O, X_next = page["X"], page["output"], page["W_O"], page["X_next"]
-    assert output.shape == (6, 4) and W_O.shape == (4, 16) and X.shape == X_next.shape == (6, 16)
-    scaled = page["Q"] @ page["K"].T / np.sqrt(8)
-    e = np.exp(scaled - scaled.max(axis=-1, keepdims=True))  # softmax written out here
-    reference = (e / e.sum(axis=-1, keepdims=True)) @ page["V"]
-    np.testing.assert_allclose(X_next, X + reference @ W_O, rtol=1e-12)
-    assert not np.allclose(X_next, output @ W_O)  # the token's own vector is still in it
-
-
 @pytest.mark.claim("steps-ex-by-hand")
-def test_the_three_token_exercise_matches_the_hand_calculation(page):
+def test_the_three_token_exercise_matches_the_hand_calculation(shown):
+    # the exercise as the page states it: q = (2, 0, 2, 0), three keys, three values
+    q = np.array([[2.0, 0, 2, 0]])
+    k = np.array([[1.0, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 0]])
+    v = np.array([[1.0, 0], [0, 1], [1, 1]])
     e = np.array([np.e**2, 1.0, np.e])  # exp of the scaled scores 2, 0, 1
     weights = e / e.sum()
-    output = weights @ np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
-    np.testing.assert_allclose(page["w"][0], weights, rtol=1e-12)
-    np.testing.assert_allclose(page["out"][0], output, rtol=1e-12)
-    np.testing.assert_array_equal(weights.round(3), [0.665, 0.090, 0.245])  # as the page works out
+    output = weights @ v
+    np.testing.assert_array_equal(weights.round(3), [0.665, 0.090, 0.245])  # the solution's
     np.testing.assert_array_equal(output.round(3), [0.910, 0.335])
+    result = qkv.attention(q, k, v)
+    np.testing.assert_allclose(result.weights[0], weights, rtol=1e-12)
+    np.testing.assert_allclose(result.output[0], output, rtol=1e-12)
+    text = shown["step_by_step.py:exercise_by_hand"]
+    assert printed(text, "scaled scores:") == [2.0, 0.0, 1.0]
+    np.testing.assert_allclose(printed(text, "weights:"), weights, rtol=0, atol=0.0005 + 1e-9)
+    np.testing.assert_allclose(printed(text, "output:"), output, rtol=0, atol=0.0005 + 1e-9)
 
 
 @pytest.mark.claim("steps-ex-wrong-axis")
-def test_softmax_over_the_queries_normalises_columns_and_couples_rows(page):
-    scaled = page["Q"] @ page["K"].T / np.sqrt(8)
-    e = np.exp(scaled - scaled.max(axis=0, keepdims=True))
-    by_column = e / e.sum(axis=0, keepdims=True)  # written out here
-    np.testing.assert_allclose(page["by_column"], by_column, rtol=1e-12)
+def test_softmax_over_the_queries_normalises_columns_and_couples_rows(qkv_toy, shown):
+    _, q, k, _ = qkv_toy
+    by_column = softmax(q @ k.T / np.sqrt(8), axis=0)
     np.testing.assert_allclose(by_column.sum(axis=0), 1.0, rtol=1e-12)
     assert np.abs(by_column.sum(axis=-1) - 1).max() > 0.1
-    assert not np.allclose(page["moved"][0], by_column[0])
+    other = q.copy()
+    other[CUP] *= 3  # only cup's query changes
+    moved = softmax(other @ k.T / np.sqrt(8), axis=0)
+    assert np.abs(moved[SHE] - by_column[SHE]).max() > 0.01
+    text = shown["step_by_step.py:exercise_wrong_axis"]
+    np.testing.assert_allclose(printed(text, "row sums:"), by_column.sum(axis=-1), atol=0.0005 + 1e-9)
+    assert printed(text, "column sums:") == [1.0] * T
+    assert shown.line("step_by_step.py:exercise_wrong_axis", "she's row moves") == \
+        "she's row moves when cup's query changes: True"
 
 
 @pytest.mark.claim("steps-ex-order-kept")
-def test_scaling_keeps_every_rows_ranking_but_sharpens_without_it(page):
-    scores = page["Q"] @ page["K"].T
+def test_scaling_keeps_every_rows_ranking_but_sharpens_without_it(qkv_toy, shown):
+    _, q, k, _ = qkv_toy
+    scores = q @ k.T
     np.testing.assert_array_equal(np.argsort(scores, axis=-1),
                                   np.argsort(scores / np.sqrt(8), axis=-1))
-    raw, scaled = qkv.softmax(scores), qkv.softmax(scores / np.sqrt(8))
-    assert (raw.max(axis=-1) > scaled.max(axis=-1)).all()
+    raw, scaled = softmax(scores).max(axis=-1), softmax(scores / np.sqrt(8)).max(axis=-1)
+    assert (raw > scaled).all()
+    text = shown["step_by_step.py:exercise_order"]
+    assert shown.line("step_by_step.py:exercise_order", "each row ranks") == \
+        "each row ranks the keys the same, raw or scaled: True"
+    shown_raw = printed(text, "largest weight per row, raw:")
+    shown_scaled = printed(text, "largest weight per row, scaled:")
+    np.testing.assert_allclose(shown_raw, raw, rtol=0, atol=0.005 + 1e-9)
+    np.testing.assert_allclose(shown_scaled, scaled, rtol=0, atol=0.005 + 1e-9)

@@ -1,6 +1,15 @@
-"""Chapter 8, three kinds of attention: self, cross and masked. Every claim, checked."""
+"""Chapter 8, three kinds of attention: self, cross and masked. Every claim, checked.
+
+Each fact is computed here from qkv's public functions on the toy sentence (``qkv.toy``) or
+on the test's own seeded data, and where the page prints it (its weight tables, shapes and
+verdicts, read through ``page_output``) the printed text must agree, to its rounding. The
+PyTorch tab is a doctest Sybil runs; the tests below rebuild its objects to check its claims.
+"""
 
 from __future__ import annotations
+
+import re
+import textwrap
 
 import numpy as np
 import pytest
@@ -8,28 +17,76 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import numbers
 
 import qkv
 from qkv import toy
 
+X = toy.embeddings()  # the toy sentence, as every chapter uses it
+P = toy.projections(toy.D_K, toy.D_V)  # the site's toy head
+DECODER_WORDS = ("elle", "a", "bu")  # the page's French decoder (seed 7, as it says)
+DECODER = toy.embeddings(DECODER_WORDS, seed=7)
+PRINTED = 5e-4 + 1e-12  # the page prints weights to 3 decimals
+
 
 @pytest.fixture(scope="module")
-def page(page_code):
-    """What the code of docs/three-kinds.md defines, run in page order (PyTorch tab included)."""
-    return page_code("three-kinds.md")
+def shown(page_output):
+    return page_output("three-kinds.md")
+
+
+def weight_table(text: str) -> tuple[list[str], list[str], np.ndarray]:
+    """The one labelled weight table a block prints: column labels, row labels, values."""
+    lines = text.splitlines()
+    rows = [i for i, line in enumerate(lines) if re.fullmatch(r"\s*\S+(\s+\d\.\d{3})+", line)]
+    assert rows and rows == list(range(rows[0], rows[-1] + 1)), f"no single table in:\n{text}"
+    columns = lines[rows[0] - 1].split()
+    labels = [lines[i].split()[0] for i in rows]
+    return columns, labels, np.array([numbers(lines[i].split(None, 1)[1]) for i in rows])
+
+
+def printed_ints(text: str) -> np.ndarray:
+    """An integer array printed by NumPy (``[[1 0] [1 1]]``), back as an array."""
+    rows = re.findall(r"\[([\d ]+)\]", text)
+    return np.array([[int(x) for x in row.split()] for row in rows])
+
+
+def masked_attention(q, k, v, mask):
+    """The page's hand-written PyTorch version: masked_fill with -inf, softmax over keys."""
+    scores = q @ k.transpose(-2, -1) / k.shape[-1] ** 0.5
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return weights, weights @ v
+
+
+# ---- one formula --------------------------------------------------------------------------
 
 
 @pytest.mark.claim("kinds-one-formula")
-def test_self_and_cross_attention_are_attention_on_different_sources(page):
-    X, p, decoder = page["X"], page["p"], page["decoder"]
-    plain = qkv.attention(X @ p.w_q, X @ p.w_k, X @ p.w_v)
-    np.testing.assert_array_equal(qkv.self_attention(X, p).weights, plain.weights)
-    crossed = qkv.attention(decoder @ p.w_q, X @ p.w_k, X @ p.w_v)
-    np.testing.assert_array_equal(page["cross"].weights, crossed.weights)
-    np.testing.assert_array_equal(page["cross"].output, crossed.output)
+def test_self_cross_and_masked_attention_are_one_attention_on_different_sources(shown):
+    plain = qkv.attention(X @ P.w_q, X @ P.w_k, X @ P.w_v)
+    np.testing.assert_array_equal(qkv.self_attention(X, P).weights, plain.weights)
+    np.testing.assert_array_equal(qkv.self_attention(X, P).output, plain.output)
+    crossed = qkv.attention(DECODER @ P.w_q, X @ P.w_k, X @ P.w_v)
+    cross = qkv.cross_attention(DECODER, X, P)
+    np.testing.assert_array_equal(cross.weights, crossed.weights)
+    np.testing.assert_array_equal(cross.output, crossed.output)
     mask = qkv.causal_mask(6)
-    np.testing.assert_array_equal(page["masked"].weights,
-                                  qkv.attention(X @ p.w_q, X @ p.w_k, X @ p.w_v, mask=mask).weights)
+    np.testing.assert_array_equal(qkv.self_attention(X, P, mask=mask).weights,
+                                  qkv.attention(X @ P.w_q, X @ P.w_k, X @ P.w_v, mask=mask).weights)
+    # and the tables the page prints are those weights
+    for section, want in [("self", plain.weights), ("cross", crossed.weights)]:
+        _, _, printed = weight_table(shown[f"three_kinds.py:{section}"])
+        np.testing.assert_allclose(printed, want, rtol=0, atol=PRINTED)
+
+
+def test_the_self_attention_table_is_the_toy_head_on_the_toy_sentence(shown):
+    text = shown["three_kinds.py:self"]
+    columns, labels, printed = weight_table(text)
+    assert columns == labels == list(toy.SENTENCE)
+    assert text.splitlines()[0] == f"self-attention weights: {(len(toy.SENTENCE),) * 2}"
+    np.testing.assert_allclose(printed, qkv.self_attention(X, P).weights, rtol=0, atol=PRINTED)
+
+
+# ---- causal -------------------------------------------------------------------------------
 
 
 @pytest.mark.claim("kinds-causal-zeros")
@@ -45,85 +102,158 @@ def test_causal_mask_gives_exact_zeros_above_the_diagonal(t, d, seed, spread):
 
 
 @pytest.mark.claim("kinds-causal-zeros")
-def test_the_page_causal_weights_are_exactly_zero_in_the_future(page):
-    weights = page["masked"].weights
-    assert (weights[~page["causal"]] == 0).all()
-    assert page["causal"].sum() == 6 * 7 // 2  # the diagonal and everything below it
+def test_the_page_causal_weights_are_exactly_zero_in_the_future(shown):
+    text = shown["three_kinds.py:causal"]
+    lower = np.tril(np.ones((6, 6), dtype=int))  # j <= i, by hand
+    np.testing.assert_array_equal(qkv.causal_mask(6), lower.astype(bool))
+    np.testing.assert_array_equal(printed_ints(text), lower)
+    weights = qkv.self_attention(X, P, mask=qkv.causal_mask(6)).weights
+    assert (weights[lower == 0] == 0).all()
+    _, _, printed = weight_table(text)
+    assert (printed[lower == 0] == 0).all()
+    assert shown.line("three_kinds.py:causal", "weights on future tokens") == \
+        "weights on future tokens all exactly 0: True"
 
 
 @pytest.mark.claim("kinds-causal-renormalised")
-def test_each_causal_row_is_the_softmax_of_its_allowed_scores_alone(page):
-    Q, K = page["Q"], page["K"]
-    scores = Q @ K.T / np.sqrt(K.shape[-1])
-    weights = page["masked"].weights
+def test_each_causal_row_is_the_softmax_of_its_allowed_scores_alone(shown):
+    Q, K, _ = qkv.project(X, P)
+    scores = Q @ K.T / np.sqrt(toy.D_K)
+    weights = qkv.self_attention(X, P, mask=qkv.causal_mask(6)).weights
+    by_hand = np.zeros((6, 6))
     for i in range(6):
-        np.testing.assert_allclose(weights[i, : i + 1], qkv.softmax(scores[i, : i + 1]), rtol=1e-12)
+        allowed = np.exp(scores[i, : i + 1] - scores[i, : i + 1].max())
+        by_hand[i, : i + 1] = allowed / allowed.sum()
+    np.testing.assert_allclose(weights, by_hand, rtol=1e-12, atol=1e-15)
     assert weights[0, 0] == 1.0  # the first token can only look at itself
+    _, _, printed = weight_table(shown["three_kinds.py:causal"])
+    np.testing.assert_allclose(printed, by_hand, rtol=0, atol=PRINTED)
+    assert printed[0].tolist() == [1, 0, 0, 0, 0, 0]
+    assert numbers(shown.line("three_kinds.py:causal", "row sums:")) == [1.0] * 6
 
 
 @pytest.mark.claim("kinds-causal-last-row")
-def test_the_last_token_sees_what_it_would_see_unmasked(page):
-    np.testing.assert_allclose(page["masked"].weights[-1], page["self_att"].weights[-1],
-                               rtol=1e-12)
-    assert not np.allclose(page["masked"].weights[:-1], page["self_att"].weights[:-1])
+def test_the_last_token_sees_what_it_would_see_unmasked(shown):
+    masked = qkv.self_attention(X, P, mask=qkv.causal_mask(6)).weights
+    unmasked = qkv.self_attention(X, P).weights
+    np.testing.assert_allclose(masked[-1], unmasked[-1], rtol=1e-12)
+    assert not np.allclose(masked[:-1], unmasked[:-1])
+    # on the page: the causal table's last row repeats the self-attention table's
+    _, _, causal = weight_table(shown["three_kinds.py:causal"])
+    _, _, plain = weight_table(shown["three_kinds.py:self"])
+    np.testing.assert_array_equal(causal[-1], plain[-1])
+    assert (np.abs(causal[:-1] - plain[:-1]).max(axis=-1) > 0.01).all()
 
 
 @pytest.mark.claim("kinds-causal-prefix")
 @pytest.mark.parametrize("t", range(1, 7))
-def test_causal_outputs_of_a_prefix_ignore_every_later_token(page, t):
-    X, p = page["X"], page["p"]
-    full = qkv.self_attention(X, p, mask=qkv.causal_mask(6)).output
-    prefix = qkv.self_attention(X[:t], p, mask=qkv.causal_mask(t)).output
+def test_causal_outputs_of_a_prefix_ignore_every_later_token(t):
+    full = qkv.self_attention(X, P, mask=qkv.causal_mask(6)).output
+    prefix = qkv.self_attention(X[:t], P, mask=qkv.causal_mask(t)).output
     np.testing.assert_allclose(full[:t], prefix, rtol=1e-12, atol=1e-15)
 
 
+# ---- padding ------------------------------------------------------------------------------
+
+
+def padded_batch(junk):
+    """The page's batch: the sentence, and its first four words padded with ``junk``."""
+    return np.stack([X, np.vstack([X[:4], junk])])
+
+
+PAD = qkv.padding_mask([6, 4], t=6)
+JUNKS = [np.random.default_rng(seed).normal(size=(2, 16)) * scale
+         for seed, scale in [(8, 1.0), (9, 1e3), (10, 1e-3)]]
+
+
 @pytest.mark.claim("kinds-padding-zeros")
-def test_padded_keys_get_exactly_zero_weight(page):
-    weights = page["padded"].weights  # (2, 6, 6)
-    assert (weights[1][:, 4:] == 0).all()
-    assert (weights[0] > 0).all()  # the unpadded sequence loses nothing
-    assert page["pad"].shape == (2, 1, 6)
+def test_padded_keys_get_exactly_zero_weight(shown):
+    np.testing.assert_array_equal(PAD, np.array([[[1] * 6], [[1] * 4 + [0] * 2]], dtype=bool))
+    for junk in JUNKS:
+        weights = qkv.self_attention(padded_batch(junk), P, mask=PAD).weights  # (2, 6, 6)
+        assert (weights[1][:, 4:] == 0).all()
+        assert (weights[0] > 0).all()  # the unpadded sequence loses nothing
+    text = shown["three_kinds.py:padding"]
+    assert text.splitlines()[0].startswith(f"padding mask {PAD.shape}")
+    np.testing.assert_array_equal(printed_ints(text), PAD[:, 0].astype(int))
+    columns, labels, printed = weight_table(text)
+    assert columns == labels == [*toy.SENTENCE[:4], "<pad>", "<pad>"]
+    assert (printed[:, 4:] == 0).all()
+    assert shown.line("three_kinds.py:padding", "weights on padding") == \
+        "weights on padding all exactly 0: True"
 
 
 @pytest.mark.claim("kinds-padding-no-leak")
-def test_padding_content_never_reaches_real_tokens(page):
-    X, p = page["X"], page["p"]
-    np.testing.assert_allclose(page["padded"].output[1, :4], page["short"].output, rtol=1e-12)
-    other = page["batch"].copy()
-    other[1, 4:] = 1e3 * np.random.default_rng(8).normal(size=(2, 16))  # different junk
-    changed = qkv.self_attention(other, p, mask=page["pad"])
-    np.testing.assert_allclose(changed.output[1, :4], qkv.self_attention(X[:4], p).output,
-                               rtol=1e-12)
+def test_padding_content_never_reaches_real_tokens(shown):
+    short = qkv.self_attention(X[:4], P)  # the four words alone, unpadded
+    for junk in JUNKS:  # whatever the padding holds
+        padded = qkv.self_attention(padded_batch(junk), P, mask=PAD)
+        np.testing.assert_allclose(padded.output[1, :4], short.output, rtol=1e-12)
+        np.testing.assert_allclose(padded.weights[1, :4, :4], short.weights, rtol=1e-12)
+    # the page's real rows are the unpadded sequence's weights, zeros appended
+    _, _, printed = weight_table(shown["three_kinds.py:padding"])
+    np.testing.assert_allclose(printed[:4, :4], short.weights, rtol=0, atol=PRINTED)
+    assert shown.line("three_kinds.py:padding", "real tokens' outputs") == \
+        "real tokens' outputs equal the unpadded ones: True"
 
 
 @pytest.mark.claim("kinds-padding-queries")
-def test_padded_queries_still_attend_to_the_real_tokens(page):
-    pad_rows = page["padded"].weights[1][4:]  # (2, 6): the two padding positions as queries
-    np.testing.assert_allclose(pad_rows.sum(axis=-1), 1.0, rtol=1e-12)
-    assert (pad_rows[:, :4] > 0).all() and (pad_rows[:, 4:] == 0).all()
-    assert np.isfinite(page["padded"].output[1, 4:]).all()
+def test_padded_queries_still_attend_to_the_real_tokens(shown):
+    for junk in JUNKS:
+        padded = qkv.self_attention(padded_batch(junk), P, mask=PAD)
+        pad_rows = padded.weights[1][4:]  # (2, 6): the two padding positions as queries
+        np.testing.assert_allclose(pad_rows.sum(axis=-1), 1.0, rtol=1e-12)
+        assert (pad_rows[:, 4:] == 0).all() and np.isfinite(padded.output[1, 4:]).all()
+        if np.abs(junk).max() < 10:  # (a query 1000 times too long puts all on one key)
+            assert (pad_rows[:, :4] > 0).all()
+    _, labels, printed = weight_table(shown["three_kinds.py:padding"])
+    assert labels[4:] == ["<pad>", "<pad>"]
+    assert (printed[4:, :4] > 0).all()
+    np.testing.assert_allclose(printed[4:].sum(axis=-1), 1.0, rtol=0, atol=6 * PRINTED)
 
 
 @pytest.mark.claim("kinds-mask-broadcast")
-def test_causal_and_padding_masks_combine_by_broadcasting(page):
-    both = page["both"]
+def test_causal_and_padding_masks_combine_by_broadcasting(shown):
+    both = qkv.causal_mask(6) & PAD
     assert both.shape == (2, 6, 6)
-    np.testing.assert_array_equal(both[1], qkv.causal_mask(6) & np.array([1, 1, 1, 1, 0, 0], bool))
-    weights = qkv.self_attention(page["batch"], page["p"], mask=both).weights
-    assert (weights[~both] == 0).all()
+    for b, length in enumerate([6, 4]):
+        for i in range(6):
+            for j in range(6):
+                assert both[b, i, j] == (j <= i and j < length)
+    weights = qkv.self_attention(padded_batch(JUNKS[0]), P, mask=both).weights
+    assert (weights[~both] == 0).all() and (weights[both] > 0).all()
+    assert shown.line("three_kinds.py:padding", "causal and padding together:") == \
+        f"causal and padding together: {both.shape}"
+
+
+# ---- cross --------------------------------------------------------------------------------
 
 
 @pytest.mark.claim("kinds-cross-shape")
 @pytest.mark.parametrize(("t_q", "t_k"), [(3, 6), (1, 9), (7, 2)])
-def test_cross_attention_is_rectangular_with_rows_of_one(page, t_q, t_k):
-    p = page["p"]
+def test_cross_attention_is_rectangular_with_rows_of_one(t_q, t_k):
     rng = np.random.default_rng(t_q * 10 + t_k)
-    result = qkv.cross_attention(rng.normal(size=(t_q, 16)), rng.normal(size=(t_k, 16)), p)
+    result = qkv.cross_attention(rng.normal(size=(t_q, 16)), rng.normal(size=(t_k, 16)), P)
     assert result.weights.shape == (t_q, t_k)
-    assert result.output.shape == (t_q, p.d_v)
+    assert result.output.shape == (t_q, P.d_v)
     np.testing.assert_allclose(result.weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
-    assert page["cross"].weights.shape == (3, 6)
-    np.testing.assert_allclose(page["cross"].weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
+
+
+@pytest.mark.claim("kinds-cross-shape")
+def test_the_page_cross_attention_is_3_by_6_with_rows_of_one(shown):
+    cross = qkv.cross_attention(DECODER, X, P)
+    assert cross.weights.shape == (3, 6) and cross.output.shape == (3, toy.D_V)
+    text = shown["three_kinds.py:cross"]
+    assert text.splitlines()[0].split() == \
+        f"cross-attention weights: {(3, 6)} output: {(3, toy.D_V)}".split()
+    columns, labels, printed = weight_table(text)
+    assert columns == list(toy.SENTENCE) and labels == list(DECODER_WORDS)
+    np.testing.assert_allclose(printed, cross.weights, rtol=0, atol=PRINTED)
+    np.testing.assert_allclose(printed.sum(axis=-1), 1.0, rtol=0, atol=6 * PRINTED)
+    assert numbers(shown.line("three_kinds.py:cross", "row sums:")) == [1.0] * 3
+
+
+# ---- the masked function in PyTorch, and mask conventions ---------------------------------
 
 
 def random_mask(rng, shape):
@@ -133,17 +263,15 @@ def random_mask(rng, shape):
 
 
 @pytest.mark.claim("kinds-torch-agrees")
-def test_torch_masked_attention_and_sdpa_agree_with_qkv(page):
-    assert np.abs(page["torch_weights"].numpy() - page["weights"]).max() < 1e-12
-    assert np.abs(page["torch_output"].numpy() - page["output"]).max() < 1e-12
-    assert np.abs(page["sdpa_output"].numpy() - page["output"]).max() < 1e-12
-    masked_attention = page["masked_attention"]
+def test_torch_masked_attention_and_sdpa_agree_with_qkv():
+    Q, K, V = qkv.project(X, P)
     rng = np.random.default_rng(12)
-    for shape_q, t_k in [((5, 8), 5), ((2, 3, 4, 8), 7)]:
-        q, v_width = rng.normal(size=shape_q), 3
+    cases = [(Q, K, V, qkv.causal_mask(6))]  # the page's example
+    for shape_q, t_k in [((5, 8), 5), ((2, 3, 4, 8), 7)]:  # with batch and head axes
         k = rng.normal(size=(*shape_q[:-2], t_k, shape_q[-1]))
-        v = rng.normal(size=(*shape_q[:-2], t_k, v_width))
-        mask = random_mask(rng, (*shape_q[:-1], t_k))
+        v = rng.normal(size=(*shape_q[:-2], t_k, 3))
+        cases.append((rng.normal(size=shape_q), k, v, random_mask(rng, (*shape_q[:-1], t_k))))
+    for q, k, v, mask in cases:
         want = qkv.attention(q, k, v, mask=mask)
         tq, tk, tv, tm = (torch.from_numpy(a) for a in (q, k, v, mask))
         got_w, got_o = masked_attention(tq, tk, tv, tm)
@@ -151,6 +279,12 @@ def test_torch_masked_attention_and_sdpa_agree_with_qkv(page):
         assert np.abs(got_o.numpy() - want.output).max() < 1e-12
         sdpa = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=tm)
         assert np.abs(sdpa.numpy() - want.output).max() < 1e-12
+
+
+def test_the_numpy_tab_shows_the_masked_shapes(shown):
+    result = qkv.attention(*qkv.project(X, P), mask=qkv.causal_mask(6))
+    assert shown["three_kinds.py:masked_numpy"].split() == \
+        f"weights {result.weights.shape} output {result.output.shape}".split()
 
 
 @pytest.mark.claim("kinds-mask-convention")
@@ -169,23 +303,32 @@ def test_true_means_may_attend_in_qkv_sdpa_and_the_masked_fill_idiom():
     assert np.abs(sdpa.numpy() - weights @ v).max() < 1e-12
 
 
+# ---- a row that may attend to nothing -----------------------------------------------------
+
+
+def blocked_mask():
+    blocked = qkv.causal_mask(6)
+    blocked[0, 0] = False  # the first query may attend to nothing at all
+    return blocked
+
+
 @pytest.mark.claim("kinds-fully-masked-qkv")
-def test_qkv_refuses_a_row_that_may_attend_to_nothing(page):
-    with pytest.raises(ValueError, match=r"query row \(0,\)"):
-        qkv.attention(page["Q"], page["K"], page["V"], mask=page["blocked"])
+def test_qkv_refuses_a_row_that_may_attend_to_nothing(shown):
+    with pytest.raises(ValueError, match=r"query row \(0,\)") as refused:
+        qkv.attention(*qkv.project(X, P), mask=blocked_mask())
+    # the page prints that error, wrapped at 72 columns
+    assert shown["three_kinds.py:fully_masked"].strip() == \
+        textwrap.fill(f"qkv: {refused.value}", 72)
 
 
 @pytest.mark.claim("kinds-fully-masked-torch")
-def test_torch_gives_nan_by_hand_and_zeros_from_sdpa(page):
+def test_torch_gives_nan_by_hand_and_zeros_from_sdpa():
     assert torch.__version__.startswith("2.13"), "the page names the PyTorch version it shows"
-    weights, output = page["masked_attention"](page["q"], page["k"], page["v"],
-                                               page["torch_blocked"])
+    q, k, v = (torch.from_numpy(a) for a in qkv.project(X, P))
+    blocked = torch.from_numpy(blocked_mask())
+    weights, output = masked_attention(q, k, v, blocked)
     assert torch.isnan(weights[0]).all() and torch.isnan(output[0]).all()
     assert not torch.isnan(output[1:]).any()
-    sdpa = page["sdpa_blocked"]
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=blocked)
     assert (sdpa[0] == 0).all()
     np.testing.assert_allclose(sdpa[1:].numpy(), output[1:].numpy(), rtol=1e-12)
-
-
-def test_the_snippet_uses_the_toy_sentence(page):
-    assert page["words"] == toy.SENTENCE

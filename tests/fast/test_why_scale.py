@@ -1,4 +1,11 @@
-"""Chapter 6, why divide by √d_k: the derived statistics, checked against qkv's computation.
+"""Chapter 6, why divide by √d_k: the derived statistics, checked against qkv's computation
+and against the numbers docs/why-scale.md prints.
+
+The page's numbers are statistics of seeded draws made by ``qkv.scaling``. The tests call
+the same functions with the arguments the page states (once per module: they are slow),
+check the statistical fact on those draws and on draws of their own, and then check that
+every number the page prints agrees with the draws, to the rounding it prints, and itself
+satisfies the claim.
 
 Tolerances come from the sampling error of the estimates, derived here rather than fitted.
 For q, k with independent N(0, 1) components, X = q·k has Var X = d and E X^4 = 3d² + 6d
@@ -12,13 +19,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from chapter_snippets import snippet_globals
+from support import numbers
 
 import qkv
-from qkv.scaling import saturation, score_samples, score_std
+from qkv.scaling import draw_queries_keys, saturation, score_samples, score_std
 
 Z = 5  # standard errors allowed
-DIMS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+DIMS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]  # the page's table
+N = 20_000  # the page's pairs per d_k (score_samples' default)
+N_SAT = 10_000  # the page's draws of one query over six keys (saturation's default)
 
 
 def rel_se_std(d: int, n: int) -> float:
@@ -26,28 +35,90 @@ def rel_se_std(d: int, n: int) -> float:
     return 0.5 * np.sqrt((2 + 6 / d) / n)
 
 
+def se_var(d: int, n: int) -> float:
+    """Standard error of the sample variance of q·k (see module docstring)."""
+    return d * np.sqrt((2 + 6 / d) / n)
+
+
 @pytest.fixture(scope="module")
-def page():
-    return snippet_globals("why_scale.py")
+def shown(page_output):
+    return page_output("why-scale.md")
+
+
+def printed(text: str, prefix: str) -> list[float]:
+    """The numbers of the one printed line that starts with ``prefix``, after it."""
+    (line,) = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(prefix)]
+    return numbers(line.removeprefix(prefix))
+
+
+def table(text: str, width: int) -> dict[int, list[float]]:
+    """The printed rows with ``width`` numbers, by their first number (d_k)."""
+    rows = [n for line in text.splitlines() if len(n := numbers(line)) == width]
+    return {int(n[0]): n[1:] for n in rows}
+
+
+@pytest.fixture(scope="module")
+def spread_table(shown):
+    """The page's spread table: d_k -> [std raw, √d_k, std scaled]."""
+    rows = table(shown["why_scale.py:spread"], 4)
+    assert sorted(rows) == DIMS
+    return rows
+
+
+@pytest.fixture(scope="module")
+def raw_scores():
+    """The page's draws: N raw scores per d_k, seed 0, as its table's score_std calls."""
+    return {d: score_samples(d, scale=False) for d in DIMS}
+
+
+@pytest.fixture(scope="module")
+def saturation_table(shown):
+    """The page's saturation table: (d_k, scaled) -> [mean max w, % > 0.99, entropy, |J|]."""
+    rows = {}
+    for line in shown["why_scale.py:saturation"].splitlines():
+        words = line.split()
+        if len(words) == 6 and words[1] in ("True", "False"):
+            rows[int(words[0]), words[1] == "True"] = numbers(" ".join(words[2:]))
+    assert sorted(rows) == [(1, False), (1, True), (64, False), (64, True)]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def sat():
+    """The page's saturation draws: (d_k, scaled) -> saturation(d_k, scale=scaled)."""
+    return {(d, s): saturation(d, scale=s) for d in (1, 64, 256, 512) for s in (True, False)}
+
+
+def lower(x):  # the mean minus Z standard errors
+    return x.mean() - Z * x.std() / np.sqrt(len(x))
+
+
+def upper(x):
+    return x.mean() + Z * x.std() / np.sqrt(len(x))
 
 
 @pytest.mark.claim("scale-derived-variance")
 @pytest.mark.parametrize("d_k", DIMS)
-def test_raw_score_variance_is_d_k(d_k):
-    n = 20_000
-    var = score_samples(d_k, scale=False, n_draws=n).var()
-    se = d_k * np.sqrt((2 + 6 / d_k) / n)
-    assert abs(var - d_k) < Z * se
+def test_raw_score_variance_is_d_k(d_k, raw_scores, spread_table):
+    var = raw_scores[d_k].var()
+    assert abs(var - d_k) < Z * se_var(d_k, N)
+    std, root, _ = spread_table[d_k]
+    assert abs(std - np.sqrt(var)) <= 0.005 + 1e-9  # the page prints these draws
+    assert root == round(np.sqrt(d_k), 2)
+    # the printed std (2 decimals) is itself within the sampling error of √d_k
+    assert abs(std - np.sqrt(d_k)) < Z * np.sqrt(d_k) * rel_se_std(d_k, N) + 0.005
 
 
 @pytest.mark.claim("scale-std-ratio-eight")
-def test_std_grows_eightfold_from_d_k_1_to_64(page):
-    n = 20_000  # the page's sample size
-    se = 8 * np.hypot(rel_se_std(1, n), rel_se_std(64, n))  # ratio of two independent stds
+def test_std_grows_eightfold_from_d_k_1_to_64(raw_scores, shown):
+    se = 8 * np.hypot(rel_se_std(1, N), rel_se_std(64, N))  # ratio of two independent stds
     assert round(se, 2) == 0.09  # the standard error the page quotes
-    assert abs(page["ratio"] - np.sqrt(64)) < Z * se
-    assert page["ratio"] == page["spread"][64] / page["spread"][1]
-    n = 200_000  # and again, ten times tighter
+    ratio = raw_scores[64].std() / raw_scores[1].std()
+    assert abs(ratio - 8) < Z * se
+    shown_ratio, _, root = printed(shown["why_scale.py:spread"], "std at d_k=64 / std at d_k=1 =")
+    assert abs(shown_ratio - ratio) <= 0.005 + 1e-9 and root == 8
+    assert abs(shown_ratio - 8) < Z * se + 0.005
+    n = 200_000  # and again with ten times more draws of another seed
     se = 8 * np.hypot(rel_se_std(1, n), rel_se_std(64, n))
     ratio = score_std(64, scale=False, n_draws=n, seed=1) / score_std(1, scale=False, n_draws=n,
                                                                        seed=1)
@@ -61,56 +132,50 @@ def test_standard_error_formula_matches_repeated_samples(d_k):
     rng = np.random.default_rng([9, d_k])
     variances = [(rng.standard_normal((n, d_k)) * rng.standard_normal((n, d_k))).sum(-1).var()
                  for _ in range(repeats)]
-    predicted = d_k * np.sqrt((2 + 6 / d_k) / n)
     # the std of 400 sample variances is itself known to about 1/sqrt(2 * 400) = 3.5 %
-    assert abs(np.std(variances) / predicted - 1) < Z / np.sqrt(2 * repeats)
+    assert abs(np.std(variances) / se_var(d_k, n) - 1) < Z / np.sqrt(2 * repeats)
 
 
 @pytest.mark.claim("scale-standard-error")
 def test_standard_error_at_the_page_sample_size_is_one_to_two_percent():
     for d_k in DIMS:
-        assert 0.01 <= np.sqrt((2 + 6 / d_k) / 20_000) <= 0.02
+        assert 0.01 <= se_var(d_k, N) / d_k <= 0.02
 
 
 @pytest.mark.claim("scale-variance-near-one")
 @pytest.mark.parametrize("d_k", DIMS)
-def test_scaled_score_variance_is_one_for_every_d_k(d_k):
-    n = 20_000
-    var = score_samples(d_k, scale=True, n_draws=n).var()
-    assert abs(var - 1) < Z * np.sqrt((2 + 6 / d_k) / n)
-
-
-# Saturation at d_k = 64 over 10,000 draws of one query and six keys.
-N_SAT = 10_000
-
-
-@pytest.fixture(scope="module")
-def d64():
-    return saturation(64, scale=False), saturation(64, scale=True)
-
-
-def lower(x):  # the mean minus Z standard errors
-    return x.mean() - Z * x.std() / np.sqrt(len(x))
-
-
-def upper(x):
-    return x.mean() + Z * x.std() / np.sqrt(len(x))
+def test_scaled_score_variance_is_one_for_every_d_k(d_k, raw_scores, spread_table):
+    scaled = score_samples(d_k, scale=True)  # qkv's scaled scores, the page's draws
+    np.testing.assert_allclose(scaled, raw_scores[d_k] / np.sqrt(d_k), rtol=1e-12)
+    assert abs(scaled.var() - 1) < Z * se_var(d_k, N) / d_k
+    *_, std = spread_table[d_k]
+    assert abs(std - scaled.std()) <= 0.0005 + 1e-9
+    assert abs(std - 1) < Z * rel_se_std(d_k, N) + 0.0005
 
 
 @pytest.mark.claim("scale-unscaled-near-one-hot")
-def test_unscaled_largest_weight_is_near_one(d64):
-    raw, scaled = d64
+def test_unscaled_largest_weight_is_near_one(sat, saturation_table, shown):
+    raw, scaled = sat[64, False], sat[64, True]
     assert len(raw.max_weight) == N_SAT
     assert lower(raw.max_weight) > 0.85
     assert upper(scaled.max_weight) < 0.45
     share = (raw.max_weight > 0.99).mean()
     assert share - Z * np.sqrt(share * (1 - share) / N_SAT) > 1 / 3
     assert (scaled.max_weight > 0.99).sum() == 0
+    # the page's rows are these draws, and say so too
+    for draws, (mean_max, percent, *_) in [(raw, saturation_table[64, False]),
+                                           (scaled, saturation_table[64, True])]:
+        assert abs(mean_max - draws.max_weight.mean()) <= 0.0005 + 1e-9
+        assert abs(percent - 100 * (draws.max_weight > 0.99).mean()) <= 0.05 + 1e-9
+    assert saturation_table[64, False][0] > 0.85 and saturation_table[64, False][1] > 100 / 3
+    assert saturation_table[64, True][0] < 0.45 and saturation_table[64, True][1] == 0
+    assert printed(shown["why_scale.py:saturation"], "uniform weights over") == \
+        [6, round(1 / 6, 3), round(np.log(6), 3)]
 
 
 @pytest.mark.claim("scale-unscaled-majority-copies")
-def test_unscaled_a_single_key_takes_most_weight_in_most_draws(d64):
-    raw, scaled = d64
+def test_unscaled_a_single_key_takes_most_weight_in_most_draws(sat):
+    raw, scaled = sat[64, False], sat[64, True]
     share = (raw.max_weight > 0.95).mean()
     assert share - Z * np.sqrt(share * (1 - share) / N_SAT) > 0.5
     assert (scaled.max_weight > 0.95).mean() < 0.01  # scaled, it almost never happens
@@ -138,17 +203,31 @@ def test_qkv_projections_of_unit_variance_inputs_have_unit_variance_components()
 
 
 @pytest.mark.claim("scale-unscaled-low-entropy")
-def test_unscaled_entropy_is_a_sixth_of_uniform(d64):
-    raw, scaled = d64
+def test_unscaled_entropy_is_a_sixth_of_uniform(sat, saturation_table):
+    raw, scaled = sat[64, False], sat[64, True]
     uniform = np.log(6)
     assert upper(raw.entropy) < uniform / 6 < 0.3
     assert lower(scaled.entropy) > 1.4
     assert (raw.entropy <= uniform + 1e-12).all() and (scaled.entropy <= uniform + 1e-12).all()
+    shown_raw, shown_scaled = saturation_table[64, False][2], saturation_table[64, True][2]
+    assert abs(shown_raw - raw.entropy.mean()) <= 0.0005 + 1e-9
+    assert abs(shown_scaled - scaled.entropy.mean()) <= 0.0005 + 1e-9
+    assert shown_raw < uniform / 6 and shown_scaled > 1.4
 
 
 @pytest.mark.claim("scale-jacobian-vanishes")
-@pytest.mark.parametrize("seed", range(4))
-def test_median_softmax_jacobian_is_about_nine_times_smaller_unscaled(seed):
+def test_median_softmax_jacobian_is_about_nine_times_smaller_unscaled(sat, saturation_table):
+    medians = {s: np.median(sat[64, s].jacobian_norm) for s in (True, False)}
+    assert 7.5 < medians[True] / medians[False] < 11
+    shown = {s: saturation_table[64, s][3] for s in (True, False)}  # printed to 4 decimals
+    for s in (True, False):
+        assert abs(shown[s] - medians[s]) <= 0.00005 + 1e-9
+    assert 7.5 < shown[True] / shown[False] < 11
+
+
+@pytest.mark.claim("scale-jacobian-vanishes")
+@pytest.mark.parametrize("seed", range(1, 4))
+def test_the_jacobian_ratio_holds_for_other_seeds(seed):
     raw, scaled = saturation(64, scale=False, seed=seed), saturation(64, scale=True, seed=seed)
     ratio = np.median(scaled.jacobian_norm) / np.median(raw.jacobian_norm)
     assert 7.5 < ratio < 11
@@ -166,24 +245,47 @@ def test_softmax_jacobian_is_the_derivative_of_the_weights():
 
 
 @pytest.mark.claim("scale-d1-no-difference")
-def test_at_d_k_1_scaling_changes_nothing(page):
+def test_at_d_k_1_scaling_changes_nothing(sat, saturation_table, shown):
     assert qkv.scale_factor(True, 1) == 1.0
-    assert page["same"]
-    raw, scaled = saturation(1, scale=False), saturation(1, scale=True)
-    for a, b in zip(raw, scaled, strict=True):
+    rng = np.random.default_rng(12)
+    q, k, v = rng.normal(size=(6, 1)), rng.normal(size=(6, 1)), rng.normal(size=(6, 3))
+    assert np.array_equal(qkv.attention(q, k, v, scale=True).weights,
+                          qkv.attention(q, k, v, scale=False).weights)
+    for a, b in zip(sat[1, False], sat[1, True], strict=True):
         assert np.array_equal(a, b)
+    # the page: factor 1, identical weights, and two identical rows of statistics
+    text = shown["why_scale.py:d_k_one"]
+    assert printed(text, "scale factor at d_k=1:") == [1.0]
+    assert shown.line("why_scale.py:d_k_one", "weights with and without") == \
+        "weights with and without scaling are identical: True"
+    assert saturation_table[1, True] == saturation_table[1, False]
+    np.testing.assert_allclose(saturation_table[1, True][0], sat[1, True].max_weight.mean(),
+                               atol=0.0005 + 1e-9)
 
 
 @pytest.fixture(scope="module")
-def query_gradients():
-    return {d: (saturation(d, scale=True).query_gradient_norm,
-                saturation(d, scale=False).query_gradient_norm) for d in (64, 256, 512)}
+def gradient_table(shown):
+    """The page's gradient table: d_k -> [median scaled, median raw, mean scaled, mean raw]."""
+    rows = table(shown["why_scale.py:query_gradient"], 5)
+    assert sorted(rows) == [64, 256, 512]
+    return rows
+
+
+@pytest.mark.parametrize("d_k", [64, 256, 512])
+def test_the_gradient_table_shows_qkv_scaling_saturation_draws(d_k, sat, gradient_table):
+    scaled, raw = sat[d_k, True].query_gradient_norm, sat[d_k, False].query_gradient_norm
+    np.testing.assert_allclose(gradient_table[d_k][:2], [np.median(scaled), np.median(raw)],
+                               rtol=0, atol=0.00005 + 1e-9)
+    np.testing.assert_allclose(gradient_table[d_k][2:], [scaled.mean(), raw.mean()],
+                               rtol=0, atol=0.0005 + 1e-9)
 
 
 @pytest.mark.claim("scale-query-gradient-64")
-def test_median_query_gradient_at_64_is_about_twelve_percent_smaller_unscaled(query_gradients):
-    scaled, raw = query_gradients[64]
+def test_median_query_gradient_at_64_is_about_twelve_percent_smaller_unscaled(sat, gradient_table):
+    scaled, raw = sat[64, True].query_gradient_norm, sat[64, False].query_gradient_norm
     assert 0.86 < np.median(raw) / np.median(scaled) < 0.90  # the page's draw: "about 12 %"
+    shown_scaled, shown_raw, *_ = gradient_table[64]
+    assert 0.86 < shown_raw / shown_scaled < 0.90
     for seed in range(1, 6):  # "between 5 and 25 % with other seeds"
         ratio = (np.median(saturation(64, scale=False, seed=seed).query_gradient_norm)
                  / np.median(saturation(64, scale=True, seed=seed).query_gradient_norm))
@@ -206,47 +308,66 @@ def test_fourth_moment_of_q_dot_k_depends_on_the_distribution(d_k):
 
 
 @pytest.mark.claim("scale-query-gradient-collapses")
-def test_median_query_gradient_collapses_unscaled_at_256(query_gradients):
-    scaled, raw = query_gradients[256]
-    assert np.median(scaled) / np.median(raw) > 20
-    scaled, raw = query_gradients[512]
-    assert np.median(scaled) / np.median(raw) > 20
+def test_median_query_gradient_collapses_unscaled_at_256_and_512(sat, gradient_table):
+    for d_k in (256, 512):
+        scaled, raw = sat[d_k, True].query_gradient_norm, sat[d_k, False].query_gradient_norm
+        assert np.median(scaled) / np.median(raw) > 20
+        shown_scaled, shown_raw, *_ = gradient_table[d_k]  # 4 decimals: take the worst case
+        assert (shown_scaled - 0.00005) / (shown_raw + 0.00005) > 20
 
 
 @pytest.mark.claim("scale-query-gradient-mean-larger")
-def test_mean_query_gradient_is_larger_unscaled(query_gradients):
-    for scaled, raw in query_gradients.values():
+def test_mean_query_gradient_is_larger_unscaled(sat, gradient_table):
+    for d_k in (64, 256, 512):
+        scaled, raw = sat[d_k, True].query_gradient_norm, sat[d_k, False].query_gradient_norm
         assert lower(raw) > upper(scaled)
-        # heavy tail: the mean sits far above the median
-        assert raw.mean() > 3 * np.median(raw)
+        assert raw.mean() > 3 * np.median(raw)  # heavy tail: the mean sits far above the median
+        *_, shown_scaled, shown_raw = gradient_table[d_k]
+        assert shown_raw > shown_scaled
 
 
 @pytest.mark.claim("scale-assumes-unit-variance")
-def test_scaling_does_not_normalise_scores_of_wider_components(page):
+def test_scaling_does_not_normalise_scores_of_wider_components(shown):
     # components of std sigma: Var(q·k) = d σ⁴, so the scaled std is σ² = 4 for σ = 2
     rng = np.random.default_rng(4)
     n, d = 20_000, 64
     q, k = 2 * rng.standard_normal((n, d)), 2 * rng.standard_normal((n, d))
     std = ((q * k).sum(axis=-1) * qkv.scale_factor(True, d)).std()
     assert abs(std - 4) < Z * 4 * rel_se_std(d, n)
-    # and the page's own 2,000 draws
-    assert abs(page["scores"].std() - 4) < Z * 4 * rel_se_std(d, 2000)
-    assert page["sigma"] == 2.0
+    # the page's 2,000 unit-variance draws, scaled up by sigma
+    ((q, k),) = draw_queries_keys(d_k=64, n_draws=2000)
+    unit = (q[:, 0] * k[:, 0]).sum(axis=-1) / np.sqrt(64)
+    text = shown["why_scale.py:assumptions"]
+    for sigma in (1.0, 2.0):
+        (shown_std,) = printed(text, f"component std {sigma}: std of scaled scores =")
+        assert abs(shown_std - sigma**2 * unit.std()) <= 0.005 + 1e-9
+        assert abs(shown_std - sigma**2) < Z * sigma**2 * rel_se_std(d, 2000) + 0.005
+    assert abs(printed(text, "component std 2.0")[-1] - 1) > 2  # not normalised back to 1
 
 
 @pytest.mark.claim("scale-ex-d16")
-def test_raw_scores_at_d_k_16_have_std_4():
-    n = 20_000
-    std = score_std(16, scale=False, n_draws=n)
-    assert abs(std - 4) < Z * 4 * rel_se_std(16, n)
+def test_raw_scores_at_d_k_16_have_std_4(raw_scores, shown):
+    std = raw_scores[16].std()
+    assert abs(std - 4) < Z * 4 * rel_se_std(16, N)
+    d_k, shown_std, _, root = printed(shown["why_scale.py:exercise_d16"], "d_k =")
+    assert (d_k, root) == (16, 4)
+    assert abs(shown_std - std) <= 0.005 + 1e-9
+    assert abs(shown_std - 4) < Z * 4 * rel_se_std(16, N) + 0.005
 
 
 @pytest.mark.claim("scale-ex-sigma")
-def test_dividing_by_sigma_squared_sqrt_d_k_restores_unit_std(page):
-    assert page["factor"] == 1 / 32 and page["qs"].shape == (20_000, 64)
-    n = 20_000
-    scaled = (page["qs"] * page["ks"]).sum(axis=-1) / (2.0**2 * np.sqrt(64))
-    # the components are Gaussian with std 2: the scaled score is a unit-variance sum of
-    # products of standard normals, so the std error of module docstring applies
-    assert abs(scaled.std() - 1) < Z * rel_se_std(64, n)
-    assert np.std(page["qs"]) == pytest.approx(2.0, rel=0.01)
+def test_dividing_by_sigma_squared_sqrt_d_k_restores_unit_std(shown):
+    sigma, d, n = 2.0, 64, 20_000
+    # the page's draws: 20,000 pairs, seed 3, components scaled to std sigma
+    chunks = list(draw_queries_keys(d_k=d, n_draws=n, seed=3))
+    qs = np.concatenate([q for q, _ in chunks])[:, 0] * sigma
+    ks = np.concatenate([k for _, k in chunks])[:, 0] * sigma
+    assert qs.shape == ks.shape == (n, d)
+    assert np.std(qs) == pytest.approx(sigma, rel=0.01)
+    scaled = (qs * ks).sum(axis=-1) / (sigma**2 * np.sqrt(d))
+    # a unit-variance sum of products of standard normals: the docstring's error applies
+    assert abs(scaled.std() - 1) < Z * rel_se_std(d, n)
+    _, divisor, shown_std = printed(shown["why_scale.py:exercise_sigma"], "divide by")
+    assert divisor == sigma**2 * np.sqrt(d) == 32
+    assert abs(shown_std - scaled.std()) <= 0.0005 + 1e-9
+    assert abs(shown_std - 1) < Z * rel_se_std(d, n) + 0.0005

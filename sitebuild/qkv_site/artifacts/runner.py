@@ -188,7 +188,8 @@ class Runner:
 
     def env(self) -> dict:
         paths = [str(self.root), str(self.root / "sitebuild"), os.environ.get("PYTHONPATH")]
-        return {**os.environ, "MPLBACKEND": "svg",
+        # PYTHONHASHSEED: sets of strings iterate (print, pickle) the same in every process
+        return {**os.environ, "MPLBACKEND": "svg", "PYTHONHASHSEED": "0",
                 "PYTHONPATH": os.pathsep.join(filter(None, paths))}
 
     def _borrow(self) -> subprocess.Popen:

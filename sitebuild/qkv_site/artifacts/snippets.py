@@ -2,11 +2,15 @@
 
 markdown-exec still reads the block's options and formats what it prints (through its
 public ``base_format``); only the running is replaced. The blocks of a session run in order
-in one session process (:mod:`qkv_site.artifacts.session`); each block's printed text is
-cached by the hash of its code together with the earlier blocks of its session on the page,
-and reused while the files the session imported (``qkv``, snippet scripts) are unchanged.
-Editing one block reruns that block and the later blocks of its session, nothing else.
-Nothing of a block outlives a build, so no stale module or session can hide an error.
+in one session process (:mod:`qkv_site.artifacts.session`). Each block's printed text is
+cached by its code and the state it starts from: the digest of the names the earlier blocks
+of its session left and of NumPy's and ``random``'s global state
+(:mod:`qkv_site.artifacts.state`), or, where that state cannot be hashed, all the code run
+before it in its session on the page. An entry is reused while the files the session had
+imported (``qkv``...) are unchanged. So editing one block reruns that block, and the later
+blocks of its session only if the state it leaves changed (a comment or the wording of a
+print changes nothing after it). Nothing of a block outlives a build, so no stale module or
+session can hide an error.
 
 A block that raises stops the build, naming the page, the block and its traceback.
 """
@@ -16,11 +20,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import markdown_exec
 
 from qkv_site.artifacts.runner import ArtifactError, Job
+from qkv_site.artifacts.session import STATE
+
+EMPTY_STATE = "empty"  # what the first block of a session, or a block without one, starts from
+
+
+def _newest(folder: Path) -> float:
+    return max(p.stat().st_mtime for p in folder.glob("*.py"))
 
 
 def _not_run(code: str, **_) -> str:
@@ -32,6 +44,7 @@ class SessionProcess:
 
     def __init__(self, runner):
         self.ran: list[str] = []
+        self.started = time.time()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "qkv_site.artifacts.session", str(runner.root)],
             cwd=runner.root, env=runner.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -63,6 +76,7 @@ class Snippets:
         self.page = "?"
         self.sessions: dict[str | None, list[str]] = {}
         self.processes: dict[str | None, SessionProcess] = {}
+        self.spare: SessionProcess | None = None
 
     def on_config(self, config):
         markdown_exec.formatters["python"] = markdown_exec.formatters["py"] = self.format
@@ -70,6 +84,19 @@ class Snippets:
     def on_shutdown(self):
         markdown_exec.formatters["python"] = markdown_exec.formatters["py"] = self.original
         self._close_sessions()
+        if self.spare is not None:
+            self.spare.close()
+
+    def _new_process(self) -> SessionProcess:
+        """A fresh session process. One more is started at once and kept for next time:
+        starting one takes ~0.4 s, which an edit under `mkdocs serve` then does not wait for.
+        A spare older than the session code is not used."""
+        spare, self.spare = self.spare, SessionProcess(self.plugin.runner)
+        if spare is not None and spare.started > _newest(Path(__file__).parent):
+            return spare
+        if spare is not None:
+            spare.close()
+        return SessionProcess(self.plugin.runner)
 
     def _close_sessions(self):
         for process in self.processes.values():
@@ -78,7 +105,7 @@ class Snippets:
 
     def on_page_markdown(self, markdown, page, config, files):
         self._close_sessions()  # sessions belong to one page
-        self.page, self.sessions = page.file.src_uri, {}
+        self.page, self.sessions, self.states = page.file.src_uri, {}, {}
 
     def on_env(self, env, config, files):
         self._close_sessions()
@@ -89,21 +116,25 @@ class Snippets:
 
     def run(self, code: str, returncode=None, session=None, id=None, **extra) -> str:
         earlier = self.sessions.setdefault(session, []) if session else []
-        blocks = [*earlier, code]
-        where = f"session '{session}', block {len(blocks)}" if session else "a block"
-        job = Job("snippets", "session", {"blocks": blocks}, source=f"docs/{self.page} ({where})")
+        state = self.states.get(session, EMPTY_STATE) if session else EMPTY_STATE
+        where = f"session '{session}', block {len(earlier) + 1}" if session else "a block"
+        # keyed by the state it starts from; by all the code before it when that is unknown
+        args = {"state": state, "code": code} if state else {"blocks": [*earlier, code]}
+        job = Job("snippets", "session", args, source=f"docs/{self.page} ({where})")
 
         def compute(job: Job, out: Path) -> None:
             process = self.processes.get(session)
             if process is None or process.ran != earlier or session is None:
                 if process is not None:
                     process.close()
-                process = self.processes[session] = SessionProcess(self.plugin.runner)
-                for block in earlier:  # their output is cached; only their globals are needed
+                process = self.processes[session] = self._new_process()
+                for block in earlier:  # their output is cached; only their state is needed
                     process.run(block, out, job)
             process.run(code, out, job)
 
         result = self.plugin.runner.run(job, compute=compute)
         self.plugin.page_inputs.used(result.folder)
-        earlier.append(code)
+        if session:
+            earlier.append(code)
+            self.states[session] = result.text(STATE).strip() or None
         return result.text("output.txt")
