@@ -35,6 +35,8 @@ from sybil.parsers.markdown.lexers import RawFencedCodeBlockLexer
 
 ROOT = Path(__file__).resolve().parent
 DOCS = ROOT / "docs"
+# A fence of four or more backticks: a page showing how a block is written, not running it.
+_EXAMPLE_FENCE = re.compile(r"^([ \t]*)(`{4,})[^\n]*\n.*?^\1\2[ \t]*$", re.M | re.S)
 # A ``>>>`` block in a python or pycon fence, possibly indented (inside a content tab).
 _DOCTEST_FENCE = re.compile(r"^[ \t]*```(?:python|pycon)[ \t]*\n[ \t]*>>>", re.MULTILINE)
 
@@ -65,10 +67,18 @@ class BuildBlockParser:
                                   "check_paths": True, "dedent_subsections": True}})
         return md.preprocessors["snippet"]
 
+    def regions(self, document: Document):
+        """The blocks the build runs: not those shown as examples inside a longer fence
+        (````markdown ... ````), whose ``;--8<--`` lines are text, not includes."""
+        examples = [m.span() for m in _EXAMPLE_FENCE.finditer(document.text)]
+        for region in self.lexer(document):
+            if not any(start < region.start < end for start, end in examples):
+                yield region
+
     def __call__(self, document: Document):
         if not _DOCTEST_FENCE.search(document.text):
             return
-        for region in self.lexer(document):
+        for region in self.regions(document):
             source = region.lexemes["source"]
             code = "\n".join(self.snippets.run(source.splitlines())) + "\n"
             yield Region(region.start, region.end,
@@ -142,7 +152,7 @@ def run_page_blocks(name: str) -> PageOutput:
     parser = PARSERS[0]
     namespaces: dict[str, dict] = {}
     blocks = []
-    for number, region in enumerate(parser.lexer(document), start=1):
+    for number, region in enumerate(parser.regions(document), start=1):
         info = document.text[region.start:document.text.index("\n", region.start)]
         session = (m.group(1) if (m := _SESSION.search(info)) else None) or None
         source = region.lexemes["source"]

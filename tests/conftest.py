@@ -86,6 +86,12 @@ def clean_site(builds) -> Path:
 
 
 @pytest.fixture(scope="session")
+def collected_ids(request) -> set[str]:
+    """The node id of every test this run collected (deselected ones included)."""
+    return request.config.stash[COLLECTED]
+
+
+@pytest.fixture(scope="session")
 def built_dist(tmp_path_factory) -> tuple[Path, Path]:
     """qkv's sdist and wheel, built once per session as a release builds them."""
     return build_dist(tmp_path_factory.mktemp("dist"))
@@ -125,6 +131,27 @@ def browser_type_launch_args(browser_type_launch_args):
     return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
 
 
+@pytest.fixture(scope="module")
+def context(browser, browser_context_args):
+    """One browser context per test module, not per test (pytest-playwright's default):
+    making one took a quarter of a second, for each of a hundred browser tests. Each test
+    still gets a page of its own (``page``), and what it stored is cleared after it."""
+    shared = browser.new_context(**browser_context_args)
+    yield shared
+    shared.close()
+
+
+@pytest.fixture
+def page(context):
+    """A new page in the module's context; its site's local storage is cleared after the
+    test (Material keeps the reader's choices there)."""
+    page = context.new_page()
+    yield page
+    if page.url.startswith("http"):
+        page.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
+    page.close()
+
+
 # ---- tiers ---------------------------------------------------------------------------------
 
 TESTS = Path(__file__).resolve().parent
@@ -143,9 +170,13 @@ def tier_of(path: Path) -> str | None:
     return parts[0] if len(parts) > 1 else ""
 
 
+COLLECTED = pytest.StashKey[set]()  # node ids of every test collected, before -m or -k
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config, items):
     """Mark every test by its folder, and refuse a test whose needs contradict its folder."""
+    config.stash[COLLECTED] = {item.nodeid for item in items}
     wrong = []
     for item in items:
         tier = tier_of(item.path)

@@ -25,9 +25,11 @@ TWICE = np.vstack([X, X[MILK]])  # "milk" twice: identical embeddings
 TWICE_LABELS = (*toy.SENTENCE, "milk'")
 
 
+# --8<-- [start:shown]
 @pytest.fixture(scope="module")
 def shown(page_output):
-    return page_output("traps.md")
+    return page_output("traps.md")  # what each executed block of the page prints
+# --8<-- [end:shown]
 
 
 def printed(shown, section, label):
@@ -43,14 +45,18 @@ def softmax_by_hand(scores, axis):
 # ---- 1. the same vector for Q, K and V ----------------------------------------------------
 
 
+# --8<-- [start:same_vector]
 @pytest.mark.claim("traps-same-vector")
 def test_one_vector_for_all_three_makes_attention_a_word_similarity(shown):
-    weights = qkv.attention(X, X, X).weights
+    X = toy.embeddings()  # the page's sentence, from qkv's public toy module
+    weights = qkv.attention(X, X, X).weights  # the fact, computed here
     np.testing.assert_array_equal(weights.argmax(axis=-1), np.arange(6))  # each word: itself
+    # and the page says so; the expected text follows from the fact, not from the output
     assert shown.line("traps.py:same_vector", "wrong: scores symmetric:") == \
         "wrong: scores symmetric: True"
     assert shown.line("traps.py:same_vector", "wrong: favourite keys:") == \
         f"wrong: favourite keys:   {list(toy.SENTENCE)}"
+# --8<-- [end:same_vector]
 
 
 @pytest.mark.claim("traps-projections-differ")

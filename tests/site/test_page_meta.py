@@ -7,13 +7,11 @@ the test names each page that still uses it (only the home page may).
 
 from __future__ import annotations
 
-import html
 import re
-from html.parser import HTMLParser
 
-import pytest
 import yaml
-from support import ROOT, html_pages
+from bs4 import BeautifulSoup
+from support import PUBLISHED_PATH, ROOT, html_pages
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -27,16 +25,16 @@ def site_config() -> dict:
     return yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=_ConfigLoader)
 
 
-def nav_urls(items) -> list[str]:
-    """The URL path of every page in the nav, in order ("/" for index.md)."""
+def nav_urls(items, base: str = "/") -> list[str]:
+    """The URL path of every page in the nav, in order (``base`` for index.md)."""
     urls = []
     for item in items:
         target = next(iter(item.values())) if isinstance(item, dict) else item
         if isinstance(target, list):
-            urls += nav_urls(target)
+            urls += nav_urls(target, base)
         elif not str(target).startswith(("http://", "https://")):
-            stem = re.sub(r"\.(md|ipynb)$", "", str(target))
-            urls.append("/" if stem == "index" else f"/{stem}/")
+            stem = str(target).removesuffix(".md").removesuffix(".ipynb")
+            urls.append(base if stem == "index" else f"{base}{stem}/")
     return urls
 
 
@@ -45,43 +43,37 @@ def test_every_page_has_a_title_and_its_own_description(built_site):
     problems, titles = [], {}
     for path in html_pages(built_site):
         name = path.relative_to(built_site).as_posix()
-        text = path.read_text(encoding="utf-8")
-        title = re.search(r"<title>(.*?)</title>", text, re.S)
-        descriptions = re.findall(r'<meta name="description" content="([^"]*)"', text)
-        if not title or not html.unescape(title.group(1)).strip():
+        soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+        title = soup.title.get_text().strip() if soup.title else ""
+        descriptions = [m.get("content", "") for m in soup.select('meta[name="description"]')]
+        if not title:
             problems.append(f"{name}: no <title>")
         else:
-            titles.setdefault(html.unescape(title.group(1)).strip(), []).append(name)
+            titles.setdefault(title, []).append(name)
         if len(descriptions) != 1 or not descriptions[0].strip():
             problems.append(f"{name}: {len(descriptions)} description meta tags")
-        elif name != "index.html" and html.unescape(descriptions[0]) == default:
+        elif name != "index.html" and descriptions[0] == default:
             problems.append(f"{name}: the site's default description; "
                             "add description: to its front matter")
     problems += [f"title {t!r} is used by {', '.join(p)}" for t, p in titles.items() if len(p) > 1]
     assert problems == []
 
 
-class _Hrefs(HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "a" and dict(attrs).get("href"):
-            self.hrefs.append(dict(attrs)["href"])
-
-
 def test_404_page_has_the_site_style_and_links_home_and_to_every_page(built_site):
-    text = (built_site / "404.html").read_text(encoding="utf-8")
-    assert "Page not found" in text
-    assert re.search(r'href="/assets/stylesheets/main\.[0-9a-f]+\.min\.css"', text)
-    parser = _Hrefs()
-    parser.feed(text.split('class="md-content"', 1)[1])  # the page's own links, not the nav
-    links = parser.hrefs
-    expected = nav_urls(site_config()["nav"])
-    assert "/" in links
+    """The 404 page is served for any missing address, so its links are absolute: below the
+    path the site is published at (the run's build is addressed as published)."""
+    soup = BeautifulSoup((built_site / "404.html").read_text(encoding="utf-8"), "html.parser")
+    assert "Page not found" in soup.get_text()
+    styles = [link["href"] for link in soup.select('link[rel="stylesheet"]')]
+    assert any(re.fullmatch(rf"{PUBLISHED_PATH}assets/stylesheets/main\.[0-9a-f]+\.min\.css", h)
+               for h in styles), styles
+    links = [a["href"] for a in soup.select(".md-content a[href]")]  # its own, not the nav's
+    assert PUBLISHED_PATH in links
+    expected = nav_urls(site_config()["nav"], PUBLISHED_PATH)
     assert [url for url in expected if url not in links] == []
-    broken = [url for url in links if url.startswith("/")
-              and not (built_site / url.lstrip("/") / "index.html").is_file()
-              and not (built_site / url.lstrip("/")).is_file()]
+    inside = [url.removeprefix(PUBLISHED_PATH) for url in links if url.startswith("/")]
+    assert len(inside) == len([url for url in links if url.startswith("/")]), \
+        "a link leaves the published path"
+    broken = [url for url in inside if not (built_site / url / "index.html").is_file()
+              and not (built_site / url).is_file()]
     assert broken == []
