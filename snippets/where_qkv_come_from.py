@@ -27,7 +27,7 @@ print("as value: ", V[milk].round(2))
 # --8<-- [end:same_word]
 
 # --8<-- [start:parameters]
-# the random toy head of the first block again (the hand-built one has d_model = 8)
+# back to the random toy head (the hand-built one has d_model = 8)
 x = toy.embeddings()
 p = toy.projections(d_k=8, d_v=4)
 Q, K, V = qkv.project(x, p)

@@ -4,7 +4,8 @@ The commands run in page order in a temporary copy of the repository (tests/chec
 whose ``.venv`` borrows the installed packages, so nothing they write touches this tree.
 Two cannot run as written inside a test, and the page says so:
 
-- ``./dev serve`` never exits: it must answer on http://127.0.0.1:8000, then it is stopped;
+- ``./dev serve`` never exits: it must answer, then it is stopped (on a free port, which the
+  test gives it as ``QKV_ADDRESS``: the port 8000 the page names may be in use);
 - ``./dev test`` would run this test again, forever: it runs as ``./dev test --collect-only
   -q``, which does the same set-up and collects every test.
 """
@@ -14,12 +15,11 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
-import time
 import urllib.request
 
 import pytest
-from checkout import borrow_environment, clean_env, copy_project, start, stop, tail
-from support import ROOT
+from checkout import borrow_environment, clean_env, copy_project, stop
+from support import ROOT, Served
 
 PAGE = ROOT / "docs" / "contributing.md"
 SERVER = "./dev serve"
@@ -28,7 +28,6 @@ INSTEAD = {"./dev test": "./dev test --collect-only -q", "./dev check": "./dev c
 # The copy shares this tree's artifact cache: the commands are under test, not a cold build
 # (tests/site/test_reproducible.py makes the clean builds).
 CACHE = str(ROOT / ".cache" / "artifacts")
-PORT = 8000  # fixed in ./dev serve
 
 
 def commands_on_page() -> list[str]:
@@ -48,7 +47,7 @@ def test_page_gives_the_three_commands_and_says_how_they_are_tested():
         assert f"`{command}`" in text, "the page must say which command really runs"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def checkout(built_site, tmp_path_factory):
     # built_site: the run's build has filled the artifact cache (CACHE) first
     root = copy_project(tmp_path_factory.mktemp("contributing") / "qkv")
@@ -64,40 +63,40 @@ def _answers(url: str) -> bytes | None:
         return None
 
 
-def _port_is_free(port: int) -> bool:
+def _free_port() -> int:
     with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) != 0
+        s.bind(("127.0.0.1", 0))  # the system picks a port nothing listens on
+        return s.getsockname()[1]
 
 
-def _serve_answers(checkout, tmp_path):
-    if not _port_is_free(PORT):
-        pytest.fail(f"port {PORT} is already in use (another `./dev serve`?); stop it and rerun")
-    log = tmp_path / "serve.log"
-    server = start(SERVER, checkout, clean_env(QKV_CACHE=CACHE), log)
+def _serve_answers(checkout):
+    port = _free_port()
+    env = clean_env(QKV_CACHE=CACHE, QKV_ADDRESS=f"127.0.0.1:{port}")
+    process = subprocess.Popen(SERVER, shell=True, cwd=checkout, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    served = Served(process, f"http://127.0.0.1:{port}/")
     try:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            if server.poll() is not None:
-                pytest.fail(f"{SERVER} exited with {server.returncode}:\n{tail(log)}")
-            page = _answers(f"http://127.0.0.1:{PORT}/contributing/")
-            if page is not None:
-                assert b"tests/site/test_contributing.py" in page
-                return
-            time.sleep(1)
-        pytest.fail(f"{SERVER} did not answer within 600 s:\n{tail(log)}")
+        served.wait_for_log(r"Serving on")  # the first build is done; it listens
+        page = _answers(served.url + "contributing/")
+        assert page is not None, f"{SERVER} logged that it serves, but nothing answers:\n{served.log()}"
+        assert b"tests/site/test_contributing.py" in page
     finally:
-        stop(server)
+        stop(process)
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-def test_command_on_the_page_runs(command, checkout, tmp_path):
-    if command == SERVER:
-        _serve_answers(checkout, tmp_path)
-        return
-    run = INSTEAD.get(command, command)
-    done = subprocess.run(run, shell=True, cwd=checkout, env=clean_env(QKV_CACHE=CACHE), capture_output=True,
-                          text=True, timeout=1200)
-    assert done.returncode == 0, f"`{run}` failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    if command == "./dev build":  # the notebook page and its download are part of the site
-        assert (checkout / "site" / "notebook" / "index.html").is_file()
-        assert (checkout / "site" / "notebook" / "notebook.ipynb").is_file()
+def test_the_commands_on_the_page_run_in_page_order(checkout):
+    """One test, not one per command: they run in order in one copy, as a contributor runs
+    them (the first ``./dev`` installs the copy into its environment, the later ones use it),
+    and test workers must not split them up."""
+    for command in COMMANDS:
+        if command == SERVER:
+            _serve_answers(checkout)
+            continue
+        run = INSTEAD.get(command, command)
+        done = subprocess.run(run, shell=True, cwd=checkout, env=clean_env(QKV_CACHE=CACHE),
+                              capture_output=True, text=True, timeout=1200)
+        assert done.returncode == 0, f"`{run}` failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        if command == "./dev build":  # the notebook page and its download are part of the site
+            assert (checkout / "site" / "notebook" / "index.html").is_file()
+            assert (checkout / "site" / "notebook" / "notebook.ipynb").is_file()
