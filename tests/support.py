@@ -71,13 +71,20 @@ def dev_serve_watch_options() -> list[str]:
 _NUMBER = re.compile(r"[-\u2212]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
-def numbers(text: str) -> list[float]:
+def numbers(text: str, thousands: bool = False) -> list[float]:
     """Every number written in ``text``, in order (a Unicode minus counts as a minus sign).
 
     For reading what a page prints: ``numbers("max w 0.68, entropy −1.2e-3")`` is
-    ``[0.68, -0.0012]``. Digits inside words count too ("d_k=64" gives 64).
+    ``[0.68, -0.0012]``. Digits inside words count too ("d_k=64" gives 64). With
+    ``thousands``, commas are dropped first, so "1,048,576" is one number.
     """
+    text = text.replace(",", "") if thousands else text
     return [float(m.replace("\u2212", "-")) for m in _NUMBER.findall(text)]
+
+
+def shapes(text: str) -> list[tuple[int, ...]]:
+    """Every array shape written in ``text``: "q (3, 4) and k (5, 6)" gives [(3, 4), (5, 6)]."""
+    return [tuple(int(n) for n in m.split(",")) for m in re.findall(r"\((\d+(?:, \d+)*)\)", text)]
 
 
 def html_pages(site: Path) -> list[Path]:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import numbers
+from support import numbers, shapes
 
 import qkv
 
@@ -26,13 +26,6 @@ def shown(page_output):
     return page_output("faq.md")
 
 
-def _numbers(text: str) -> list[float]:
-    return numbers(text.replace(",", ""))  # "1,048,576" is one number
-
-
-def _shapes(text: str) -> list[tuple[int, ...]]:
-    """Every shape written in ``text``: "got q (3, 4) and k (5, 6)" gives [(3, 4), (5, 6)]."""
-    return [tuple(int(n) for n in m.split(",")) for m in re.findall(r"\((\d+(?:, \d+)*)\)", text)]
 
 
 def _cosine(q, k):
@@ -50,10 +43,10 @@ def _best_case(q):
 @pytest.mark.claim("faq-sharper-query-lookup")
 def test_the_page_shows_a_longer_query_turning_the_blend_into_one_lookup(shown):
     text = shown["faq.py:names"]
-    best = int(_numbers(shown.line("faq.py:names", "best-matching key:"))[0])
+    best = int(numbers(shown.line("faq.py:names", "best-matching key:"), thousands=True)[0])
     rows = {}
     for factor in (1, 4, 16):
-        *weights, miss = _numbers(shown.line("faq.py:names", f"x{factor} "))[1:]
+        *weights, miss = numbers(shown.line("faq.py:names", f"x{factor} "), thousands=True)[1:]
         rows[factor] = (np.array(weights), miss)
     assert all(len(w) == 5 and abs(w.sum() - 1) < 3e-3 for w, _ in rows.values()), text
     # softmax(s z) is softmax(z) ** s renormalised: the printed rows are one query scaled
@@ -88,14 +81,14 @@ def test_d_v_is_free_and_the_weights_stay_tq_by_tk(t_q, t_k, d_k, d_v):
 
 @pytest.mark.claim("faq-dk-shared-dv-free")
 def test_the_page_shows_tq_by_tk_weights_and_d_v_output_columns(shown):
-    weights, out = _shapes(shown.line("faq.py:sizes", "weights"))
-    (t_q, d_k), (t_k, _) = _shapes(shown["faq.py:sizes"].split("got", 1)[1])  # the error's q, k
+    weights, out = shapes(shown.line("faq.py:sizes", "weights"))
+    (t_q, d_k), (t_k, _) = shapes(shown["faq.py:sizes"].split("got", 1)[1])  # the error's q, k
     assert weights == (t_q, t_k)
     assert out[0] == t_q and out[1] != d_k  # d_v columns, not d_k: values are free
 
 
 @pytest.mark.claim("faq-dk-mismatch-error")
-def test_mismatched_d_k_raises_naming_both_shapes():
+def test_mismatched_d_k_raises_naming_bothshapes():
     rng = np.random.default_rng(0)
     q, k, v = rng.normal(size=(3, 4)), rng.normal(size=(5, 6)), rng.normal(size=(5, 7))
     with pytest.raises(ValueError, match=re.escape("(3, 4)")) as err:
@@ -111,7 +104,7 @@ def _printed_error(text: str) -> str:
 @pytest.mark.claim("faq-dk-mismatch-error")
 def test_the_page_shows_qkvs_error_for_keys_of_another_width(shown):
     printed = _printed_error(shown["faq.py:sizes"])
-    q_shape, k_shape = _shapes(printed)
+    q_shape, k_shape = shapes(printed)
     assert q_shape[-1] != k_shape[-1]
     with pytest.raises(ValueError) as err:  # what qkv says for arrays of those shapes
         qkv.attention(np.zeros(q_shape), np.zeros(k_shape), np.zeros((k_shape[0], 3)))
@@ -147,10 +140,10 @@ def test_count_of_weights_in_a_512_wide_8_head_layer(shown):
     assert w.w_q.size + w.w_k.size + w.w_v.size == 8 * one_head == 786_432
     assert w.w_o.size == 512 * 512 == 262_144
     assert 8 * one_head + w.w_o.size == 1_048_576
-    assert _numbers(shown.line("faq.py:weights", "one head:"))[-1] == 98_304
-    assert _numbers(shown.line("faq.py:weights", "8 heads:")) == [8, 786_432]
-    assert _numbers(shown.line("faq.py:weights", "W_O")) == [512, 512, 262_144]
-    assert _numbers(shown.line("faq.py:weights", "per layer:")) == [1_048_576]
+    assert numbers(shown.line("faq.py:weights", "one head:"), thousands=True)[-1] == 98_304
+    assert numbers(shown.line("faq.py:weights", "8 heads:"), thousands=True) == [8, 786_432]
+    assert numbers(shown.line("faq.py:weights", "W_O"), thousands=True) == [512, 512, 262_144]
+    assert numbers(shown.line("faq.py:weights", "per layer:"), thousands=True) == [1_048_576]
 
 
 @pytest.mark.claim("faq-dk-models")
@@ -160,7 +153,7 @@ def test_head_size_of_gpt2_and_llama(shown):
     assert published == {"GPT-2 (124M)": 64, "Llama 2 7B": 128, "Llama 3 8B": 128}
     for name, d_k in published.items():
         assert by_name[name].d_head == d_k
-        printed_d_k, root = _numbers(shown.line("faq.py:d_k", name)[len(name):])
+        printed_d_k, root = numbers(shown.line("faq.py:d_k", name)[len(name):], thousands=True)
         assert printed_d_k == d_k and abs(root - np.sqrt(d_k)) <= 0.005
 
 
@@ -199,7 +192,7 @@ def test_the_ceiling_holds_for_any_scores_in_minus_one_one(raw):
 
 @pytest.mark.claim("faq-cosine-bounded")
 def test_the_pages_random_cosines_lie_within_minus_one_one(shown):
-    low, high, _ = _numbers(shown.line("faq.py:cosine", "random vectors:"))
+    low, high, _ = numbers(shown.line("faq.py:cosine", "random vectors:"), thousands=True)
     assert -1 <= low <= high <= 1
 
 
@@ -212,9 +205,9 @@ def test_the_ceiling_for_six_keys_is_reached_and_is_0_596(shown):
         q, k = rng.normal(size=(6, 64)), rng.normal(size=(6, 64))
         assert np.isclose(qkv.softmax(_best_case(q[0])).max(), ceiling, rtol=0, atol=1e-12)
         assert qkv.softmax(_cosine(q, k)).max() < ceiling / 2  # random vectors stay well below
-    reached, stated = _numbers(shown.line("faq.py:cosine", "best case: largest weight"))
+    reached, stated = numbers(shown.line("faq.py:cosine", "best case: largest weight"), thousands=True)
     assert abs(reached - ceiling) <= 5e-4 and abs(stated - ceiling) <= 5e-4
-    assert _numbers(shown.line("faq.py:cosine", "random vectors:"))[-1] < ceiling / 2
+    assert numbers(shown.line("faq.py:cosine", "random vectors:"), thousands=True)[-1] < ceiling / 2
 
 
 @pytest.mark.claim("faq-cosine-temperature")
@@ -222,7 +215,7 @@ def test_a_temperature_lets_cosine_attention_be_sharp(shown):
     q = np.random.default_rng(3).normal(size=64)
     assert qkv.softmax(_best_case(q) / 0.05).max() > 0.999
     # printed to three decimals, 1.000 means at least 0.9995
-    assert _numbers(shown.line("faq.py:cosine", "best case, temperature"))[-1] == 1.0
+    assert numbers(shown.line("faq.py:cosine", "best case, temperature"), thousands=True)[-1] == 1.0
 
 
 @pytest.mark.claim("faq-magnitude-sharpens")
@@ -240,7 +233,7 @@ def test_a_longer_query_sharpens_dot_product_weights_but_not_cosine_weights(seed
 
 @pytest.mark.claim("faq-magnitude-sharpens")
 def test_the_page_shows_the_entropy_falling_and_the_cosine_weights_unchanged(shown):
-    _, before, after = _numbers(shown.line("faq.py:cosine", "dot product, query x3:"))
+    _, before, after = numbers(shown.line("faq.py:cosine", "dot product, query x3:"), thousands=True)
     assert after < before
     assert shown.line("faq.py:cosine", "cosine,") == "cosine,      query x3: weights unchanged: True"
 
@@ -253,7 +246,7 @@ def test_decoder_reading_encoder_gets_tq_by_tk_weights(shown):
     assert weights.shape == (4, 11)
     assert out.shape == (4, p.d_v)
     assert np.allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
-    printed_weights, printed_out = _shapes(shown.line("faq.py:other_source", "weights"))
+    printed_weights, printed_out = shapes(shown.line("faq.py:other_source", "weights"))
     assert printed_weights == (4, 11) and printed_out[0] == 4
 
 
@@ -265,7 +258,7 @@ def test_keys_and_values_must_have_the_same_length(shown):
     assert "(7, 64)" in str(err.value)
     # the page prints qkv's message for its mismatched keys and values
     printed = _printed_error(shown["faq.py:other_source"])
-    k_shape, v_shape = _shapes(printed)
+    k_shape, v_shape = shapes(printed)
     assert k_shape[0] != v_shape[0]
     with pytest.raises(ValueError) as err:
         qkv.attention(np.zeros((1, k_shape[-1])), np.zeros(k_shape), np.zeros(v_shape))

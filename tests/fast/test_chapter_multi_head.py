@@ -8,13 +8,11 @@ The PyTorch tab's own ``>>>`` session is run and checked by Sybil (the root conf
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 import torch  # pinned in the test extra: a missing torch fails here, it is not skipped
 import torch.nn.functional as F
-from support import numbers
+from support import numbers, shapes
 
 import qkv
 
@@ -24,13 +22,6 @@ def shown(page_output):
     return page_output("multi-head.md")
 
 
-def _numbers(text: str) -> list[float]:
-    return numbers(text.replace(",", ""))  # "1,048,576" is one number
-
-
-def _shapes(text: str) -> list[tuple[int, ...]]:
-    """Every shape written in ``text``: "mask (2, 6, 6)  weights (2, 8, 6, 6)" gives two."""
-    return [tuple(int(n) for n in m.split(",")) for m in re.findall(r"\((\d+(?:, \d+)*)\)", text)]
 
 
 def _layer(seed=0, d_model=512, n_heads=8, n_kv_heads=None, t=6, batch=()):
@@ -61,8 +52,8 @@ def test_shapes_at_each_step(t):
 
 @pytest.mark.claim("heads-split-shapes")
 def test_the_page_shows_the_shape_at_each_step(shown):
-    printed = {line[:20].strip(): _shapes(line)[0]
-               for line in shown["multi_head.py:shapes"].splitlines() if _shapes(line)}
+    printed = {line[:20].strip(): shapes(line)[0]
+               for line in shown["multi_head.py:shapes"].splitlines() if shapes(line)}
     t = printed["x"][0]
     assert t == 6  # the six tokens of the running example
     assert printed == {"x": (t, 512), "x @ W_Q": (t, 512), "split_heads -> q": (8, t, 64),
@@ -83,7 +74,7 @@ def test_the_shown_steps_are_what_multi_head_attention_computes(shown):
     q, k, v = (qkv.split_heads(x @ m, 8) for m in (w.w_q, w.w_k, w.w_v))
     steps = qkv.merge_heads(qkv.attention(q, k, v).output) @ w.w_o
     assert np.array_equal(steps, qkv.multi_head_attention(x, x, w).output)
-    assert _numbers(shown.line("multi_head.py:shapes", "steps above vs")) == [0.0]
+    assert numbers(shown.line("multi_head.py:shapes", "steps above vs"), thousands=True) == [0.0]
     # and the same holds for other sizes, batches and grouped-query weights
     for n_heads, n_kv in ((4, 4), (4, 2), (4, 1)):
         w, x = _layer(seed=n_kv, d_model=32, n_heads=n_heads, n_kv_heads=n_kv, batch=(2,))
@@ -130,7 +121,7 @@ def test_the_cost_table_shows_equal_flops_and_parameters_and_8x_the_maps(shown):
         "1 head": [2 * (2 * t * t * 512), 4 * 512**2, 1, 6, 6, 1 * 6 * 6 * 8],
     }
     for label, row in expected.items():
-        assert _numbers(shown.line("multi_head.py:cost", label)[len(label):]) == row
+        assert numbers(shown.line("multi_head.py:cost", label)[len(label):], thousands=True) == row
 
 
 @pytest.mark.claim("heads-softmax-small")
@@ -166,12 +157,12 @@ def test_padding_and_causal_masks_combine_and_broadcast_over_heads(shown):
     assert result.weights.shape == (2, 8, 6, 6)
     for h in range(8):  # every head obeys the same mask
         assert np.array_equal(result.weights[:, h] > 0, both)
-    assert _shapes(shown.line("multi_head.py:padding", "mask")) == \
+    assert shapes(shown.line("multi_head.py:padding", "mask")) == \
         [both.shape, result.weights.shape, result.output.shape]
 
 
 def test_padding_keys_get_exactly_zero_weight(shown):
-    assert _numbers(shown.line("multi_head.py:padding", "largest weight on a padding key")) == [0]
+    assert numbers(shown.line("multi_head.py:padding", "largest weight on a padding key")) == [0]
     w, batch = _layer(seed=3, t=10, batch=(3,))
     lengths = np.array([3, 10, 7])
     weights = qkv.multi_head_attention(batch, batch, w,
@@ -193,7 +184,7 @@ def test_real_tokens_of_a_padded_sequence_match_the_sequence_alone(shown):
     garbage[0, 4:] = 1e3
     again = qkv.multi_head_attention(garbage, garbage, w, mask=allowed)
     assert np.allclose(again.output[0, :4], padded.output[0, :4], rtol=0, atol=1e-12)
-    gap = _numbers(shown.line("multi_head.py:padding", "short sequence, padded vs alone"))
+    gap = numbers(shown.line("multi_head.py:padding", "short sequence, padded vs alone"), thousands=True)
     assert gap[-1] <= 1e-12
 
 
