@@ -78,15 +78,8 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, "NO_MKDOCS_2_WARNING": "1", **extra}
 
 
-def start(command, cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
-    """Start a long-running command in its own process group, output to ``log``."""
-    return subprocess.Popen(command, cwd=cwd, env=env, stdout=log.open("wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True,
-                            shell=isinstance(command, str))
-
-
 def stop(process: subprocess.Popen) -> None:
-    """Stop a process started with :func:`start`, and everything it started."""
+    """Stop a process started in a session of its own, and everything it started."""
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGINT)
         try:
@@ -95,9 +88,3 @@ def stop(process: subprocess.Popen) -> None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=20)
 
-
-def tail(log: Path, chars: int = 3000) -> str:
-    return log.read_text(encoding="utf-8", errors="replace")[-chars:]
-
-
-PYTHON = sys.executable

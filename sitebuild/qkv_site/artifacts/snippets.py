@@ -74,7 +74,8 @@ class Snippets:
         self.plugin = plugin
         self.original = markdown_exec.formatters["python"]
         self.page = "?"
-        self.sessions: dict[str | None, list[str]] = {}
+        self.sessions: dict[str | None, list[str]] = {}  # the code each session has run
+        self.states: dict[str | None, str | None] = {}  # the state each session is in
         self.processes: dict[str | None, SessionProcess] = {}
         self.spare: SessionProcess | None = None
 
