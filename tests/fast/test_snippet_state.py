@@ -15,15 +15,25 @@ import sys
 
 from support import ROOT
 
-RUN_BLOCKS = r"""
-import json, sys
+# Each case runs in a child forked from one process that has imported what a session
+# imports: a fresh session per case, without a new interpreter each time. The child notes
+# the generators' untouched states as a session does when it starts (``random`` reseeds
+# itself in a forked child).
+RUN_CASES = r"""
+import json, os, sys
+import numpy
 from qkv_site.artifacts.session import run_block
 from qkv_site.artifacts.state import note_untouched_generators, state_digest
-note_untouched_generators()
-namespace = {"__name__": "__snippet__"}
-for number, code in enumerate(json.load(sys.stdin), start=1):
-    run_block(namespace, number, code)
-print(json.dumps(state_digest(namespace)))
+for blocks in json.load(sys.stdin):
+    sys.stdout.flush()
+    if os.fork() == 0:
+        note_untouched_generators()
+        namespace = {"__name__": "__snippet__"}
+        for number, code in enumerate(blocks, start=1):
+            run_block(namespace, number, code)
+        print(json.dumps(state_digest(namespace)), flush=True)
+        os._exit(0)
+    os.wait()
 """
 
 SETUP = """
@@ -37,43 +47,51 @@ print("set up", x.shape)
 """
 
 
-def digest(*blocks: str) -> str | None:
-    """The state digest after ``blocks``, computed in a fresh process."""
+def digests(*cases: tuple[str, ...]) -> list[str | None]:
+    """The state digest after each case's blocks, each case a fresh session."""
     env = {**os.environ, "PYTHONHASHSEED": "0",
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "sitebuild")])}
-    done = subprocess.run([sys.executable, "-c", RUN_BLOCKS], input=json.dumps(blocks), env=env,
+    done = subprocess.run([sys.executable, "-c", RUN_CASES], input=json.dumps(cases), env=env,
                           cwd=ROOT, capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    found = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert len(found) == len(cases), done.stdout + done.stderr
+    return found
 
 
 def test_the_same_blocks_give_the_same_digest_in_another_process():
-    first, second = digest(SETUP), digest(SETUP)
+    (first,), (second,) = digests((SETUP,)), digests((SETUP,))
     assert first is not None and first == second
 
 
 def test_a_print_or_a_comment_leaves_the_state_and_the_digest_as_they_were():
     edited = SETUP.replace('print("set up", x.shape)', '# the shapes\nprint("x is", x.shape)')
-    assert digest(edited) == digest(SETUP)
+    base, after = digests((SETUP,), (edited,))
+    assert base == after
 
 
 def test_a_changed_value_name_function_or_default_changes_the_digest():
-    base = digest(SETUP)
-    assert digest(SETUP.replace("np.arange(12.0)", "np.arange(1.0, 13.0)")) != base
-    assert digest(SETUP, "y = 1") != base  # one more name
-    assert digest(SETUP.replace("return v * factor", "return v + factor")) != base
-    assert digest(SETUP.replace("factor=2", "factor=3")) != base
-    assert digest(SETUP, "rng.normal()") != base  # a drawn-from generator moved on
+    base, *changed = digests(
+        (SETUP,),
+        (SETUP.replace("np.arange(12.0)", "np.arange(1.0, 13.0)"),),
+        (SETUP, "y = 1"),  # one more name
+        (SETUP.replace("return v * factor", "return v + factor"),),
+        (SETUP.replace("factor=2", "factor=3"),),
+        (SETUP, "rng.normal()"),  # a drawn-from generator moved on
+    )
+    assert all(d != base for d in changed), changed
 
 
 def test_global_random_state_and_print_options_count():
-    base = digest(SETUP)
-    assert digest(SETUP, "np.random.seed(0)") != base
-    assert digest(SETUP, "np.random.seed(0)") == digest(SETUP, "np.random.seed(0)")
-    assert digest(SETUP, "np.set_printoptions(precision=2)") != base
-    assert digest(SETUP, "import random; random.seed(1)") != base
+    base, seeded, seeded_again, printing, python_random = digests(
+        (SETUP,), (SETUP, "np.random.seed(0)"), (SETUP, "np.random.seed(0)"),
+        (SETUP, "np.set_printoptions(precision=2)"), (SETUP, "import random; random.seed(1)"))
+    assert seeded != base and seeded == seeded_again
+    assert printing != base and python_random != base
 
 
 def test_a_state_that_cannot_be_hashed_has_no_digest():
-    assert digest(SETUP, "big = np.zeros(9 * 2**20)") is None  # 72 MB of arrays: over budget
-    assert digest(SETUP, "squares = (i * i for i in range(3))") is None  # a generator
-    assert digest(SETUP, "class Point:\n    pass") is None  # a class defined in a block
+    assert digests(
+        (SETUP, "big = np.zeros(9 * 2**20)"),  # 72 MB of arrays: over budget
+        (SETUP, "squares = (i * i for i in range(3))"),  # a generator
+        (SETUP, "class Point:\n    pass"),  # a class defined in a block
+    ) == [None, None, None]
