@@ -5,10 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from qkv_site import claims
 from support import ROOT
-
-sys.path.insert(0, str(ROOT / "hooks"))
-import claims
 
 
 def test_every_marked_claim_has_a_guard_and_every_guard_a_claim():

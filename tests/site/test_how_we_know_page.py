@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import sys
-
+from qkv_site import claims
 from support import ROOT
-
-sys.path.insert(0, str(ROOT / "hooks"))
-import claims
 
 
 def test_how_we_know_page_lists_each_claim_with_its_test(built_site):

@@ -1,0 +1,228 @@
+"""Guarded claims: every number or code fact the prose states points at the test that checks it.
+
+In a chapter, a claim is marked right after the sentence that makes it::
+
+    Every row of weights sums to 1. <!-- claim: rows-sum-to-one -->
+
+A test guards it with a marker::
+
+    @pytest.mark.claim("rows-sum-to-one")
+    def test_rows_sum_to_one(): ...
+
+At build time ``hooks/claims.py`` (a MkDocs hook that re-exports this module's event
+handlers) turns each marker into a small link to the generated page
+"How we know" (``how-we-know.md``), which lists every claim, where it is made and
+the tests that guard it. A claim with no guard, a guard naming no claim, or a claim
+id used twice is reported as a warning, which fails ``mkdocs build --strict``.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from mkdocs.structure.files import File
+
+log = logging.getLogger("mkdocs.hooks.claims")
+
+CLAIM_MARK = re.compile(r"<!--\s*claim:\s*([a-z0-9][a-z0-9-]*)\s*-->")
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s")
+PAGE = "how-we-know.md"
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    page: str  # source path under docs/, e.g. "why-scale.md"
+    sentence: str  # the sentence the marker follows, markdown stripped
+
+
+@dataclass(frozen=True)
+class Guard:
+    claim_id: str
+    test: str  # pytest node id, e.g. "tests/fast/test_x.py::test_y"
+
+
+def _last_sentence(text_before: str) -> str:
+    text = re.sub(r"<[^>]+>", "", text_before)  # raw HTML
+    # a link's attribute list ({ aria-label="..." }) belongs to the link; dropped with it,
+    # or attr_list would pin it on whatever precedes it in the quoted sentence
+    text = re.sub(r"(\]\([^)]*\))\{[^}]*\}", r"\1", text)
+    text = re.sub(r"(\s*\[[^\]]*\]\([^)]*\))+\s*$", "", text)  # trailing links: navigation
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links -> their text
+    text = re.sub(r"\*", "", text).strip()  # keep _ (subscripts in $...$) and `code`
+    text = re.sub(r"^\s*(?:[-*+]|\d+\.)\s+", "", text)  # list bullets
+    text = re.sub(r"\s+", " ", text)
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z(\\$0-9])", text)
+    return sentences[-1].strip() if sentences else text
+
+
+def find_claims(docs_dir: Path) -> list[Claim]:
+    """Every claim marker in the Markdown under ``docs_dir``, in file order.
+
+    The sentence recorded is the last one before the marker in its paragraph, so a
+    sentence that wraps over several source lines is kept whole.
+    """
+    claims = []
+    for path in sorted(docs_dir.rglob("*.md")):
+        paragraph = ""  # the text of the current paragraph before this line
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip() or LIST_ITEM.match(line):
+                paragraph = ""  # a blank line or a new list item starts a new paragraph
+            if not line.strip():
+                continue
+            consumed = 0
+            for match in CLAIM_MARK.finditer(line):
+                sentence = _last_sentence(paragraph + " " + line[consumed : match.start()])
+                claims.append(Claim(match.group(1), path.relative_to(docs_dir).as_posix(), sentence))
+                paragraph, consumed = "", match.end()
+            paragraph += " " + line[consumed:].strip()
+    return claims
+
+
+def _claim_ids(decorator: ast.expr) -> list[str]:
+    """The ids in ``@pytest.mark.claim("a", "b")``, or [] for any other decorator."""
+    if not (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)):
+        return []
+    if decorator.func.attr != "claim" or ast.unparse(decorator.func.value) != "pytest.mark":
+        return []
+    return [a.value for a in decorator.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+
+
+def find_guards(tests_dir: Path) -> list[Guard]:
+    """Every ``@pytest.mark.claim`` on a test function or class under ``tests_dir``."""
+    guards = []
+    for path in sorted(tests_dir.rglob("test_*.py")):
+        stat = path.stat()
+        rel = path.relative_to(tests_dir.parent).as_posix()
+        guards += _guards_in(path, rel, stat.st_mtime_ns, stat.st_size)
+    return guards
+
+
+@functools.lru_cache(maxsize=512)
+def _guards_in(path: Path, rel: str, mtime_ns: int, size: int) -> tuple[Guard, ...]:
+    """The guards in one test file (parsed again only when the file changes: each rebuild
+    of ``mkdocs serve`` asks)."""
+    guards = []
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body:
+        members = [(node, "")]
+        if isinstance(node, ast.ClassDef):
+            members += [(m, node.name + "::") for m in node.body]
+        for member, prefix in members:
+            if not isinstance(member, ast.FunctionDef | ast.ClassDef):
+                continue
+            for decorator in member.decorator_list:
+                for claim_id in _claim_ids(decorator):
+                    guards.append(Guard(claim_id, f"{rel}::{prefix}{member.name}"))
+    return tuple(guards)
+
+
+def problems(claims: list[Claim], guards: list[Guard]) -> list[str]:
+    """What is wrong with the claims and guards, as sentences; empty when all is well."""
+    found = []
+    seen: dict[str, str] = {}
+    for claim in claims:
+        if claim.id in seen:
+            found.append(f"claim '{claim.id}' is marked twice ({seen[claim.id]} and {claim.page})")
+        seen[claim.id] = claim.page
+    guarded = {g.claim_id for g in guards}
+    for claim in claims:
+        if claim.id not in guarded:
+            found.append(f"claim '{claim.id}' in {claim.page} has no test marked "
+                         f"@pytest.mark.claim('{claim.id}')")
+    for guard in guards:
+        if guard.claim_id not in seen:
+            found.append(f"{guard.test} guards claim '{guard.claim_id}', which no page makes")
+    return found
+
+
+def nav_order(nav) -> list[str]:
+    """The Markdown files of a MkDocs ``nav`` setting, in reading order."""
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, dict):
+        return [f for value in nav.values() for f in nav_order(value)]
+    if isinstance(nav, list):
+        return [f for item in nav for f in nav_order(item)]
+    return []
+
+
+def how_we_know_markdown(claims: list[Claim], guards: list[Guard], titles: dict[str, str],
+                         order: list[str] | None = None) -> str:
+    tests_by_claim: dict[str, list[str]] = {}
+    for guard in guards:
+        tests_by_claim.setdefault(guard.claim_id, []).append(guard.test)
+    lines = [
+        "---",
+        "title: How we know",
+        "description: Every claim the site makes about code or numbers, with the test that checks it.",
+        "---",
+        "",
+        "# How we know",
+        "",
+        "Every sentence on this site that states a fact about code or numbers is marked with a",
+        "small tick ✓ and checked by a test that runs on every change. This page is generated",
+        "while the site builds, from the marks in the chapters and the `@pytest.mark.claim` markers",
+        "in `tests/`; a claim without a test stops the build.",
+        "",
+        f"**{len(claims)} claims**, guarded by **{len({g.test for g in guards})} tests**.",
+        "",
+    ]
+    by_page: dict[str, list[Claim]] = {}
+    for claim in claims:
+        by_page.setdefault(claim.page, []).append(claim)
+    order = order or []
+    reading = sorted(by_page, key=lambda p: (order.index(p) if p in order else len(order), p))
+    for page in reading:
+        page_claims = by_page[page]
+        lines += [f"## {titles.get(page, page)}", "", "| Claim | Guarded by |", "|---|---|"]
+        for claim in page_claims:
+            tests = "<br>".join(f"`{t}`" for t in tests_by_claim.get(claim.id, [])) or "**none**"
+            sentence = claim.sentence.replace("|", "\\|") or claim.id
+            lines.append(f'| <span id="{claim.id}"></span>[{sentence}]({page}#claim-{claim.id}) | {tests} |')
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _title(path: Path) -> str:
+    text = path.read_text(encoding="utf-8")
+    front = re.match(r"---\n(.*?)\n---", text, re.S)
+    if front and (m := re.search(r"^title:\s*(.+)$", front.group(1), re.M)):
+        return m.group(1).strip().strip("\"'")
+    heading = re.search(r"^#\s+(.+)$", text, re.M)
+    return heading.group(1).strip() if heading else path.stem
+
+
+# ---- MkDocs event handlers -------------------------------------------------------------
+
+
+def on_files(files, config):
+    docs_dir = Path(config["docs_dir"])
+    claims = find_claims(docs_dir)
+    guards = find_guards(Path(config.config_file_path).resolve().parent / "tests")
+    for problem in problems(claims, guards):
+        log.warning(problem)
+    titles = {c.page: _title(docs_dir / c.page) for c in claims}
+    page = how_we_know_markdown(claims, guards, titles, nav_order(config["nav"]))
+    files.append(File.generated(config, PAGE, content=page))
+    return files
+
+
+def on_page_markdown(markdown, page, config, files):
+    if page.file.src_uri == PAGE:
+        return markdown
+    # A Markdown link (not raw HTML) so MkDocs resolves it and validates the anchor.
+    depth = page.file.src_uri.count("/")
+    target = "../" * depth + PAGE
+
+    def mark(match: re.Match) -> str:
+        claim_id = match.group(1)
+        return (f'[✓]({target}#{claim_id}){{: .claim-mark #claim-{claim_id} '
+                f'title="Checked by a test: see How we know" }}')
+
+    return CLAIM_MARK.sub(mark, markdown)
