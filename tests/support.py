@@ -4,6 +4,7 @@ served, how Chromium is run."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import signal
@@ -184,3 +185,25 @@ def build_dist(out: Path) -> tuple[Path, Path]:
     assert done.returncode == 0, f"python -m build failed:\n{done.stdout}\n{done.stderr}"
     (sdist,), (wheel,) = out.glob("qkv-*.tar.gz"), out.glob("qkv-*.whl")
     return sdist, wheel
+
+
+# ---- the trained model ---------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """One BLAS thread while the model runs: its matrices are small (T <= 64 rows), and on a
+    busy 2-core machine spinning BLAS threads made a forward pass 5-30x slower."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+@functools.cache
+def model_trace(text: str):
+    """``qkv.smollm2.run(text)``, once per process and text (one BLAS thread)."""
+    from qkv import smollm2
+
+    with one_blas_thread():
+        return smollm2.run(text)

@@ -14,9 +14,7 @@ from urllib.parse import parse_qs, urlparse
 import numpy as np
 import pytest
 from qkv_site.smollm2_data import DEFAULTS, SENTENCES
-from threadpoolctl import threadpool_limits
-
-from qkv import smollm2
+from support import model_trace
 
 # shown to 1 decimal (scores) or 3 (weights, entropy), from data rounded to the same; float32.
 # The scaled score is the stored raw one divided by 8, so its storage error is an eighth.
@@ -26,10 +24,8 @@ WEIGHT_SHOWN = 0.0005 + 1e-4
 KEYS = ("sentence", "layer", "head", "query", "stage", "scale")
 
 
-@cache
 def trace(sentence: int):
-    with threadpool_limits(limits=1):
-        return smollm2.run(SENTENCES[sentence - 1])
+    return model_trace(SENTENCES[sentence - 1])
 
 
 def labels(sentence: int) -> list[str]:

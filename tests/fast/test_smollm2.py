@@ -18,7 +18,7 @@ from transformers_reference import Inputs
 from transformers_reference import reference as ask_transformers
 
 import qkv
-from qkv import smollm2
+from qkv import smollm2, smollm2_file
 from qkv.cost import SMOLLM2_135M
 
 SENTENCES = [
@@ -51,19 +51,7 @@ FACTS = {
 CONTINUE = ("The capital of France is", 6)  # greedy, 6 new tokens
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One BLAS thread: the matrices here are small (T <= 64 rows), and on a busy 2-core
-    machine spinning BLAS threads made a forward pass 5-30x slower."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
-
-
-@pytest.fixture(scope="module")
-def model():
-    return smollm2.load()
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -203,9 +191,9 @@ def test_the_disk_cache_round_trips(tmp_path):
     rng = np.random.default_rng(0)
     tensors = {"a.weight": rng.normal(size=(3, 4)).astype(np.float32),
                "b.weight": rng.normal(size=(5,)).astype(np.float32)}
-    tokenizer = smollm2._build_tokenizer(["a", "b", "ab", "<|x|>"], ["a b"], [1, 1, 1, 3])
-    smollm2._write_cache(tmp_path / "entry", tensors, {"k": 1}, tokenizer.to_str())
-    back, meta, tok = smollm2._read_cache(tmp_path / "entry")
+    tokenizer = smollm2_file.build_tokenizer(["a", "b", "ab", "<|x|>"], ["a b"], [1, 1, 1, 3])
+    smollm2_file.write_cache(tmp_path / "entry", tensors, {"k": 1}, tokenizer.to_str())
+    back, meta, tok = smollm2_file.read_cache(tmp_path / "entry")
     assert meta == {"k": 1}
     for name, values in tensors.items():
         np.testing.assert_array_equal(back[name], values)
@@ -215,9 +203,9 @@ def test_the_disk_cache_round_trips(tmp_path):
 
 
 def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv(smollm2.CACHE_ENV, str(tmp_path / "mine"))
+    monkeypatch.setenv(smollm2_file.CACHE_ENV, str(tmp_path / "mine"))
     assert smollm2.cache_root() == tmp_path / "mine"
-    monkeypatch.delenv(smollm2.CACHE_ENV)
+    monkeypatch.delenv(smollm2_file.CACHE_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert smollm2.cache_root() == tmp_path / "xdg" / "qkv"
 

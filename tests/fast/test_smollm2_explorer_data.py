@@ -14,9 +14,7 @@ import json
 import numpy as np
 import pytest
 from qkv_site import smollm2_data as export
-from threadpoolctl import threadpool_limits
-
-from qkv import smollm2
+from support import model_trace
 
 SCORE_HALF = 0.5 * 10**-export.SCORE_DECIMALS
 WEIGHT_HALF = 0.5 * 10**-export.WEIGHT_DECIMALS
@@ -25,8 +23,7 @@ FLOAT32 = 2e-3  # float32 q · k of scores up to ~300 differs from float64 by fa
 
 @pytest.fixture(scope="module")
 def runs():
-    with threadpool_limits(limits=1):
-        return [smollm2.run(text) for text in export.SENTENCES]
+    return [model_trace(text) for text in export.SENTENCES]
 
 
 @pytest.fixture(scope="module")

@@ -6,18 +6,14 @@ import numpy as np
 import pytest
 from qkv_site.figures import trained_first_token, trained_head_grid, trained_it_row
 from qkv_site.figures.render import render_svg
-
-from qkv import smollm2
+from support import model_trace
 
 SENTENCE = "The cat sat on the mat because it was warm"
 
 
 @pytest.fixture(scope="module")
 def weights():
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
-        return smollm2.run(SENTENCE).weights.astype(np.float64)  # (30, 9, 10, 10)
+    return model_trace(SENTENCE).weights.astype(np.float64)  # (30, 9, 10, 10)
 
 
 def test_figures_draw_the_sentence_of_the_chapter(weights):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qkv import smollm2
+from qkv import smollm2, smollm2_file
 
 SENTENCE = "The cat sat on the mat because it was warm"
 OTHERS = ("She poured the milk into the cup, and then she drank it slowly.",
@@ -20,17 +20,7 @@ IT, MAT, CAT = 7, 5, 1  # token positions from 0
 PREVIOUS_TOKEN_HEADS = {(2, 3), (3, 2), (12, 2), (17, 1)}  # (layer, head) from 1, as stated
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
-
-
-@pytest.fixture(scope="module")
-def model():
-    return smollm2.load()
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -284,7 +274,7 @@ def test_filling_the_weight_cache_is_one_at_a_time(tmp_path):
     first_inside = threading.Event()
 
     def first():
-        with smollm2._fill_lock(tmp_path):
+        with smollm2_file.fill_lock(tmp_path):
             events.append("first in")
             first_inside.set()
             time.sleep(0.5)
@@ -292,7 +282,7 @@ def test_filling_the_weight_cache_is_one_at_a_time(tmp_path):
 
     def second():
         first_inside.wait()
-        with smollm2._fill_lock(tmp_path):
+        with smollm2_file.fill_lock(tmp_path):
             events.append("second in")
 
     threads = [threading.Thread(target=first), threading.Thread(target=second)]
