@@ -11,12 +11,16 @@ is copied from the printed output, and no test reads a name a snippet defines.
 from __future__ import annotations
 
 import inspect
+import math
 import textwrap
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import torch
+from prose import check_prose, claim_sentence, written_numbers
+from qkv_site.figures import soft_vs_hard
 from support import numbers
 
 import qkv
@@ -26,6 +30,12 @@ seeds = st.integers(0, 2**32 - 1)
 widths = st.integers(1, 12)
 WORDS = toy.SENTENCE
 DRANK, MILK, FROM, CUP, SHE = (WORDS.index(w) for w in ("drank", "milk", "from", "cup", "she"))
+
+
+def stated(claim_id):
+    """The numbers a guarded sentence writes, in order. A test reads an exercise's givens
+    (a threshold, a factor) here and computes with them, rather than keep its own copy."""
+    return [w.value for w in written_numbers(claim_sentence(claim_id))]
 
 
 def reference_attention(q, k, v):
@@ -129,17 +139,13 @@ def test_home_example_drank_puts_over_two_thirds_on_milk(shown_home, hand_built)
     assert max(printed, key=printed.get) == "milk" and printed["milk"] > 2 / 3
 
 
-# ---- 1. A soft dictionary lookup -------------------------------------------------------
+# ---- 1. Attention is a weighted average --------------------------------------------------
 
-# The palette as chapter 1's text states it, in the order its output lists the entries.
-# Keys (warm, bright): the warmth column is listed under the soft lookup ("1, 0.8, −1 and 0"),
-# the brightness column in exercise 1 ("0.2, 0.8, 0 and 1"). Values: pure red, orange as the
-# first block prints it, blue (0, 0, 1) as exercise 3 writes it, and white.
-NAMES = ("red", "orange", "blue", "white")
-KEYS = np.array([[1.0, 0.2], [0.8, 0.8], [-1.0, 0.0], [0.0, 1.0]])
-VALUES = np.array([[1.0, 0.0, 0.0], [1.0, 0.5, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 1.0]])
-WARM = np.array([[1.0, 0.0]])  # "the query (1, 0) asks only about warmth"
-BRIGHT = np.array([[0.0, 1.0]])  # exercise 1's "something bright"
+# The palette of chapter 1, from the figure module that draws it (tests/fast/test_figures.py
+# checks it against what the page prints), in the order the page lists the entries.
+NAMES, KEYS, VALUES = soft_vs_hard.NAMES, soft_vs_hard.KEYS, soft_vs_hard.VALUES
+WARM = soft_vs_hard.QUERY  # "something warm"
+BRIGHT = WARM[:, ::-1]  # exercise 1's "something bright": the other of the two key columns
 RED, ORANGE, BLUE = NAMES.index("red"), NAMES.index("orange"), NAMES.index("blue")
 
 
@@ -157,14 +163,24 @@ def palette_weights(query):
 
 def printed_weights(text):
     """The 'weight on NAME W' lines of a block, in printed order: [(name, w), ...]."""
-    lines = [ln.split() for ln in text.splitlines() if ln.strip().startswith("weight on ")]
+    lines = [ln.split() for ln in text.splitlines() if ln.strip().startswith("weight on ")
+             and not ln.strip().startswith("weight on blue at")]
     return [(words[2], float(words[3])) for words in lines]
+
+
+def test_the_palette_is_the_one_the_page_runs(shown_lookup):
+    assert list(NAMES) == ["red", "orange", "blue", "white"]
+    np.testing.assert_array_equal(numbers(shown_lookup.line("soft_lookup.py:soft", "scores:")),
+                                  KEYS @ WARM[0])
+    np.testing.assert_array_equal(numbers(shown_lookup.line("soft_lookup.py:exercise_bright",
+                                                            "scores:")), KEYS @ BRIGHT[0])
+    assert_printed(shown_lookup.line("soft_lookup.py:hard", "palette['orange']"), VALUES[ORANGE], 6)
 
 
 @pytest.mark.claim("lookup-dict-exact")
 def test_a_dict_answers_the_exact_key_and_nothing_near_it(shown_lookup):
     palette = dict(zip(NAMES, map(tuple, VALUES.tolist()), strict=True))
-    assert palette["orange"] == (1.0, 0.5, 0.0)
+    assert palette["orange"] == tuple(VALUES[ORANGE])
     with pytest.raises(KeyError):
         palette["warm"]
     text = shown_lookup["soft_lookup.py:hard"]
@@ -174,8 +190,10 @@ def test_a_dict_answers_the_exact_key_and_nothing_near_it(shown_lookup):
 
 @pytest.mark.claim("lookup-scores-are-warmth")
 def test_scores_of_the_warm_query_are_the_keys_warmth(shown_lookup):
-    np.testing.assert_array_equal(KEYS @ WARM[0], KEYS[:, 0])
-    assert_printed(shown_lookup.line("soft_lookup.py:soft", "scores:"), KEYS[:, 0], 6)
+    scores = KEYS @ WARM[0]
+    np.testing.assert_array_equal(scores, KEYS[:, 0])
+    check_prose("lookup-scores-are-warmth", *WARM[0], *scores)
+    assert_printed(shown_lookup.line("soft_lookup.py:soft", "scores:"), scores, 6)
     # and those keys are the page's: the weights it prints are the softmax of these scores
     weights = qkv.attention(WARM, KEYS, VALUES).weights[0]
     assert printed_weights(shown_lookup["soft_lookup.py:soft"]) == \
@@ -186,8 +204,9 @@ def test_scores_of_the_warm_query_are_the_keys_warmth(shown_lookup):
 def test_every_entry_gets_a_positive_weight_even_the_worst_match(shown_lookup):
     weights = qkv.attention(WARM, KEYS, VALUES).weights[0]
     np.testing.assert_allclose(weights, palette_weights(WARM[0]), rtol=1e-12)
-    assert NAMES[int(np.argmin(KEYS @ WARM[0]))] == "blue"
-    assert (weights > 0).all() and weights.sum() == pytest.approx(1.0, abs=1e-12)
+    assert NAMES[int(np.argmin(KEYS @ WARM[0]))] == "blue" and (KEYS @ WARM[0])[BLUE] < 0
+    assert (weights > 0).all()
+    check_prose("lookup-every-key-weighted", weights.sum())
     printed = dict(printed_weights(shown_lookup["soft_lookup.py:soft"]))
     assert printed["blue"] == pytest.approx(weights[BLUE], abs=5e-4) and printed["blue"] > 0
     assert shown_lookup.line("soft_lookup.py:soft", "sum of weights:") == "sum of weights: 1.0"
@@ -232,14 +251,15 @@ def test_the_palette_answer_has_three_numbers_from_two_number_keys(shown_lookup)
 
 
 @pytest.mark.claim("lookup-sharpen-to-hard")
-def test_a_longer_query_concentrates_the_weight_on_the_best_key(shown_lookup):
+def test_a_larger_query_concentrates_the_weight_on_the_best_key(shown_lookup):
     best = int(np.argmax(KEYS @ WARM[0]))
     assert best == RED
-    factors = (1, 4, 16, 64)
+    factors = (1, 4, 16, 64)  # the rows the page prints
     results = [qkv.attention(WARM * f, KEYS, VALUES) for f in factors]
     on_best = [r.weights[0, best] for r in results]
-    assert np.all(np.diff(on_best) > 0) and on_best[-1] > 0.999
+    assert np.all(np.diff(on_best) > 0)
     np.testing.assert_allclose(results[-1].output[0], VALUES[best], atol=5e-4)  # to three decimals
+    check_prose("lookup-sharpen-to-hard", factors[-1], on_best[-1])
     for f, r in zip(factors, results, strict=True):
         line = shown_lookup.line("soft_lookup.py:sharpen", f"x{f} ")
         weight, answer = line.split("answer")
@@ -247,33 +267,75 @@ def test_a_longer_query_concentrates_the_weight_on_the_best_key(shown_lookup):
         assert_printed(answer, r.output[0], 3)
 
 
+def sci(x):
+    """``x`` as prose writes it, m × 10^e with 1 <= m < 10: (m, 10.0**e)."""
+    e = math.floor(math.log10(abs(x)))
+    return x / 10.0**e, 10.0**e
+
+
+@pytest.fixture(scope="module")
+def blue_at_64():
+    """Blue's weight when the warm query is 64 times larger, in float64."""
+    return palette_weights(64 * WARM[0])[BLUE]
+
+
 @pytest.mark.claim("lookup-sharpen-never-exact")
-def test_at_64_times_the_worst_key_still_has_a_tiny_positive_weight():
+def test_at_64_times_the_worst_key_still_has_a_tiny_positive_weight(shown_lookup, blue_at_64):
     weights = qkv.attention(WARM * 64, KEYS, VALUES).weights[0]
-    assert 0 < weights[BLUE] < 1e-30
-    assert weights[BLUE] == pytest.approx(palette_weights(64 * WARM[0])[BLUE], rel=1e-9)
-    assert (weights > 0).all()
+    assert weights.dtype == np.float64 and (weights > 0).all()
+    assert weights[BLUE] == pytest.approx(blue_at_64, rel=1e-9)
+    check_prose("lookup-sharpen-never-exact", *sci(weights[BLUE]))
+    line = shown_lookup.line("soft_lookup.py:sharpen", "weight on blue at x64:")
+    assert numbers(line.split("in float64")[0])[-1] == float(f"{blue_at_64:.2g}")
+
+
+@pytest.mark.claim("lookup-underflow-types")
+def test_the_weight_is_a_subnormal_in_float32_and_bfloat16_and_zero_in_float16(shown_lookup,
+                                                                                 blue_at_64):
+    tiny32 = float(np.finfo(np.float32).tiny)
+    tiny16 = float(np.finfo(np.float16).smallest_subnormal)
+    assert 0 < np.float32(blue_at_64) < tiny32  # a subnormal: below the smallest normal
+    assert torch.finfo(torch.bfloat16).tiny == tiny32  # bfloat16 has float32's exponent range
+    as_bf16 = torch.tensor([blue_at_64], dtype=torch.bfloat16)
+    assert 0 < as_bf16.item() < tiny32
+    assert np.float16(blue_at_64) == 0 and blue_at_64 < tiny16 / 2  # rounds to 0
+    assert torch.set_flush_denormal(True), "this CPU cannot flush subnormals to zero"
+    try:  # flushed, float32 and bfloat16 both keep nothing of it
+        flushed32 = (torch.tensor([blue_at_64], dtype=torch.float32) * 1.0).item()
+        flushed16 = (as_bf16 * 1.0).item()
+    finally:
+        torch.set_flush_denormal(False)
+    assert flushed32 == flushed16
+    check_prose("lookup-underflow-types", *sci(tiny32), flushed32, *sci(tiny16),
+                float(np.float16(blue_at_64)))
+    line = shown_lookup.line("soft_lookup.py:sharpen", "weight on blue at x64:")
+    assert line.endswith("0.0 as float16") and "e-40 as float32" in line
 
 
 @pytest.mark.claim("lookup-nudge")
-def test_a_small_step_flips_the_hard_answer_but_barely_moves_the_soft_one(shown_lookup):
-    def hard(query):
+def test_a_small_step_flips_the_best_match_but_barely_moves_the_average(shown_lookup):
+    def best_match(query):
         return VALUES[np.argmax(KEYS @ query)]
 
-    # red and orange match (1, t) equally where 1 + 0.2 t = 0.8 + 0.8 t: step across that line
+    # red and orange match (1, t) equally where 1 + 0.2 t = 0.8 + 0.8 t; the page's two
+    # queries, (1, 0.30) and (1, 0.36), lie on either side of that line
     t_equal = (KEYS[RED, 0] - KEYS[ORANGE, 0]) / (KEYS[ORANGE, 1] - KEYS[RED, 1])
-    before, after = np.array([[1.0, t_equal - 0.03]]), np.array([[1.0, t_equal + 0.03]])
-    np.testing.assert_array_equal(hard(before[0]), VALUES[RED])
-    np.testing.assert_array_equal(hard(after[0]), VALUES[ORANGE])
+    before, after = np.array([[1.0, 0.30]]), np.array([[1.0, 0.36]])
+    assert before[0, 1] < t_equal < after[0, 1]
+    np.testing.assert_array_equal(best_match(before[0]), VALUES[RED])
+    np.testing.assert_array_equal(best_match(after[0]), VALUES[ORANGE])
     jump = np.abs(VALUES[ORANGE] - VALUES[RED])
-    assert jump.max() == 0.5 and jump.argmax() == 1 and np.count_nonzero(jump) == 1  # green only
+    assert jump.argmax() == 1 and np.count_nonzero(jump) == 1  # green only
     soft = [qkv.attention(q, KEYS, VALUES).output[0] for q in (before, after)]
-    assert np.abs(soft[1] - soft[0]).max() < 0.01
-    # the page: red, then orange, for the hard lookup; two soft answers less than 0.01 apart
-    assert_printed(shown_lookup.line("soft_lookup.py:nudge", "hard:"), [VALUES[RED], VALUES[ORANGE]], 6)
-    soft_before, soft_after = np.split(np.array(numbers(shown_lookup.line("soft_lookup.py:nudge",
-                                                                           "soft:"))), 2)
-    assert np.abs(soft_after - soft_before).max() < 0.01 - 1e-3  # with room for the rounding
+    moved = np.abs(soft[1] - soft[0]).max()
+    check_prose("lookup-nudge", jump.max(), moved)
+    # the page: red, then orange, for the best match; two averages that far apart
+    assert_printed(shown_lookup.line("soft_lookup.py:nudge", "best match:"),
+                   [VALUES[RED], VALUES[ORANGE]], 6)
+    shown_before, shown_after = np.split(np.array(numbers(shown_lookup.line("soft_lookup.py:nudge",
+                                                                             "average:"))), 2)
+    np.testing.assert_allclose(shown_before, soft[0], atol=5e-4 + 1e-9)
+    np.testing.assert_allclose(shown_after, soft[1], atol=5e-4 + 1e-9)
 
 
 # ---- exercises of chapter 1 ----------------------------------------------------------------
@@ -282,44 +344,49 @@ def test_a_small_step_flips_the_hard_answer_but_barely_moves_the_soft_one(shown_
 @pytest.mark.claim("lookup-ex-bright")
 def test_the_bright_query_weighs_white_most_and_blue_least(shown_lookup):
     scores = KEYS @ BRIGHT[0]
-    np.testing.assert_array_equal(scores, [0.2, 0.8, 0.0, 1.0])
+    np.testing.assert_array_equal(scores, KEYS[:, 1])  # the brightness column
     w = palette_weights(BRIGHT[0])
     ranked = [NAMES[i] for i in np.argsort(-w)]
-    assert ranked == ["white", "orange", "red", "blue"] == [NAMES[i] for i in np.argsort(-scores)]
+    assert ranked == [NAMES[i] for i in np.argsort(-scores)]
+    assert (ranked[0], ranked[-1]) == ("white", "blue")
     answer = w @ VALUES
     np.testing.assert_allclose(qkv.attention(BRIGHT, KEYS, VALUES).output[0], answer, rtol=1e-12)
     assert np.abs(VALUES - answer).max(axis=-1).min() > 0.1  # no entry holds it
     assert answer.min() > 0.4  # pale: every channel well above 0
     text = shown_lookup["soft_lookup.py:exercise_bright"]
-    assert_printed(line_of(text, "scores:"), scores, 6)
     assert printed_weights(text) == [(n, pytest.approx(w[NAMES.index(n)], abs=5e-4)) for n in ranked]
     assert_printed(line_of(text, "answer:"), answer, 3)
 
 
 @pytest.mark.claim("lookup-ex-factor")
-def test_red_first_passes_0_99_at_33_times_the_warm_query(shown_lookup):
-    on_red = {f: palette_weights(f * WARM[0])[RED] for f in range(1, 40)}
-    first = min(f for f, w in on_red.items() if w > 0.99)
-    assert first == 33
-    assert qkv.attention(WARM * 33, KEYS, VALUES).weights[0, RED] > 0.99 >= \
-        qkv.attention(WARM * 32, KEYS, VALUES).weights[0, RED]
+def test_red_first_passes_the_threshold_at_the_stated_factor(shown_lookup):
+    threshold = stated("lookup-ex-factor")[0]  # the exercise's given
+    on_red = {f: palette_weights(f * WARM[0])[RED] for f in range(1, 100)}
+    first = min(f for f, w in on_red.items() if w > threshold)
+    assert qkv.attention(WARM * first, KEYS, VALUES).weights[0, RED] > threshold >= \
+        qkv.attention(WARM * (first - 1), KEYS, VALUES).weights[0, RED]
+    check_prose("lookup-ex-factor", threshold, first)
     line = shown_lookup.line("soft_lookup.py:exercise_factor", "smallest whole factor")
-    assert numbers(line)[-1] == first
+    assert numbers(line) == [threshold, first]
 
 
 @pytest.mark.claim("lookup-ex-never-pure")
 def test_a_query_aimed_at_blue_never_gives_pure_blue(shown_lookup):
-    at_blue = 64 * KEYS[BLUE][None]
+    factor = stated("lookup-ex-never-pure")[0]
+    at_blue = factor * KEYS[BLUE][None]
     w = palette_weights(at_blue[0])
-    assert 0 < np.delete(w, BLUE).sum() < 1e-19  # the weight not on blue
+    rest = np.delete(w, BLUE).sum()  # the weight not on blue
+    assert rest > 0 and w[BLUE] == 1.0  # in float64, 1 - rest rounds to 1
     weights, answer = qkv.attention(at_blue, KEYS, VALUES)
     np.testing.assert_allclose(weights[0], w, rtol=1e-9)
     assert answer[0, 0] > 0 and answer[0, 0] == pytest.approx(w @ VALUES[:, 0], rel=1e-9)
+    check_prose("lookup-ex-never-pure", factor, *sci(rest), w[BLUE])
     text = shown_lookup["soft_lookup.py:exercise_blue"]
     printed = numbers(line_of(text, "weight on blue"))
     assert printed[0] == pytest.approx(w[BLUE], abs=5e-7)
     np.testing.assert_allclose(printed[1:], answer[0], rtol=1e-6)
-    assert printed[1] > 0
+    assert numbers(line_of(text, "weight left for the other three:")) == \
+        [0, float(f"{rest:.2g}")]
     assert line_of(text, "red channel above zero:") == "red channel above zero: True"
 
 
@@ -346,6 +413,7 @@ def test_projection_shapes_follow_d_model_d_k_and_d_v(shown_where, random_toy):
     assert x.shape == (t, toy.D_MODEL)
     assert p.w_q.shape == p.w_k.shape == (toy.D_MODEL, toy.D_K) and p.w_v.shape == (toy.D_MODEL, toy.D_V)
     assert q.shape == k.shape == (t, toy.D_K) and v.shape == (t, toy.D_V)
+    check_prose("proj-shapes", *x.shape, *p.w_q.shape, *p.w_v.shape, *q.shape, *v.shape)
     text = shown_where["where_qkv_come_from.py:project"]
     assert numbers(line_of(text, "X ")) == [t, toy.D_MODEL]
     assert numbers(line_of(text, "W_Q")) == [toy.D_MODEL, toy.D_K] * 2 + [toy.D_MODEL, toy.D_V]
@@ -370,7 +438,8 @@ def test_one_embedding_gives_three_different_vectors(shown_where, random_toy):
 def test_the_three_matrices_hold_d_model_times_2_d_k_plus_d_v_numbers(shown_where, random_toy):
     p = random_toy[1]
     learned = p.w_q.size + p.w_k.size + p.w_v.size
-    assert learned == 16 * (8 + 8 + 4) == 320
+    assert learned == p.d_model * (2 * p.d_k + p.d_v)
+    check_prose("proj-param-count", p.d_model, p.d_k, p.d_k, p.d_v, learned)
     for d_model, d_k, d_v in [(16, 8, 4), (512, 64, 64), (7, 3, 5)]:
         r = random_projections(0, d_model, d_k, d_v)
         assert r.w_q.size + r.w_k.size + r.w_v.size == d_model * (2 * d_k + d_v)
@@ -418,7 +487,9 @@ def test_value_width_is_free_and_sets_the_output_width(seed, d_k, d_v):
 @pytest.mark.claim("proj-dv-free")
 def test_the_page_values_are_4_wide_beside_8_wide_keys_and_so_is_the_output(shown_where, random_toy):
     x, p = random_toy[:2]
-    assert qkv.self_attention(x, p).output.shape == (len(WORDS), 4) and p.d_k == 8
+    output = qkv.self_attention(x, p).output
+    assert output.shape == (len(WORDS), p.d_v) and p.d_v != p.d_k
+    check_prose("proj-dv-free", p.d_v, p.d_k, output.shape[1])
     q_line = numbers(shown_where.line("where_qkv_come_from.py:project", "Q "))
     assert q_line[1::2] == [8, 8, 4]  # the widths of Q, K and V as printed
 
@@ -431,7 +502,7 @@ def test_a_bias_added_to_every_key_changes_no_weight(seed, d_k, t):
     q, k, v = rng.normal(size=(t, d_k)), rng.normal(size=(t, d_k)), rng.normal(size=(t, 2))
     b = rng.normal(size=d_k)
     plain, shifted = qkv.attention(q, k, v).weights, qkv.attention(q, k + b, v).weights
-    assert np.abs(shifted - plain).max() < 1e-12
+    assert np.abs(shifted - plain).max() < stated("proj-key-bias-cancels")[0]
 
 
 @pytest.fixture(scope="module")
@@ -450,9 +521,12 @@ def bias_changes():
 
 @pytest.mark.claim("proj-key-bias-cancels")
 def test_the_page_shows_the_key_bias_changing_nothing(shown_where, bias_changes):
-    assert all(on_keys < 1e-12 for on_keys, _ in bias_changes)
+    (bound,) = stated("proj-key-bias-cancels")  # "below 10^-12": rounding, and only that
+    check_prose("proj-key-bias-cancels", bound)
+    assert bound <= 1e-10
+    assert all(on_keys < bound for on_keys, _ in bias_changes)
     line = shown_where.line("where_qkv_come_from.py:key_bias", "bias on the keys:")
-    assert 0 <= numbers(line)[0] < 1e-12
+    assert 0 <= numbers(line)[0] < bound
 
 
 @pytest.mark.claim("proj-query-bias-matters")
@@ -499,7 +573,12 @@ def test_drank_gives_milk_the_weight_its_hand_written_score_predicts(hand_weight
     np.testing.assert_allclose(q[DRANK] @ k.T / np.sqrt(toy.D_K), scores, rtol=1e-12, atol=1e-15)
     expected = [DRANK_ON_SHE, DRANK_ON_OTHER, DRANK_ON_MILK] + [DRANK_ON_OTHER] * 3
     np.testing.assert_allclose(result.weights[DRANK], expected, rtol=1e-12)
-    assert round(DRANK_ON_MILK, 2) == 0.68
+    raw = q[DRANK] @ k.T
+    liquid = toy.FEATURES.index("liquid")
+    others = np.delete(scores, [SHE, MILK])
+    assert (others == 0).all() and k[:, liquid].nonzero()[0].tolist() == [MILK]
+    check_prose("hand-drank-finds-milk", result.weights[DRANK, MILK], q[DRANK, liquid],
+                raw[MILK], toy.D_K, scores[MILK], raw[SHE], toy.D_K, scores[SHE], others.max())
     assert_printed(line_of(hand_weights_block, "drank's scaled scores:"), scores, 2)
     assert_printed(line_of(hand_weights_block, "drank -> milk"), [DRANK_ON_MILK, DRANK_ON_SHE], 2)
     table = {ln.split()[0]: ln.split()[1:] for ln in hand_weights_block.splitlines()
@@ -516,7 +595,8 @@ def test_what_drank_receives_is_mostly_dairy(hand_weights_block, hand_built):
     received = {"person": DRANK_ON_SHE, "verb": DRANK_ON_OTHER, "dairy": DRANK_ON_MILK,
                 "container": DRANK_ON_OTHER}
     np.testing.assert_allclose(out, [received[c] for c in toy.VALUE_COLUMNS], rtol=1e-12)
-    assert toy.VALUE_COLUMNS[out.argmax()] == "dairy" and round(out.max(), 2) == 0.68
+    assert toy.VALUE_COLUMNS[out.argmax()] == "dairy"
+    check_prose("hand-drank-receives-dairy", out[toy.VALUE_COLUMNS.index("dairy")])
     printed = named_numbers(line_of(hand_weights_block, "drank's output:"))
     assert printed == {c: pytest.approx(x, abs=5e-3) for c, x in received.items()}
     assert max(printed, key=printed.get) == "dairy"
@@ -526,12 +606,16 @@ def test_what_drank_receives_is_mostly_dairy(hand_weights_block, hand_built):
 
 
 @pytest.mark.claim("proj-ex-params")
-def test_one_head_of_64_in_a_512_model_has_98304_numbers(shown_where):
-    head = random_projections(0, 512, 64, 64)
-    assert head.w_q.size + head.w_k.size + head.w_v.size == 3 * 512 * 64 == 98_304
+def test_one_head_of_the_exercise_has_d_model_times_3_d_k_numbers(shown_where):
+    d_head, d_model = stated("proj-ex-params")[:2]  # the exercise's givens, as the answer repeats them
+    d_head, d_model = int(d_head), int(d_model)
+    head = random_projections(0, d_model, d_head, d_head)
+    learned = head.w_q.size + head.w_k.size + head.w_v.size
+    assert learned == 3 * d_model * d_head
+    check_prose("proj-ex-params", d_head, d_model, learned)
     text = shown_where["where_qkv_come_from.py:exercise_params"]
-    assert numbers(line_of(text, "W_Q, W_K, W_V:")) == [512, 64] * 3
-    assert numbers(line_of(text, "learned numbers:")) == [98_304]
+    assert numbers(line_of(text, "W_Q, W_K, W_V:")) == [d_model, d_head] * 3
+    assert numbers(line_of(text, "learned numbers:")) == [learned]
 
 
 @pytest.mark.claim("proj-ex-she-milk")
@@ -549,7 +633,7 @@ def test_one_entry_of_w_q_turns_she_towards_milk(shown_where):
     line = shown_where.line("where_qkv_come_from.py:exercise_she", "she ->")
     printed = named_numbers(line.split("->", 1)[1])
     assert printed == {w: pytest.approx(x, abs=5e-3) for w, x in expected.items()}
-    assert (printed["milk"], printed["drank"]) == (0.68, 0.16)
+    check_prose("proj-ex-she-milk", row[MILK], row[DRANK])
 
 
 # ---- 3. Why keys and values are separate -----------------------------------------------
