@@ -636,7 +636,7 @@ def test_one_entry_of_w_q_turns_she_towards_milk(shown_where):
     check_prose("proj-ex-she-milk", row[MILK], row[DRANK])
 
 
-# ---- 3. Why keys and values are separate -----------------------------------------------
+# ---- 3. What a key decides, what a value carries -------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -694,7 +694,9 @@ def test_a_new_value_for_milk_moves_every_row_by_its_weight_on_milk(shown_kv, ha
     assert after == {c: pytest.approx(x, abs=5e-3) for c, x in received.items()}
     assert before == {c: pytest.approx(x, abs=5e-3) for c, x in zip(toy.VALUE_COLUMNS, base.output[DRANK],
                                                                      strict=True)}
-    assert after["container"] - before["container"] == pytest.approx(0.68, abs=0.011)  # "0.68 of container"
+    dairy, container = (toy.VALUE_COLUMNS.index(c) for c in ("dairy", "container"))
+    check_prose("kv-sep-value-changes-output", base.output[DRANK, dairy] - changed[DRANK, dairy],
+                changed[DRANK, container] - base.output[DRANK, container])
 
 
 @pytest.mark.claim("kv-sep-key-moves-weights")
@@ -706,6 +708,7 @@ def test_wiping_milks_key_drops_drank_weight_to_that_of_an_unrelated_word(shown_
     assert after.weights[DRANK, MILK] == pytest.approx(on_milk, rel=1e-12)
     assert after.weights[DRANK, MILK] == pytest.approx(after.weights[DRANK, FROM], rel=1e-12)
     assert base.weights[DRANK, MILK] == pytest.approx(DRANK_ON_MILK, rel=1e-12)
+    check_prose("kv-sep-key-moves-weights", base.weights[DRANK, MILK], on_milk)
     assert_printed(shown_kv.line("keys_vs_values.py:change_key", "drank -> milk:"),
                    [DRANK_ON_MILK, on_milk], 2)
     # milk's value is untouched and still reaches drank, in proportion to the low weight
@@ -724,11 +727,61 @@ def test_a_wiped_key_changes_only_the_rows_whose_query_asked_for_it(shown_kv, ha
     liquid = toy.FEATURES.index("liquid")
     askers = [w for w, query in zip(WORDS, q, strict=True) if query[liquid] != 0]
     assert changed == askers == ["drank", "cup"]
+    others = [i for i, w in enumerate(WORDS) if w not in askers]
+    on_milk_before, on_milk_after = q[others] @ hand_built[1][MILK], q[others] @ wiped_key[MILK]
+    check_prose("kv-sep-key-changes-asking-rows", np.abs([*on_milk_before, *on_milk_after]).max())
     assert shown_kv.line("keys_vs_values.py:change_key", "rows of weights that changed:") == \
         f"rows of weights that changed: {askers}"
 
 
-# ---- 4. Why three projections ----------------------------------------------------------
+@pytest.mark.claim("kv-sep-values-lack-liquid")
+def test_no_value_of_the_toy_says_liquid(hand_built):
+    v = hand_built[2]
+    assert "liquid" in toy.FEATURES and "liquid" not in toy.VALUE_COLUMNS
+    assert list(toy.VALUE_COLUMNS) == ["person", "verb", "dairy", "container"]
+    assert v.shape[1] == len(toy.VALUE_COLUMNS)  # a value has these columns and no other
+
+
+@pytest.mark.claim("kv-sep-ex-double")
+def test_doubling_milks_value_doubles_the_dairy_and_keeps_the_weight(shown_kv, hand_built):
+    q, k, v, base = hand_built
+    v_twice = v.copy()
+    v_twice[MILK] *= 2
+    after = qkv.attention(q, k, v_twice)
+    np.testing.assert_array_equal(after.weights, base.weights)
+    dairy = toy.VALUE_COLUMNS.index("dairy")
+    assert after.output[DRANK, dairy] == pytest.approx(2 * base.output[DRANK, dairy], rel=1e-12)
+    check_prose("kv-sep-ex-double", after.weights[DRANK, MILK], after.output[DRANK, dairy])
+    section = "keys_vs_values.py:exercise_double"
+    assert_printed(shown_kv.line(section, "drank -> milk:"), [DRANK_ON_MILK] * 2, 2)
+    assert named_numbers(shown_kv.line(section, "drank receives:")) == \
+        {c: pytest.approx(x, abs=5e-3) for c, x in zip(toy.VALUE_COLUMNS, after.output[DRANK],
+                                                        strict=True)}
+
+
+@pytest.mark.claim("kv-sep-ex-cup-liquid")
+def test_a_second_liquid_key_splits_drank_between_milk_and_cup(shown_kv, hand_built):
+    q, k, v, _ = hand_built
+    k_cup = k.copy()
+    k_cup[CUP, toy.FEATURES.index("liquid")] = 1
+    after = qkv.attention(q, k_cup, v)
+    # drank's scores: 8/√8 on milk and cup, 4/√8 on she, 0 on the other three
+    share = E_8 / (2 * E_8 + E_4 + 3)
+    np.testing.assert_allclose(after.weights[DRANK, [MILK, CUP]], [share, share], rtol=1e-12)
+    dairy, container = (toy.VALUE_COLUMNS.index(c) for c in ("dairy", "container"))
+    np.testing.assert_array_equal(v[MILK], np.eye(4)[dairy])  # milk hands over dairy alone,
+    np.testing.assert_array_equal(v[CUP], np.eye(4)[container])  # cup container alone
+    check_prose("kv-sep-ex-cup-liquid", after.weights[DRANK, MILK], after.output[DRANK, dairy],
+                after.output[DRANK, container])
+    section = "keys_vs_values.py:exercise_cup"
+    assert named_numbers(shown_kv.line(section, "drank reads:")) == \
+        {w: pytest.approx(x, abs=5e-3) for w, x in zip(WORDS, after.weights[DRANK], strict=True)}
+    assert named_numbers(shown_kv.line(section, "drank receives:")) == \
+        {c: pytest.approx(x, abs=5e-3) for c, x in zip(toy.VALUE_COLUMNS, after.output[DRANK],
+                                                        strict=True)}
+
+
+# ---- 4. What the matrices pin down, and what tying them breaks -------------------------
 
 
 @pytest.fixture(scope="module")
@@ -739,13 +792,11 @@ def shown_three(page_output):
 @pytest.fixture(scope="module")
 def tie():
     """Chapter 4's random toy: X and separate projections with d_k = 8 and, as the page says,
-    values 8 wide; the scores and weights separate, with W_Q = W_K, and with W_V = W_K."""
+    values 8 wide; the scores and weights separate, and with W_Q = W_K."""
     x, p = toy.embeddings(), toy.projections(d_k=toy.D_K, d_v=8)
     qk = qkv.Projections(p.w_k, p.w_k, p.w_v)
-    kv = qkv.Projections(p.w_q, p.w_k, p.w_k)
     return {"x": x, "p": p, "S": scores_of(x, p), "W": qkv.self_attention(x, p).weights,
-            "S_tied": scores_of(x, qk), "W_tied": qkv.self_attention(x, qk).weights,
-            "kv": qkv.self_attention(x, kv)}
+            "S_tied": scores_of(x, qk), "W_tied": qkv.self_attention(x, qk).weights}
 
 
 def scores_of(x, p):
@@ -758,25 +809,75 @@ def pair_lines(text):
     return numbers(line_of(text, "milk -> from:")), numbers(line_of(text, "from -> milk:"))
 
 
-@pytest.fixture(scope="module")
-def separate_block(shown_three):
-    return unnamed_block(shown_three, "milk -> from:")
+def invertible(seed, n):
+    """A random n x n matrix, checked to be well conditioned enough to invert."""
+    m = np.random.default_rng(seed).normal(size=(n, n))
+    assert np.linalg.cond(m) < 1e6
+    return m
+
+
+@pytest.mark.claim("three-products-scores")
+@settings(max_examples=30, deadline=None)
+@given(seeds, st.integers(1, 8), st.integers(1, 8))
+def test_any_invertible_a_between_w_q_and_w_k_leaves_the_scores(seed, d_k, t):
+    rng = np.random.default_rng(seed)
+    x, p = rng.normal(size=(t, 6)), random_projections(seed, 6, d_k, 2)
+    a = rng.normal(size=(d_k, d_k)) + 3 * np.eye(d_k)  # invertible, and not near singular
+    moved = qkv.Projections(p.w_q @ a, p.w_k @ np.linalg.inv(a).T, p.w_v)
+    s = scores_of(x, p)
+    np.testing.assert_allclose(scores_of(x, moved), s, rtol=1e-9, atol=1e-9 * max(1, np.abs(s).max()))
+
+
+@pytest.mark.claim("three-products-scores")
+def test_the_page_moves_w_q_far_and_the_scores_not_at_all(shown_three, tie):
+    p = tie["p"]
+    a = np.random.default_rng(1).normal(size=(p.d_k, p.d_k))  # the snippet's A (seed 1)
+    moved = qkv.Projections(p.w_q @ a, p.w_k @ np.linalg.inv(a).T, p.w_v)
+    change = np.abs(moved.w_q - p.w_q).max()
+    assert change > 1
+    assert np.abs(moved.w_q @ moved.w_k.T - p.w_q @ p.w_k.T).max() < 1e-12
+    assert np.abs(scores_of(tie["x"], moved) - tie["S"]).max() < 1e-12
+    check_prose("three-products-scores", change)
+    block = unnamed_block(shown_three, "largest change in W_Q:")  # runs setup, then products
+    assert_printed(line_of(block, "largest change in W_Q:"), change, 2)
+    assert numbers(line_of(block, "largest change in a score:"))[0] < 1e-12
+
+
+@pytest.mark.claim("three-products-output")
+def test_w_v_b_with_b_inverse_w_o_adds_the_same_to_the_stream(shown_three, tie):
+    x, p = tie["x"], tie["p"]
+    for seed in range(3):
+        b, w_o = invertible(seed, p.d_v), np.random.default_rng(seed + 10).normal(size=(p.d_v, 16))
+        added = qkv.self_attention(x, p).output @ w_o
+        moved = qkv.self_attention(x, qkv.Projections(p.w_q, p.w_k, p.w_v @ b)).output
+        np.testing.assert_allclose(moved @ np.linalg.inv(b) @ w_o, added, rtol=1e-9, atol=1e-10)
+        assert np.abs(p.w_v @ b - p.w_v).max() > 0.5  # W_V itself moved
+    line = line_of(unnamed_block(shown_three, "largest change in W_Q:"),
+                   "largest change in what the head adds:")
+    assert numbers(line)[0] < 1e-12
 
 
 @pytest.mark.claim("three-hand-one-way")
 def test_from_looks_for_cup_but_cup_does_not_look_for_from(shown_three, hand_built):
     q, k, _, _ = hand_built
-    s = q @ k.T / np.sqrt(toy.D_K)
+    raw = q @ k.T
+    s = raw / np.sqrt(toy.D_K)
     w = qkv.softmax(s)
     assert s[FROM, CUP] == pytest.approx(8 / np.sqrt(8), rel=1e-12) and s[CUP, FROM] == 0
     # from's row: 8/√8 on cup, 0 on the other five; cup's: 4/√8 on milk, 0 on the other five
     from_cup, cup_from = E_8 / (E_8 + 5), 1 / (E_4 + 5)
     assert w[FROM, CUP] == pytest.approx(from_cup, rel=1e-12)
     assert w[CUP, FROM] == pytest.approx(cup_from, rel=1e-12)
-    assert (round(from_cup, 2), round(cup_from, 2)) == (0.77, 0.11)
+    check_prose("three-hand-one-way", w[FROM, CUP], w[CUP, FROM], raw[FROM, CUP], toy.D_K,
+                s[CUP, FROM])
     text = shown_three["hand_built.py:one_way"]
     assert_printed(line_of(text, "from -> cup"), [8 / np.sqrt(8), from_cup], 2)
     assert_printed(line_of(text, "cup -> from"), [0, cup_from], 2)
+
+
+@pytest.fixture(scope="module")
+def separate_block(shown_three):
+    return shown_three["tie_query_key.py:asymmetric"]
 
 
 @pytest.mark.claim("three-separate-asymmetric")
@@ -877,20 +978,77 @@ def test_tied_every_word_here_scores_itself_highest_and_separately_none_does(sho
     assert line_of(text, "tied").endswith(f"top: {len(WORDS)} of {len(WORDS)}")
 
 
+@pytest.mark.claim("three-tied-rope-symmetric")
+@settings(max_examples=30, deadline=None)
+@given(seeds, st.integers(1, 6).map(lambda n: 2 * n), st.integers(1, 10))
+def test_rope_on_tied_queries_and_keys_keeps_the_scores_symmetric(seed, d_k, t):
+    x, tied = random_tied_case(seed, d_k, t)
+    q, k, _ = qkv.project(x, tied)
+    turned_q, turned_k = qkv.rope(q), qkv.rope(k)
+    np.testing.assert_array_equal(turned_q, turned_k)  # a query is still its key
+    s = turned_q @ turned_k.T
+    assert np.abs(s - s.T).max() <= 1e-12 * max(1.0, np.abs(s).max())
+    assert not np.allclose(turned_k, k) or t == 1  # and RoPE did turn them
+
+
+@pytest.mark.claim("three-tied-rope-symmetric")
+def test_the_page_shows_tied_rope_scores_symmetric(shown_three):
+    line = shown_three.line("tie_query_key.py:what_breaks", "tied, turned by RoPE:")
+    assert numbers(line)[0] < 1e-12
+
+
+@pytest.mark.claim("three-tied-bias-asymmetric")
+def test_a_query_bias_breaks_the_tied_symmetry(shown_three, tie):
+    k = tie["x"] @ tie["p"].w_k
+    b = np.random.default_rng(2).normal(size=k.shape[1])  # the snippet's bias (seed 2)
+    s = (k + b) @ k.T  # s_ij = k_i·k_j + b·k_j: the second term depends on j alone
+    asymmetry = np.abs(s - s.T).max()
+    np.testing.assert_allclose(s - s.T, (k @ b)[None, :] - (k @ b)[:, None], atol=1e-12)
+    check_prose("three-tied-bias-asymmetric", asymmetry)
+    assert_printed(shown_three.line("tie_query_key.py:what_breaks", "tied, with a query bias:"),
+                   asymmetry, 2)
+
+
+@pytest.mark.claim("three-tied-causal")
+def test_a_causal_mask_gives_tied_weights_in_one_direction_only(tie):
+    x, p = tie["x"], tie["p"]
+    tied = qkv.Projections(p.w_k, p.w_k, p.w_v)
+    w = qkv.self_attention(x, tied, mask=qkv.causal_mask(len(WORDS))).weights
+    later, earlier = np.tril_indices(len(WORDS), k=-1), np.triu_indices(len(WORDS), k=1)
+    assert (w[later] > 0).all() and (w[earlier] == 0).all()
+
+
+@pytest.fixture(scope="module")
+def tied_kv(hand_built):
+    """The hand-built toy, separate and with W_V = W_K."""
+    hand = toy.hand_built_projections()
+    tied = qkv.Projections(hand.w_q, hand.w_k, hand.w_k)
+    return hand_built[3], qkv.self_attention(toy.feature_embeddings(), tied)
+
+
 @pytest.mark.claim("three-tie-kv-weights-unchanged")
-def test_tying_w_v_to_w_k_leaves_the_weights_bit_for_bit(shown_three, tie):
-    np.testing.assert_array_equal(tie["kv"].weights, tie["W"])
+def test_tying_w_v_to_w_k_leaves_the_weights_bit_for_bit(shown_three, tied_kv):
+    separate, tied = tied_kv
+    np.testing.assert_array_equal(tied.weights, separate.weights)
+    check_prose("three-tie-kv-weights-unchanged", ...)  # "chapter 3" is a label
     assert shown_three.line("tie_query_key.py:tie_kv", "weights identical:") == "weights identical: True"
 
 
 @pytest.mark.claim("three-tie-kv-output-changes")
-def test_tying_w_v_to_w_k_moves_the_output_into_key_space(shown_three, tie):
-    full = qkv.self_attention(tie["x"], tie["p"])
-    change = np.abs(tie["kv"].output - full.output).max()
-    assert change > 1.0
-    _, k, _ = qkv.project(tie["x"], tie["p"])
-    np.testing.assert_allclose(tie["kv"].output, full.weights @ k, rtol=1e-12)  # a blend of keys
-    assert_printed(shown_three.line("tie_query_key.py:tie_kv", "largest change in the output:"), change, 3)
+def test_tying_w_v_to_w_k_hands_over_liquid_and_no_dairy(shown_three, hand_built, tied_kv):
+    separate, tied = tied_kv
+    k = hand_built[1]
+    np.testing.assert_allclose(tied.output, separate.weights @ k, rtol=1e-12)  # a blend of keys
+    liquid, dairy = toy.FEATURES.index("liquid"), toy.FEATURES.index("dairy")
+    assert liquid == int(np.argmax(hand_built[0][DRANK]))  # what drank's query asks for
+    assert not k[:, dairy].any() and not tied.output[:, dairy].any()
+    assert separate.output[:, toy.VALUE_COLUMNS.index("dairy")].max() > 0.5  # it was handed over
+    check_prose("three-tie-kv-output-changes", tied.output[DRANK, liquid])
+    section = "tie_query_key.py:tie_kv"
+    shown = named_numbers(shown_three.line(section, "drank receives, W_V = W_K:"))
+    assert shown == {f: pytest.approx(x, abs=5e-3) for f, x in zip(toy.FEATURES, tied.output[DRANK],
+                                                                 strict=True) if abs(x) >= 0.005}
+    assert numbers(shown_three.line(section, "dairy received by any word"))[0] == 0
 
 
 @pytest.mark.claim("three-dk-dv-shapes")
@@ -903,14 +1061,31 @@ def test_weights_stay_t_by_t_whatever_d_k_and_d_v(d_k, d_v):
     assert output.shape == (t, d_v)
 
 
-@pytest.mark.claim("three-dk-dv-shapes")
-def test_the_page_shows_6_by_6_weights_for_every_width_it_tries(shown_three):
+@pytest.fixture(scope="module")
+def width_lines(shown_three):
     lines = [ln for ln in shown_three["tie_query_key.py:dk_dv"].splitlines() if ln.startswith("d_k=")]
     assert len(lines) >= 3
-    for line in lines:
-        d_k, d_v, *shapes = numbers(line)
+    return [numbers(ln) for ln in lines]  # d_k, d_v, weights shape, output shape, rank
+
+
+@pytest.mark.claim("three-dk-dv-shapes")
+def test_the_page_shows_t_by_t_weights_for_every_width_it_tries(width_lines):
+    t = len(WORDS)
+    check_prose("three-dk-dv-shapes", t, t, t)
+    for d_k, d_v, *shapes, _ in width_lines:
         weights, output = qkv.self_attention(toy.embeddings(), toy.projections(int(d_k), int(d_v)))
-        assert shapes == [*weights.shape, *output.shape] == [6, 6, 6, d_v]
+        assert shapes == [*weights.shape, *output.shape] == [t, t, t, d_v]
+
+
+@pytest.mark.claim("three-dk-rank")
+def test_the_rank_of_w_q_w_k_is_d_k_up_to_d_model(width_lines):
+    for d_k in range(1, 2 * toy.D_MODEL + 1):
+        p = toy.projections(d_k, 2)
+        assert np.linalg.matrix_rank(p.w_q @ p.w_k.T) == min(d_k, toy.D_MODEL)
+    check_prose("three-dk-rank", toy.D_MODEL, toy.D_MODEL, toy.D_MODEL)
+    assert any(d_k > toy.D_MODEL for d_k, *_ in width_lines)  # the page shows the ceiling
+    for d_k, *_, rank in width_lines:
+        assert rank == min(d_k, toy.D_MODEL)
 
 
 @pytest.mark.claim("three-dk-cost")
@@ -926,4 +1101,42 @@ def test_every_recorded_published_model_uses_heads_of_64_or_128():
     # qkv.MODELS is checked field by field against the published configs in
     # test_chapter_kv_cache.py; here only the head widths matter.
     assert len(qkv.MODELS) >= 5
-    assert {m.d_head for m in qkv.MODELS} <= {64, 128}
+    sizes = sorted({m.d_head for m in qkv.MODELS})
+    check_prose("three-head-sizes", *sizes)
+
+
+@pytest.mark.claim("three-ex-scale")
+def test_balanced_factors_leave_the_scores_and_one_factor_scales_them(shown_three, tie):
+    factor = stated("three-ex-scale")[0]  # the exercise's given
+    x, p, s = tie["x"], tie["p"], tie["S"]
+    balanced = qkv.Projections(factor * p.w_q, p.w_k / factor, p.w_v)
+    only_q = qkv.Projections(factor * p.w_q, p.w_k, p.w_v)
+    assert np.abs(scores_of(x, balanced) - s).max() < 1e-12
+    ratio = scores_of(x, only_q) / s
+    np.testing.assert_allclose(ratio, factor, rtol=1e-12)
+    check_prose("three-ex-scale", factor, float(np.median(ratio)), ...)  # then "chapter 1"
+    section = "tie_query_key.py:exercise_scale"
+    assert numbers(shown_three.line(section, "W_Q x 3, W_K / 3:"))[-1] < 1e-12
+    assert numbers(shown_three.line(section, "W_Q x 3 alone:"))[-1] == factor
+
+
+@pytest.mark.claim("three-ex-rank")
+def test_the_toy_product_has_rank_d_k_and_as_many_numbers_as_its_factors(shown_three, tie):
+    p = tie["p"]
+    product = p.w_q @ p.w_k.T
+    rank = np.linalg.matrix_rank(product)
+    assert rank == p.d_k < p.d_model
+    assert p.w_q.size + p.w_k.size == product.size == 2 * p.d_model * p.d_k
+    check_prose("three-ex-rank", rank, product.size)
+    section = "tie_query_key.py:exercise_rank"
+    assert numbers(shown_three.line(section, "W_Q W_Kᵀ:")) == [p.d_model, p.d_model, rank]
+    assert numbers(shown_three.line(section, "numbers in W_Q and W_K:")) == [product.size] * 2
+
+
+@pytest.mark.claim("three-ex-rank-smollm2")
+def test_two_thin_factors_hold_fewer_numbers_than_their_product():
+    d_model, d_k = (int(n) for n in stated("three-ex-rank-smollm2")[:2])  # SmolLM2's, given
+    w = qkv.MultiHeadWeights.random(np.random.default_rng(0), d_model=d_model, n_heads=1)
+    w_q, w_k = w.w_q[:, :d_k], w.w_k[:, :d_k]  # one head's factors
+    assert (w_q @ w_k.T).shape == (d_model, d_model)
+    check_prose("three-ex-rank-smollm2", d_model, d_k, w_q.size + w_k.size, d_model * d_model)
