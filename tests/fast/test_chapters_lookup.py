@@ -852,6 +852,7 @@ def test_w_v_b_with_b_inverse_w_o_adds_the_same_to_the_stream(shown_three, tie):
         moved = qkv.self_attention(x, qkv.Projections(p.w_q, p.w_k, p.w_v @ b)).output
         np.testing.assert_allclose(moved @ np.linalg.inv(b) @ w_o, added, rtol=1e-9, atol=1e-10)
         assert np.abs(p.w_v @ b - p.w_v).max() > 0.5  # W_V itself moved
+    check_prose("three-products-output", ...)  # the -1 of B^{-1} is notation
     line = line_of(unnamed_block(shown_three, "largest change in W_Q:"),
                    "largest change in what the head adds:")
     assert numbers(line)[0] < 1e-12
@@ -993,6 +994,7 @@ def test_rope_on_tied_queries_and_keys_keeps_the_scores_symmetric(seed, d_k, t):
 
 @pytest.mark.claim("three-tied-rope-symmetric")
 def test_the_page_shows_tied_rope_scores_symmetric(shown_three):
+    check_prose("three-tied-rope-symmetric", ...)  # "chapter 9" is a label
     line = shown_three.line("tie_query_key.py:what_breaks", "tied, turned by RoPE:")
     assert numbers(line)[0] < 1e-12
 
