@@ -16,9 +16,9 @@ import textwrap
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-import torch
 from prose import check_prose, claim_sentence, written_numbers
 from qkv_site.figures import soft_vs_hard
 from support import numbers
@@ -107,15 +107,16 @@ def shown_home(page_output):
 def test_home_example_rows_sum_to_one(shown_home, hand_built):
     weights = hand_built[3].weights
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=1e-12)
+    check_prose("rows-sum-to-one", weights.sum(axis=-1).max())
     assert_printed(shown_home.line("first_attention.py:attend", "row sums:"), [1.0] * len(WORDS), 6)
 
 
 @pytest.mark.claim("home-shapes")
 def test_home_example_gives_one_row_per_word_and_d_v_columns(shown_home):
     p, t = toy.hand_built_projections(), len(WORDS)
-    assert (p.d_k, p.d_v) == (8, 4)  # as the sentence says: queries and keys 8, values 4
     weights, output = qkv.self_attention(toy.feature_embeddings(), p)
     assert weights.shape == (t, t) and output.shape == (t, p.d_v)
+    check_prose("home-shapes", *weights.shape, output.shape[1], p.d_v, p.d_k)
     assert shown_home.line("first_attention.py:attend", "weights:") == \
         f"weights: {(t, t)}   output: {(t, p.d_v)}"
 
@@ -124,6 +125,7 @@ def test_home_example_gives_one_row_per_word_and_d_v_columns(shown_home):
 def test_home_example_is_softmax_of_scaled_scores_times_values(shown_home, hand_built):
     q, k, v, result = hand_built
     weights, output = reference_attention(q, k, v)
+    check_prose("home-is-the-formula", q.shape[-1])  # the d_k under the square root
     np.testing.assert_allclose(result.weights, weights, rtol=1e-12)
     np.testing.assert_allclose(result.output, output, rtol=1e-12, atol=1e-14)
     for word, w in zip(WORDS, weights[DRANK], strict=True):  # the row the page prints
