@@ -103,8 +103,8 @@ def test_check_prose_fails_on_a_wrong_number_or_count():
     sentence_numbers = written_numbers(next(c.sentence for c in find_claims(ROOT / "docs")
                                             if c.id == "home-shapes"))
     values = [w.value for w in sentence_numbers]
-    check_prose( *values)
+    check_prose("home-shapes", *values)
     with pytest.raises(AssertionError, match="writes numbers the test does not compute"):
-        check_prose( *values[:-1], values[-1] + 1)
+        check_prose("home-shapes", *values[:-1], values[-1] + 1)
     with pytest.raises(AssertionError, match="the test passed"):
-        check_prose( *values[:-1])
+        check_prose("home-shapes", *values[:-1])
