@@ -41,11 +41,12 @@ def ranking(state):
     return [WORDS[j] for j in np.argsort(-state.raw)]
 
 
+print("d_k=1  query  ranks the keys                          same weights unscaled")
 for word in WORDS:
     on, off = explorer_state(word, 1, scale=True), explorer_state(word, 1, scale=False)
     same = np.array_equal(on.weights, off.weights)  # exactly, not roughly
-    print(f"d_k=1 {word:>5} ranks the keys: {' > '.join(ranking(on))}   scale changes nothing: {same}")
-print("scale factor at d_k=1:", qkv.scale_factor(True, 1), "  at d_k=4:", qkv.scale_factor(True, 4))
+    print(f"       {word:<6} {' > '.join(ranking(on)):<39} {same}")
+print("scale factor at d_k=1:", qkv.scale_factor(True, 1))
 # --8<-- [end:one_dimension]
 
 
@@ -102,9 +103,9 @@ for word in WORDS:
 d_k = 1
 while explorer_state("she", d_k, scale=False).max_weight <= 0.9:
     d_k += 1
+now, before = (explorer_state("she", d, scale=False).max_weight for d in (d_k, d_k - 1))
 print(f"she, scaling off: largest weight first above 0.9 at d_k = {d_k}",
-      f"({explorer_state('she', d_k, scale=False).max_weight:.3f};",
-      f"{explorer_state('she', d_k - 1, scale=False).max_weight:.3f} at d_k = {d_k - 1})")
+      f"({now:.3f}; {before:.3f} at d_k = {d_k - 1})")
 # --8<-- [end:exercise_first_dk]
 
 

@@ -29,12 +29,13 @@ def show_pair(S, W):
 rng = np.random.default_rng(1)
 A = rng.normal(size=(p.d_k, p.d_k))  # any invertible d_k x d_k matrix
 moved = qkv.Projections(w_q=p.w_q @ A, w_k=p.w_k @ np.linalg.inv(A).T, w_v=p.w_v)
+product, product_moved = p.w_q @ p.w_k.T, moved.w_q @ moved.w_k.T
 print(f"largest change in W_Q:      {np.abs(moved.w_q - p.w_q).max():.2f}")
-print(f"largest change in W_Q W_Kᵀ: {np.abs(moved.w_q @ moved.w_k.T - p.w_q @ p.w_k.T).max():.1e}")
+print(f"largest change in W_Q W_Kᵀ: {np.abs(product_moved - product).max():.1e}")
 print(f"largest change in a score:  {np.abs(scores(moved) - scores(p)).max():.1e}")
 
-W_O = rng.normal(size=(p.d_v, x.shape[1]))  # an output matrix, back to the width of x
-B = rng.normal(size=(p.d_v, p.d_v))  # and another invertible matrix, on the value side
+W_O = rng.normal(size=(p.d_v, x.shape[1]))  # an output matrix, back to x's width
+B = rng.normal(size=(p.d_v, p.d_v))  # another invertible matrix, on the value side
 added = qkv.self_attention(x, p).output @ W_O  # what the head adds to the stream
 with_b = qkv.Projections(p.w_q, p.w_k, p.w_v @ B)
 added_b = qkv.self_attention(x, with_b).output @ (np.linalg.inv(B) @ W_O)
@@ -82,13 +83,14 @@ print(f"tied, with a query bias: {asymmetry(k + b, k):.2f}")
 # --8<-- [end:what_breaks]
 
 # --8<-- [start:tie_kv]
-feats, hand = toy.feature_embeddings(), toy.hand_built_projections()  # the hand-built toy
+feats, hand = toy.feature_embeddings(), toy.hand_built_projections()  # hand-built toy
 tied_kv = qkv.Projections(w_q=hand.w_q, w_k=hand.w_k, w_v=hand.w_k)  # W_V = W_K
 
 
 def named(row, names):
     """The entries of a row that are not 0, with their column names."""
-    return ", ".join(f"{n} {v:.2f}" for n, v in zip(names, row, strict=True) if abs(v) >= 0.005)
+    pairs = zip(names, row, strict=True)
+    return ", ".join(f"{n} {v:.2f}" for n, v in pairs if abs(v) >= 0.005)
 
 
 drank, dairy = words.index("drank"), toy.FEATURES.index("dairy")
@@ -104,18 +106,20 @@ for d_k, d_v in [(8, 8), (2, 8), (8, 2), (64, 3)]:
     pk = toy.projections(d_k, d_v)
     w, out = qkv.self_attention(x, pk)
     rank = np.linalg.matrix_rank(pk.w_q @ pk.w_k.T)  # of a (16, 16) matrix
-    print(f"d_k={d_k:<2} d_v={d_v}:  weights {w.shape}  output {out.shape}  rank {rank}")
+    print(f"d_k={d_k:<2} d_v={d_v}:  weights {w.shape}  output {out.shape}  rank {rank:>2}")
 # --8<-- [end:dk_dv]
 
 # --8<-- [start:exercise_scale]
 balanced = qkv.Projections(3 * p.w_q, p.w_k / 3, p.w_v)  # W_Q x 3, W_K / 3
 only_q = qkv.Projections(3 * p.w_q, p.w_k, p.w_v)  # W_Q x 3 alone
-print(f"W_Q x 3, W_K / 3: largest change in a score {np.abs(scores(balanced) - S).max():.1e}")
+change = np.abs(scores(balanced) - S).max()
+print(f"W_Q x 3, W_K / 3: largest change in a score {change:.1e}")
 print(f"W_Q x 3 alone:    every score times {np.median(scores(only_q) / S):.3f}")
 # --8<-- [end:exercise_scale]
 
 # --8<-- [start:exercise_rank]
 product = p.w_q @ p.w_k.T  # what the scores depend on: (d_model, d_model)
 print("W_Q W_Kᵀ:", product.shape, "  rank", np.linalg.matrix_rank(product))
-print("numbers in W_Q and W_K:", p.w_q.size + p.w_k.size, "  in the product:", product.size)
+print("numbers in W_Q and W_K:", p.w_q.size + p.w_k.size)
+print("numbers in the product: ", product.size)
 # --8<-- [end:exercise_rank]

@@ -1134,7 +1134,8 @@ def test_the_toy_product_has_rank_d_k_and_as_many_numbers_as_its_factors(shown_t
     check_prose("three-ex-rank", rank, product.size)
     section = "tie_query_key.py:exercise_rank"
     assert numbers(shown_three.line(section, "W_Q W_Kᵀ:")) == [p.d_model, p.d_model, rank]
-    assert numbers(shown_three.line(section, "numbers in W_Q and W_K:")) == [product.size] * 2
+    assert numbers(shown_three.line(section, "numbers in W_Q and W_K:")) == [p.w_q.size + p.w_k.size]
+    assert numbers(shown_three.line(section, "numbers in the product:")) == [product.size]
 
 
 @pytest.mark.claim("three-ex-rank-smollm2")
