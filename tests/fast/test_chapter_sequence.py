@@ -99,3 +99,29 @@ def test_the_home_page_lists_every_chapter_in_order():
         assert found, f"home page, chapter {number}: {line!r} is not '[title](file): what it teaches'"
         assert found.group(1, 2) == (title, path), f"home page, chapter {number}"
         assert len(found.group(3).split()) >= 5, f"home page, chapter {number}: say what it teaches"
+
+
+# The pages of the explanation that are not taught with exercises: the questions page and the
+# recap (issue 18); every other chapter has at least two.
+WITHOUT_EXERCISES = {"faq.md", "recap.md"}
+SOLUTION = re.compile(r'^\?\?\? note "Solution[^"]*"\n((?:    .*\n|\n)+)', re.M)
+EXERCISE = re.compile(r"^\*\*(\d+)\. ([^*]+)\*\*(.*?)(?=^\?\?\? note \"Solution)", re.M | re.S)
+
+
+@pytest.mark.parametrize(("number", "title", "path"),
+                         [c for c in CHAPTERS if c[2] not in WITHOUT_EXERCISES],
+                         ids=[c[2] for c in CHAPTERS if c[2] not in WITHOUT_EXERCISES])
+def test_a_chapter_has_two_exercises_with_folded_run_and_guarded_solutions(number, title, path):
+    _, body = front_matter_and_body(path)
+    exercises = body.split("\n## Exercises\n", 1)
+    assert len(exercises) == 2, f"docs/{path}: no '## Exercises' section"
+    section = exercises[1]
+    solutions = SOLUTION.findall(section)
+    assert len(solutions) >= 2, f"docs/{path}: {len(solutions)} folded 'Solution' blocks"
+    for solution in solutions:  # each runs code at build time, and a test guards its answer
+        assert 'exec="on"' in solution, f"docs/{path}: a solution that runs nothing"
+        assert "<!-- claim:" in solution, f"docs/{path}: a solution no test guards"
+    asks = [" ".join(m.group(2, 3)).lower() for m in EXERCISE.finditer(section)]
+    assert len(asks) == len(solutions), f"docs/{path}: an exercise without its solution"
+    assert any("predict" in ask for ask in asks), \
+        f"docs/{path}: no exercise asks the reader to predict a number before running the code"
