@@ -1,30 +1,25 @@
-"""Chapter 1: a hard dictionary lookup beside attention's soft one."""
+"""Chapter 1: attention as a weighted average of values, on a palette of four colours."""
 
-# --8<-- [start:hard]
+# --8<-- [start:soft]
 import numpy as np
 
 import qkv
 
-palette = {
+palette = {  # what each entry holds: an RGB colour
     "red": (1.0, 0.0, 0.0),
     "orange": (1.0, 0.5, 0.0),
     "blue": (0.0, 0.0, 1.0),
     "white": (1.0, 1.0, 1.0),
 }
-print("palette['orange'] ->", palette["orange"])
-print("'warm' in palette ->", "warm" in palette)
-# --8<-- [end:hard]
-
-# --8<-- [start:soft]
 names = list(palette)
-keys = np.array([  # what each entry advertises: (warm, bright)
+keys = np.array([  # what each entry is scored by: (warm, bright)
     [1.0, 0.2],   # red
     [0.8, 0.8],   # orange
     [-1.0, 0.0],  # blue
     [0.0, 1.0],   # white
 ])
-values = np.array(list(palette.values()))  # what each entry holds
-query = np.array([[1.0, 0.0]])  # what we look for: "something warm"
+values = np.array(list(palette.values()))  # what gets averaged
+query = np.array([[1.0, 0.0]])  # what we ask for: "something warm"
 
 weights, answer = qkv.attention(query, keys, values)
 
@@ -40,20 +35,28 @@ for factor in (1, 4, 16, 64):
     w, a = qkv.attention(query * factor, keys, values)
     red = w[0, names.index("red")]
     print(f"x{factor:<3} weight on red {red:.4f}  answer", a[0].round(3))
+blue = w[0, names.index("blue")]  # at 64 times
+print(f"weight on blue at x64: {blue:.2g} in float64,",
+      f"{np.float32(blue):.2g} as float32, {np.float16(blue)} as float16")
 # --8<-- [end:sharpen]
 
+# --8<-- [start:hard]
+print("palette['orange'] ->", palette["orange"])
+print("'warm' in palette ->", "warm" in palette)
+# --8<-- [end:hard]
+
 # --8<-- [start:nudge]
-def hard_lookup(q):
-    """The value of the one best-matching key: an argmax, no blend."""
+def best_match(q):
+    """The value of the one best-scoring key: an argmax, no average."""
     return values[np.argmax(keys @ q[0])]
 
 
 before = np.array([[1.0, 0.30]])
 after = np.array([[1.0, 0.36]])  # a small step in the query
-print("hard:", hard_lookup(before), "->", hard_lookup(after))
+print("best match:", best_match(before), "->", best_match(after))
 soft_before = qkv.attention(before, keys, values).output[0]
 soft_after = qkv.attention(after, keys, values).output[0]
-print("soft:", soft_before.round(3), "->", soft_after.round(3))
+print("average:   ", soft_before.round(3), "->", soft_after.round(3))
 # --8<-- [end:nudge]
 
 # --8<-- [start:exercise_bright]
@@ -76,5 +79,7 @@ print("smallest whole factor with red above 0.99:", factor)
 at_blue = 64 * keys[names.index("blue")][None]  # a long query pointing straight at blue
 w, a = qkv.attention(at_blue, keys, values)
 print(f"weight on blue {w[0, names.index('blue')]:.6f}   answer {a[0]}")
+print(f"weight left for the other three: {1 - w[0, names.index('blue')]:.2g}",
+      f"(summed: {np.delete(w[0], names.index('blue')).sum():.2g})")
 print("red channel above zero:", a[0, 0] > 0)
 # --8<-- [end:exercise_blue]

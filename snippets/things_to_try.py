@@ -1,4 +1,4 @@
-"""The numbers behind the five experiments of "Things to try", from the explorer's own data.
+"""The numbers behind the five experiments of chapter 7, from the explorer's own data.
 
 Every state comes from qkv.explorer.explorer_state, the function that also fills the
 attention explorer page, so the text and the explorer show the same numbers.
@@ -35,17 +35,25 @@ print("4 output (d_v = 4):", np.round(she.output, 4))
 # --8<-- [end:end_to_end]
 
 
-# --8<-- [start:who_asks]
+# --8<-- [start:one_dimension]
 def ranking(state):
     """The key words from highest to lowest score."""
     return [WORDS[j] for j in np.argsort(-state.raw)]
 
 
-for d_k, askers in ((16, ("she", "drank")), (1, WORDS)):
-    for word in askers:
-        keys = " > ".join(ranking(explorer_state(word, d_k, scale=True)))
-        print(f"d_k={d_k:<2} {word:>5} ranks the keys: {keys}")
-    print()
+print("d_k=1  query  ranks the keys                          same weights unscaled")
+for word in WORDS:
+    on, off = explorer_state(word, 1, scale=True), explorer_state(word, 1, scale=False)
+    same = np.array_equal(on.weights, off.weights)  # exactly, not roughly
+    print(f"       {word:<6} {' > '.join(ranking(on)):<39} {same}")
+print("scale factor at d_k=1:", qkv.scale_factor(True, 1))
+# --8<-- [end:one_dimension]
+
+
+# --8<-- [start:who_asks]
+for word in ("she", "drank"):
+    keys = " > ".join(ranking(explorer_state(word, 16, scale=True)))
+    print(f"d_k=16 {word:>5} ranks the keys: {keys}")
 # --8<-- [end:who_asks]
 
 
@@ -80,13 +88,27 @@ summary(64, scale=True)
 # --8<-- [end:fix_scaling]
 
 
-# --8<-- [start:low_dimension]
-print("d_k  factor  identical  largest w off  largest w on")
-for d_k in (1, 4, 16, 64):
-    on = explorer_state("she", d_k, scale=True)
-    off = explorer_state("she", d_k, scale=False)
-    same = np.array_equal(on.weights, off.weights)  # exactly, not roughly
-    factor = qkv.scale_factor(True, d_k)  # 1/√d_k
-    print(f"{d_k:>3}{factor:>8.3f}{same!s:>11}"
-          f"{off.max_weight:>15.4f}{on.max_weight:>14.4f}")
-# --8<-- [end:low_dimension]
+# --8<-- [start:near_ties]
+print("query   gap of the top two   runner-up / leader   exp(-gap)")
+for word in WORDS:
+    s = explorer_state(word, 64, scale=False)
+    first, second = np.argsort(-s.scaled)[:2]
+    gap = s.scaled[first] - s.scaled[second]
+    print(f"{word:<7}{gap:>15.3f}{s.weights[second] / s.weights[first]:>21.4f}"
+          f"{np.exp(-gap):>12.4f}")
+# --8<-- [end:near_ties]
+
+
+# --8<-- [start:exercise_first_dk]
+d_k = 1
+while explorer_state("she", d_k, scale=False).max_weight <= 0.9:
+    d_k += 1
+now, before = (explorer_state("she", d, scale=False).max_weight for d in (d_k, d_k - 1))
+print(f"she, scaling off: largest weight first above 0.9 at d_k = {d_k}",
+      f"({now:.3f}; {before:.3f} at d_k = {d_k - 1})")
+# --8<-- [end:exercise_first_dk]
+
+
+# --8<-- [start:exercise_gap]
+print(f"a gap of 2.3: runner-up / leader = exp(-2.3) = {np.exp(-2.3):.3f}")
+# --8<-- [end:exercise_gap]

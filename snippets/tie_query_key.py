@@ -1,4 +1,4 @@
-"""Chapter 4: what breaks when two of the three projections are tied."""
+"""Chapter 4: what the three matrices pin down, and what tying two of them breaks."""
 
 # --8<-- [start:setup]
 import numpy as np
@@ -25,6 +25,23 @@ def show_pair(S, W):
         print(f"{words[i]} -> {words[j]}: score {s:+.3f}   weight {w:.3f}")
 # --8<-- [end:setup]
 
+# --8<-- [start:products]
+rng = np.random.default_rng(1)
+A = rng.normal(size=(p.d_k, p.d_k))  # any invertible d_k x d_k matrix
+moved = qkv.Projections(w_q=p.w_q @ A, w_k=p.w_k @ np.linalg.inv(A).T, w_v=p.w_v)
+product, product_moved = p.w_q @ p.w_k.T, moved.w_q @ moved.w_k.T
+print(f"largest change in W_Q:      {np.abs(moved.w_q - p.w_q).max():.2f}")
+print(f"largest change in W_Q W_Kᵀ: {np.abs(product_moved - product).max():.1e}")
+print(f"largest change in a score:  {np.abs(scores(moved) - scores(p)).max():.1e}")
+
+W_O = rng.normal(size=(p.d_v, x.shape[1]))  # an output matrix, back to x's width
+B = rng.normal(size=(p.d_v, p.d_v))  # another invertible matrix, on the value side
+added = qkv.self_attention(x, p).output @ W_O  # what the head adds to the stream
+with_b = qkv.Projections(p.w_q, p.w_k, p.w_v @ B)
+added_b = qkv.self_attention(x, with_b).output @ (np.linalg.inv(B) @ W_O)
+print(f"largest change in what the head adds: {np.abs(added_b - added).max():.1e}")
+# --8<-- [end:products]
+
 # --8<-- [start:asymmetric]
 S = scores(p)
 W = qkv.self_attention(x, p).weights
@@ -49,16 +66,60 @@ for name, s in [("separate", S), ("tied", S_tied)]:
     print(f"{name:<8} with itself {np.diag(s).round(2)}  top: {tops} of 6")
 # --8<-- [end:self_score]
 
+# --8<-- [start:what_breaks]
+k = x @ p.w_k  # tied: each word's query is its own key
+b = np.random.default_rng(2).normal(size=p.d_k)  # a bias, added to the queries only
+
+
+def asymmetry(q, k):
+    """The largest |S - Sᵀ| of the raw scores q kᵀ."""
+    s = q @ k.T
+    return np.abs(s - s.T).max()
+
+
+print(f"tied:                   {asymmetry(k, k):.1e}")
+print(f"tied, turned by RoPE:   {asymmetry(qkv.rope(k), qkv.rope(k)):.1e}")
+print(f"tied, with a query bias: {asymmetry(k + b, k):.2f}")
+# --8<-- [end:what_breaks]
+
 # --8<-- [start:tie_kv]
-tied_kv = qkv.Projections(w_q=p.w_q, w_k=p.w_k, w_v=p.w_k)  # W_V = W_K
-full, kv = qkv.self_attention(x, p), qkv.self_attention(x, tied_kv)
-print("weights identical:", np.array_equal(kv.weights, full.weights))
-change = np.abs(kv.output - full.output).max()
-print(f"largest change in the output: {change:.3f}")
+feats, hand = toy.feature_embeddings(), toy.hand_built_projections()  # hand-built toy
+tied_kv = qkv.Projections(w_q=hand.w_q, w_k=hand.w_k, w_v=hand.w_k)  # W_V = W_K
+
+
+def named(row, names):
+    """The entries of a row that are not 0, with their column names."""
+    pairs = zip(names, row, strict=True)
+    return ", ".join(f"{n} {v:.2f}" for n, v in pairs if abs(v) >= 0.005)
+
+
+drank, dairy = words.index("drank"), toy.FEATURES.index("dairy")
+separate, tied = qkv.self_attention(feats, hand), qkv.self_attention(feats, tied_kv)
+print("weights identical:", np.array_equal(tied.weights, separate.weights))
+print("drank receives, W_V separate:", named(separate.output[drank], toy.VALUE_COLUMNS))
+print("drank receives, W_V = W_K:   ", named(tied.output[drank], toy.FEATURES))
+print("dairy received by any word, W_V = W_K:", tied.output[:, dairy].max())
 # --8<-- [end:tie_kv]
 
 # --8<-- [start:dk_dv]
 for d_k, d_v in [(8, 8), (2, 8), (8, 2), (64, 3)]:
-    w, out = qkv.self_attention(x, toy.projections(d_k, d_v))
-    print(f"d_k={d_k:<2} d_v={d_v}:  weights {w.shape}  output {out.shape}")
+    pk = toy.projections(d_k, d_v)
+    w, out = qkv.self_attention(x, pk)
+    rank = np.linalg.matrix_rank(pk.w_q @ pk.w_k.T)  # of a (16, 16) matrix
+    print(f"d_k={d_k:<2} d_v={d_v}:  weights {w.shape}  output {out.shape}  rank {rank:>2}")
 # --8<-- [end:dk_dv]
+
+# --8<-- [start:exercise_scale]
+balanced = qkv.Projections(3 * p.w_q, p.w_k / 3, p.w_v)  # W_Q x 3, W_K / 3
+only_q = qkv.Projections(3 * p.w_q, p.w_k, p.w_v)  # W_Q x 3 alone
+change = np.abs(scores(balanced) - S).max()
+print(f"W_Q x 3, W_K / 3: largest change in a score {change:.1e}")
+print(f"W_Q x 3 alone:    every score times {np.median(scores(only_q) / S):.3f}")
+# --8<-- [end:exercise_scale]
+
+# --8<-- [start:exercise_rank]
+product = p.w_q @ p.w_k.T  # what the scores depend on: (d_model, d_model)
+print("W_Q W_Kᵀ:", product.shape, "  rank", np.linalg.matrix_rank(product))
+print("numbers in W_Q and W_K:", p.w_q.size + p.w_k.size)
+print("numbers in the product: ", product.size)
+# --8<-- [end:exercise_rank]

@@ -201,7 +201,7 @@ def test_hostile_query_is_not_executed_or_injected(page, site_url, payload):
     assert_shows(page, 3, DEFAULTS["query"], 8, bool(DEFAULTS["scale"]))
 
 
-# ---- the five experiments of "Things to try" -----------------------------------------------
+# ---- the five experiments of chapter 7 (things-to-try.md) ---------------------------------
 
 
 def test_experiment_1_stepping_the_stage_from_1_to_4(page, site_url):
@@ -225,7 +225,7 @@ def test_experiment_1_stepping_the_stage_from_1_to_4(page, site_url):
     assert weights.sum() == pytest.approx(1, abs=1e-5)
 
 
-def test_experiment_2_drank_rearranges_the_scores(page, site_url):
+def test_experiment_3_drank_rearranges_the_scores(page, site_url):
     open_explorer(page, site_url, "?stage=1&query=she&dk=16&scale=1")
     she = np.argsort(-bar_values(page))
     page.get_by_test_id("query").select_option("drank")
@@ -235,7 +235,7 @@ def test_experiment_2_drank_rearranges_the_scores(page, site_url):
     assert all(a != b for a, b in zip(she, drank, strict=True))  # no key keeps its rank
 
 
-def test_experiment_3_unscaled_dk_64_collapses_the_weights(page, site_url):
+def test_experiment_4_unscaled_dk_64_collapses_the_weights(page, site_url):
     open_explorer(page, site_url, "?stage=3&query=she&dk=16&scale=1")
     page.get_by_test_id("dk").fill("64")
     page.get_by_test_id("scale").uncheck()
@@ -262,7 +262,7 @@ def test_experiment_4_scaling_at_dk_64_restores_a_spread(page, site_url):
         assert number(page, "max-weight") <= 0.8, word
 
 
-def test_experiment_5_at_dk_1_scaling_makes_no_difference(page, site_url):
+def test_experiment_2_at_dk_1_scaling_makes_no_difference(page, site_url):
     for stage in (2, 3, 4):
         open_explorer(page, site_url, f"?stage={stage}&query=she&dk=1&scale=1")
         on = (bar_values(page), page.get_by_test_id("entropy").text_content(),

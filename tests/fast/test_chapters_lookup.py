@@ -11,12 +11,16 @@ is copied from the printed output, and no test reads a name a snippet defines.
 from __future__ import annotations
 
 import inspect
+import math
 import textwrap
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prose import check_prose, claim_sentence, written_numbers
+from qkv_site.figures import soft_vs_hard
 from support import numbers
 
 import qkv
@@ -26,6 +30,12 @@ seeds = st.integers(0, 2**32 - 1)
 widths = st.integers(1, 12)
 WORDS = toy.SENTENCE
 DRANK, MILK, FROM, CUP, SHE = (WORDS.index(w) for w in ("drank", "milk", "from", "cup", "she"))
+
+
+def stated(claim_id):
+    """The numbers a guarded sentence writes, in order. A test reads an exercise's givens
+    (a threshold, a factor) here and computes with them, rather than keep its own copy."""
+    return [w.value for w in written_numbers(claim_sentence(claim_id))]
 
 
 def reference_attention(q, k, v):
@@ -97,15 +107,16 @@ def shown_home(page_output):
 def test_home_example_rows_sum_to_one(shown_home, hand_built):
     weights = hand_built[3].weights
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=1e-12)
+    check_prose("rows-sum-to-one", weights.sum(axis=-1).max())
     assert_printed(shown_home.line("first_attention.py:attend", "row sums:"), [1.0] * len(WORDS), 6)
 
 
 @pytest.mark.claim("home-shapes")
 def test_home_example_gives_one_row_per_word_and_d_v_columns(shown_home):
     p, t = toy.hand_built_projections(), len(WORDS)
-    assert (p.d_k, p.d_v) == (8, 4)  # as the sentence says: queries and keys 8, values 4
     weights, output = qkv.self_attention(toy.feature_embeddings(), p)
     assert weights.shape == (t, t) and output.shape == (t, p.d_v)
+    check_prose("home-shapes", *weights.shape, output.shape[1], p.d_v, p.d_k)
     assert shown_home.line("first_attention.py:attend", "weights:") == \
         f"weights: {(t, t)}   output: {(t, p.d_v)}"
 
@@ -114,6 +125,7 @@ def test_home_example_gives_one_row_per_word_and_d_v_columns(shown_home):
 def test_home_example_is_softmax_of_scaled_scores_times_values(shown_home, hand_built):
     q, k, v, result = hand_built
     weights, output = reference_attention(q, k, v)
+    check_prose("home-is-the-formula", q.shape[-1])  # the d_k under the square root
     np.testing.assert_allclose(result.weights, weights, rtol=1e-12)
     np.testing.assert_allclose(result.output, output, rtol=1e-12, atol=1e-14)
     for word, w in zip(WORDS, weights[DRANK], strict=True):  # the row the page prints
@@ -129,17 +141,13 @@ def test_home_example_drank_puts_over_two_thirds_on_milk(shown_home, hand_built)
     assert max(printed, key=printed.get) == "milk" and printed["milk"] > 2 / 3
 
 
-# ---- 1. A soft dictionary lookup -------------------------------------------------------
+# ---- 1. Attention is a weighted average --------------------------------------------------
 
-# The palette as chapter 1's text states it, in the order its output lists the entries.
-# Keys (warm, bright): the warmth column is listed under the soft lookup ("1, 0.8, −1 and 0"),
-# the brightness column in exercise 1 ("0.2, 0.8, 0 and 1"). Values: pure red, orange as the
-# first block prints it, blue (0, 0, 1) as exercise 3 writes it, and white.
-NAMES = ("red", "orange", "blue", "white")
-KEYS = np.array([[1.0, 0.2], [0.8, 0.8], [-1.0, 0.0], [0.0, 1.0]])
-VALUES = np.array([[1.0, 0.0, 0.0], [1.0, 0.5, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 1.0]])
-WARM = np.array([[1.0, 0.0]])  # "the query (1, 0) asks only about warmth"
-BRIGHT = np.array([[0.0, 1.0]])  # exercise 1's "something bright"
+# The palette of chapter 1, from the figure module that draws it (tests/fast/test_figures.py
+# checks it against what the page prints), in the order the page lists the entries.
+NAMES, KEYS, VALUES = soft_vs_hard.NAMES, soft_vs_hard.KEYS, soft_vs_hard.VALUES
+WARM = soft_vs_hard.QUERY  # "something warm"
+BRIGHT = WARM[:, ::-1]  # exercise 1's "something bright": the other of the two key columns
 RED, ORANGE, BLUE = NAMES.index("red"), NAMES.index("orange"), NAMES.index("blue")
 
 
@@ -157,14 +165,24 @@ def palette_weights(query):
 
 def printed_weights(text):
     """The 'weight on NAME W' lines of a block, in printed order: [(name, w), ...]."""
-    lines = [ln.split() for ln in text.splitlines() if ln.strip().startswith("weight on ")]
+    lines = [ln.split() for ln in text.splitlines() if ln.strip().startswith("weight on ")
+             and not ln.strip().startswith("weight on blue at")]
     return [(words[2], float(words[3])) for words in lines]
+
+
+def test_the_palette_is_the_one_the_page_runs(shown_lookup):
+    assert list(NAMES) == ["red", "orange", "blue", "white"]
+    np.testing.assert_array_equal(numbers(shown_lookup.line("soft_lookup.py:soft", "scores:")),
+                                  KEYS @ WARM[0])
+    np.testing.assert_array_equal(numbers(shown_lookup.line("soft_lookup.py:exercise_bright",
+                                                            "scores:")), KEYS @ BRIGHT[0])
+    assert_printed(shown_lookup.line("soft_lookup.py:hard", "palette['orange']"), VALUES[ORANGE], 6)
 
 
 @pytest.mark.claim("lookup-dict-exact")
 def test_a_dict_answers_the_exact_key_and_nothing_near_it(shown_lookup):
     palette = dict(zip(NAMES, map(tuple, VALUES.tolist()), strict=True))
-    assert palette["orange"] == (1.0, 0.5, 0.0)
+    assert palette["orange"] == tuple(VALUES[ORANGE])
     with pytest.raises(KeyError):
         palette["warm"]
     text = shown_lookup["soft_lookup.py:hard"]
@@ -174,8 +192,10 @@ def test_a_dict_answers_the_exact_key_and_nothing_near_it(shown_lookup):
 
 @pytest.mark.claim("lookup-scores-are-warmth")
 def test_scores_of_the_warm_query_are_the_keys_warmth(shown_lookup):
-    np.testing.assert_array_equal(KEYS @ WARM[0], KEYS[:, 0])
-    assert_printed(shown_lookup.line("soft_lookup.py:soft", "scores:"), KEYS[:, 0], 6)
+    scores = KEYS @ WARM[0]
+    np.testing.assert_array_equal(scores, KEYS[:, 0])
+    check_prose("lookup-scores-are-warmth", *WARM[0], *scores)
+    assert_printed(shown_lookup.line("soft_lookup.py:soft", "scores:"), scores, 6)
     # and those keys are the page's: the weights it prints are the softmax of these scores
     weights = qkv.attention(WARM, KEYS, VALUES).weights[0]
     assert printed_weights(shown_lookup["soft_lookup.py:soft"]) == \
@@ -186,8 +206,9 @@ def test_scores_of_the_warm_query_are_the_keys_warmth(shown_lookup):
 def test_every_entry_gets_a_positive_weight_even_the_worst_match(shown_lookup):
     weights = qkv.attention(WARM, KEYS, VALUES).weights[0]
     np.testing.assert_allclose(weights, palette_weights(WARM[0]), rtol=1e-12)
-    assert NAMES[int(np.argmin(KEYS @ WARM[0]))] == "blue"
-    assert (weights > 0).all() and weights.sum() == pytest.approx(1.0, abs=1e-12)
+    assert NAMES[int(np.argmin(KEYS @ WARM[0]))] == "blue" and (KEYS @ WARM[0])[BLUE] < 0
+    assert (weights > 0).all()
+    check_prose("lookup-every-key-weighted", weights.sum())
     printed = dict(printed_weights(shown_lookup["soft_lookup.py:soft"]))
     assert printed["blue"] == pytest.approx(weights[BLUE], abs=5e-4) and printed["blue"] > 0
     assert shown_lookup.line("soft_lookup.py:soft", "sum of weights:") == "sum of weights: 1.0"
@@ -232,14 +253,15 @@ def test_the_palette_answer_has_three_numbers_from_two_number_keys(shown_lookup)
 
 
 @pytest.mark.claim("lookup-sharpen-to-hard")
-def test_a_longer_query_concentrates_the_weight_on_the_best_key(shown_lookup):
+def test_a_larger_query_concentrates_the_weight_on_the_best_key(shown_lookup):
     best = int(np.argmax(KEYS @ WARM[0]))
     assert best == RED
-    factors = (1, 4, 16, 64)
+    factors = (1, 4, 16, 64)  # the rows the page prints
     results = [qkv.attention(WARM * f, KEYS, VALUES) for f in factors]
     on_best = [r.weights[0, best] for r in results]
-    assert np.all(np.diff(on_best) > 0) and on_best[-1] > 0.999
+    assert np.all(np.diff(on_best) > 0)
     np.testing.assert_allclose(results[-1].output[0], VALUES[best], atol=5e-4)  # to three decimals
+    check_prose("lookup-sharpen-to-hard", factors[-1], on_best[-1])
     for f, r in zip(factors, results, strict=True):
         line = shown_lookup.line("soft_lookup.py:sharpen", f"x{f} ")
         weight, answer = line.split("answer")
@@ -247,33 +269,75 @@ def test_a_longer_query_concentrates_the_weight_on_the_best_key(shown_lookup):
         assert_printed(answer, r.output[0], 3)
 
 
+def sci(x):
+    """``x`` as prose writes it, m × 10^e with 1 <= m < 10: (m, 10.0**e)."""
+    e = math.floor(math.log10(abs(x)))
+    return x / 10.0**e, 10.0**e
+
+
+@pytest.fixture(scope="module")
+def blue_at_64():
+    """Blue's weight when the warm query is 64 times larger, in float64."""
+    return palette_weights(64 * WARM[0])[BLUE]
+
+
 @pytest.mark.claim("lookup-sharpen-never-exact")
-def test_at_64_times_the_worst_key_still_has_a_tiny_positive_weight():
+def test_at_64_times_the_worst_key_still_has_a_tiny_positive_weight(shown_lookup, blue_at_64):
     weights = qkv.attention(WARM * 64, KEYS, VALUES).weights[0]
-    assert 0 < weights[BLUE] < 1e-30
-    assert weights[BLUE] == pytest.approx(palette_weights(64 * WARM[0])[BLUE], rel=1e-9)
-    assert (weights > 0).all()
+    assert weights.dtype == np.float64 and (weights > 0).all()
+    assert weights[BLUE] == pytest.approx(blue_at_64, rel=1e-9)
+    check_prose("lookup-sharpen-never-exact", *sci(weights[BLUE]))
+    line = shown_lookup.line("soft_lookup.py:sharpen", "weight on blue at x64:")
+    assert numbers(line.split("in float64")[0])[-1] == float(f"{blue_at_64:.2g}")
+
+
+@pytest.mark.claim("lookup-underflow-types")
+def test_the_weight_is_a_subnormal_in_float32_and_bfloat16_and_zero_in_float16(shown_lookup,
+                                                                                 blue_at_64):
+    tiny32 = float(np.finfo(np.float32).tiny)
+    tiny16 = float(np.finfo(np.float16).smallest_subnormal)
+    assert 0 < np.float32(blue_at_64) < tiny32  # a subnormal: below the smallest normal
+    assert torch.finfo(torch.bfloat16).tiny == tiny32  # bfloat16 has float32's exponent range
+    as_bf16 = torch.tensor([blue_at_64], dtype=torch.bfloat16)
+    assert 0 < as_bf16.item() < tiny32
+    assert np.float16(blue_at_64) == 0 and blue_at_64 < tiny16 / 2  # rounds to 0
+    assert torch.set_flush_denormal(True), "this CPU cannot flush subnormals to zero"
+    try:  # flushed, float32 and bfloat16 both keep nothing of it
+        flushed32 = (torch.tensor([blue_at_64], dtype=torch.float32) * 1.0).item()
+        flushed16 = (as_bf16 * 1.0).item()
+    finally:
+        torch.set_flush_denormal(False)
+    assert flushed32 == flushed16
+    check_prose("lookup-underflow-types", *sci(tiny32), flushed32, *sci(tiny16),
+                float(np.float16(blue_at_64)))
+    line = shown_lookup.line("soft_lookup.py:sharpen", "weight on blue at x64:")
+    assert line.endswith("0.0 as float16") and "e-40 as float32" in line
 
 
 @pytest.mark.claim("lookup-nudge")
-def test_a_small_step_flips_the_hard_answer_but_barely_moves_the_soft_one(shown_lookup):
-    def hard(query):
+def test_a_small_step_flips_the_best_match_but_barely_moves_the_average(shown_lookup):
+    def best_match(query):
         return VALUES[np.argmax(KEYS @ query)]
 
-    # red and orange match (1, t) equally where 1 + 0.2 t = 0.8 + 0.8 t: step across that line
+    # red and orange match (1, t) equally where 1 + 0.2 t = 0.8 + 0.8 t; the page's two
+    # queries, (1, 0.30) and (1, 0.36), lie on either side of that line
     t_equal = (KEYS[RED, 0] - KEYS[ORANGE, 0]) / (KEYS[ORANGE, 1] - KEYS[RED, 1])
-    before, after = np.array([[1.0, t_equal - 0.03]]), np.array([[1.0, t_equal + 0.03]])
-    np.testing.assert_array_equal(hard(before[0]), VALUES[RED])
-    np.testing.assert_array_equal(hard(after[0]), VALUES[ORANGE])
+    before, after = np.array([[1.0, 0.30]]), np.array([[1.0, 0.36]])
+    assert before[0, 1] < t_equal < after[0, 1]
+    np.testing.assert_array_equal(best_match(before[0]), VALUES[RED])
+    np.testing.assert_array_equal(best_match(after[0]), VALUES[ORANGE])
     jump = np.abs(VALUES[ORANGE] - VALUES[RED])
-    assert jump.max() == 0.5 and jump.argmax() == 1 and np.count_nonzero(jump) == 1  # green only
+    assert jump.argmax() == 1 and np.count_nonzero(jump) == 1  # green only
     soft = [qkv.attention(q, KEYS, VALUES).output[0] for q in (before, after)]
-    assert np.abs(soft[1] - soft[0]).max() < 0.01
-    # the page: red, then orange, for the hard lookup; two soft answers less than 0.01 apart
-    assert_printed(shown_lookup.line("soft_lookup.py:nudge", "hard:"), [VALUES[RED], VALUES[ORANGE]], 6)
-    soft_before, soft_after = np.split(np.array(numbers(shown_lookup.line("soft_lookup.py:nudge",
-                                                                           "soft:"))), 2)
-    assert np.abs(soft_after - soft_before).max() < 0.01 - 1e-3  # with room for the rounding
+    moved = np.abs(soft[1] - soft[0]).max()
+    check_prose("lookup-nudge", jump.max(), moved)
+    # the page: red, then orange, for the best match; two averages that far apart
+    assert_printed(shown_lookup.line("soft_lookup.py:nudge", "best match:"),
+                   [VALUES[RED], VALUES[ORANGE]], 6)
+    shown_before, shown_after = np.split(np.array(numbers(shown_lookup.line("soft_lookup.py:nudge",
+                                                                             "average:"))), 2)
+    np.testing.assert_allclose(shown_before, soft[0], atol=5e-4 + 1e-9)
+    np.testing.assert_allclose(shown_after, soft[1], atol=5e-4 + 1e-9)
 
 
 # ---- exercises of chapter 1 ----------------------------------------------------------------
@@ -282,44 +346,49 @@ def test_a_small_step_flips_the_hard_answer_but_barely_moves_the_soft_one(shown_
 @pytest.mark.claim("lookup-ex-bright")
 def test_the_bright_query_weighs_white_most_and_blue_least(shown_lookup):
     scores = KEYS @ BRIGHT[0]
-    np.testing.assert_array_equal(scores, [0.2, 0.8, 0.0, 1.0])
+    np.testing.assert_array_equal(scores, KEYS[:, 1])  # the brightness column
     w = palette_weights(BRIGHT[0])
     ranked = [NAMES[i] for i in np.argsort(-w)]
-    assert ranked == ["white", "orange", "red", "blue"] == [NAMES[i] for i in np.argsort(-scores)]
+    assert ranked == [NAMES[i] for i in np.argsort(-scores)]
+    assert (ranked[0], ranked[-1]) == ("white", "blue")
     answer = w @ VALUES
     np.testing.assert_allclose(qkv.attention(BRIGHT, KEYS, VALUES).output[0], answer, rtol=1e-12)
     assert np.abs(VALUES - answer).max(axis=-1).min() > 0.1  # no entry holds it
     assert answer.min() > 0.4  # pale: every channel well above 0
     text = shown_lookup["soft_lookup.py:exercise_bright"]
-    assert_printed(line_of(text, "scores:"), scores, 6)
     assert printed_weights(text) == [(n, pytest.approx(w[NAMES.index(n)], abs=5e-4)) for n in ranked]
     assert_printed(line_of(text, "answer:"), answer, 3)
 
 
 @pytest.mark.claim("lookup-ex-factor")
-def test_red_first_passes_0_99_at_33_times_the_warm_query(shown_lookup):
-    on_red = {f: palette_weights(f * WARM[0])[RED] for f in range(1, 40)}
-    first = min(f for f, w in on_red.items() if w > 0.99)
-    assert first == 33
-    assert qkv.attention(WARM * 33, KEYS, VALUES).weights[0, RED] > 0.99 >= \
-        qkv.attention(WARM * 32, KEYS, VALUES).weights[0, RED]
+def test_red_first_passes_the_threshold_at_the_stated_factor(shown_lookup):
+    threshold = stated("lookup-ex-factor")[0]  # the exercise's given
+    on_red = {f: palette_weights(f * WARM[0])[RED] for f in range(1, 100)}
+    first = min(f for f, w in on_red.items() if w > threshold)
+    assert qkv.attention(WARM * first, KEYS, VALUES).weights[0, RED] > threshold >= \
+        qkv.attention(WARM * (first - 1), KEYS, VALUES).weights[0, RED]
+    check_prose("lookup-ex-factor", threshold, first)
     line = shown_lookup.line("soft_lookup.py:exercise_factor", "smallest whole factor")
-    assert numbers(line)[-1] == first
+    assert numbers(line) == [threshold, first]
 
 
 @pytest.mark.claim("lookup-ex-never-pure")
 def test_a_query_aimed_at_blue_never_gives_pure_blue(shown_lookup):
-    at_blue = 64 * KEYS[BLUE][None]
+    factor = stated("lookup-ex-never-pure")[0]
+    at_blue = factor * KEYS[BLUE][None]
     w = palette_weights(at_blue[0])
-    assert 0 < np.delete(w, BLUE).sum() < 1e-19  # the weight not on blue
+    rest = np.delete(w, BLUE).sum()  # the weight not on blue
+    assert rest > 0 and w[BLUE] == 1.0  # in float64, 1 - rest rounds to 1
     weights, answer = qkv.attention(at_blue, KEYS, VALUES)
     np.testing.assert_allclose(weights[0], w, rtol=1e-9)
     assert answer[0, 0] > 0 and answer[0, 0] == pytest.approx(w @ VALUES[:, 0], rel=1e-9)
+    check_prose("lookup-ex-never-pure", factor, *sci(rest), w[BLUE])
     text = shown_lookup["soft_lookup.py:exercise_blue"]
     printed = numbers(line_of(text, "weight on blue"))
     assert printed[0] == pytest.approx(w[BLUE], abs=5e-7)
     np.testing.assert_allclose(printed[1:], answer[0], rtol=1e-6)
-    assert printed[1] > 0
+    assert numbers(line_of(text, "weight left for the other three:")) == \
+        [0, float(f"{rest:.2g}")]
     assert line_of(text, "red channel above zero:") == "red channel above zero: True"
 
 
@@ -346,6 +415,7 @@ def test_projection_shapes_follow_d_model_d_k_and_d_v(shown_where, random_toy):
     assert x.shape == (t, toy.D_MODEL)
     assert p.w_q.shape == p.w_k.shape == (toy.D_MODEL, toy.D_K) and p.w_v.shape == (toy.D_MODEL, toy.D_V)
     assert q.shape == k.shape == (t, toy.D_K) and v.shape == (t, toy.D_V)
+    check_prose("proj-shapes", *x.shape, *p.w_q.shape, *p.w_v.shape, *q.shape, *v.shape)
     text = shown_where["where_qkv_come_from.py:project"]
     assert numbers(line_of(text, "X ")) == [t, toy.D_MODEL]
     assert numbers(line_of(text, "W_Q")) == [toy.D_MODEL, toy.D_K] * 2 + [toy.D_MODEL, toy.D_V]
@@ -370,7 +440,8 @@ def test_one_embedding_gives_three_different_vectors(shown_where, random_toy):
 def test_the_three_matrices_hold_d_model_times_2_d_k_plus_d_v_numbers(shown_where, random_toy):
     p = random_toy[1]
     learned = p.w_q.size + p.w_k.size + p.w_v.size
-    assert learned == 16 * (8 + 8 + 4) == 320
+    assert learned == p.d_model * (2 * p.d_k + p.d_v)
+    check_prose("proj-param-count", p.d_model, p.d_k, p.d_k, p.d_v, learned)
     for d_model, d_k, d_v in [(16, 8, 4), (512, 64, 64), (7, 3, 5)]:
         r = random_projections(0, d_model, d_k, d_v)
         assert r.w_q.size + r.w_k.size + r.w_v.size == d_model * (2 * d_k + d_v)
@@ -418,7 +489,9 @@ def test_value_width_is_free_and_sets_the_output_width(seed, d_k, d_v):
 @pytest.mark.claim("proj-dv-free")
 def test_the_page_values_are_4_wide_beside_8_wide_keys_and_so_is_the_output(shown_where, random_toy):
     x, p = random_toy[:2]
-    assert qkv.self_attention(x, p).output.shape == (len(WORDS), 4) and p.d_k == 8
+    output = qkv.self_attention(x, p).output
+    assert output.shape == (len(WORDS), p.d_v) and p.d_v != p.d_k
+    check_prose("proj-dv-free", p.d_v, p.d_k, output.shape[1])
     q_line = numbers(shown_where.line("where_qkv_come_from.py:project", "Q "))
     assert q_line[1::2] == [8, 8, 4]  # the widths of Q, K and V as printed
 
@@ -431,7 +504,7 @@ def test_a_bias_added_to_every_key_changes_no_weight(seed, d_k, t):
     q, k, v = rng.normal(size=(t, d_k)), rng.normal(size=(t, d_k)), rng.normal(size=(t, 2))
     b = rng.normal(size=d_k)
     plain, shifted = qkv.attention(q, k, v).weights, qkv.attention(q, k + b, v).weights
-    assert np.abs(shifted - plain).max() < 1e-12
+    assert np.abs(shifted - plain).max() < stated("proj-key-bias-cancels")[0]
 
 
 @pytest.fixture(scope="module")
@@ -450,9 +523,12 @@ def bias_changes():
 
 @pytest.mark.claim("proj-key-bias-cancels")
 def test_the_page_shows_the_key_bias_changing_nothing(shown_where, bias_changes):
-    assert all(on_keys < 1e-12 for on_keys, _ in bias_changes)
+    (bound,) = stated("proj-key-bias-cancels")  # "below 10^-12": rounding, and only that
+    check_prose("proj-key-bias-cancels", bound)
+    assert bound <= 1e-10
+    assert all(on_keys < bound for on_keys, _ in bias_changes)
     line = shown_where.line("where_qkv_come_from.py:key_bias", "bias on the keys:")
-    assert 0 <= numbers(line)[0] < 1e-12
+    assert 0 <= numbers(line)[0] < bound
 
 
 @pytest.mark.claim("proj-query-bias-matters")
@@ -499,7 +575,12 @@ def test_drank_gives_milk_the_weight_its_hand_written_score_predicts(hand_weight
     np.testing.assert_allclose(q[DRANK] @ k.T / np.sqrt(toy.D_K), scores, rtol=1e-12, atol=1e-15)
     expected = [DRANK_ON_SHE, DRANK_ON_OTHER, DRANK_ON_MILK] + [DRANK_ON_OTHER] * 3
     np.testing.assert_allclose(result.weights[DRANK], expected, rtol=1e-12)
-    assert round(DRANK_ON_MILK, 2) == 0.68
+    raw = q[DRANK] @ k.T
+    liquid = toy.FEATURES.index("liquid")
+    others = np.delete(scores, [SHE, MILK])
+    assert (others == 0).all() and k[:, liquid].nonzero()[0].tolist() == [MILK]
+    check_prose("hand-drank-finds-milk", result.weights[DRANK, MILK], q[DRANK, liquid],
+                raw[MILK], toy.D_K, scores[MILK], raw[SHE], toy.D_K, scores[SHE], others.max())
     assert_printed(line_of(hand_weights_block, "drank's scaled scores:"), scores, 2)
     assert_printed(line_of(hand_weights_block, "drank -> milk"), [DRANK_ON_MILK, DRANK_ON_SHE], 2)
     table = {ln.split()[0]: ln.split()[1:] for ln in hand_weights_block.splitlines()
@@ -516,7 +597,8 @@ def test_what_drank_receives_is_mostly_dairy(hand_weights_block, hand_built):
     received = {"person": DRANK_ON_SHE, "verb": DRANK_ON_OTHER, "dairy": DRANK_ON_MILK,
                 "container": DRANK_ON_OTHER}
     np.testing.assert_allclose(out, [received[c] for c in toy.VALUE_COLUMNS], rtol=1e-12)
-    assert toy.VALUE_COLUMNS[out.argmax()] == "dairy" and round(out.max(), 2) == 0.68
+    assert toy.VALUE_COLUMNS[out.argmax()] == "dairy"
+    check_prose("hand-drank-receives-dairy", out[toy.VALUE_COLUMNS.index("dairy")])
     printed = named_numbers(line_of(hand_weights_block, "drank's output:"))
     assert printed == {c: pytest.approx(x, abs=5e-3) for c, x in received.items()}
     assert max(printed, key=printed.get) == "dairy"
@@ -526,12 +608,16 @@ def test_what_drank_receives_is_mostly_dairy(hand_weights_block, hand_built):
 
 
 @pytest.mark.claim("proj-ex-params")
-def test_one_head_of_64_in_a_512_model_has_98304_numbers(shown_where):
-    head = random_projections(0, 512, 64, 64)
-    assert head.w_q.size + head.w_k.size + head.w_v.size == 3 * 512 * 64 == 98_304
+def test_one_head_of_the_exercise_has_d_model_times_3_d_k_numbers(shown_where):
+    d_head, d_model = stated("proj-ex-params")[:2]  # the exercise's givens, as the answer repeats them
+    d_head, d_model = int(d_head), int(d_model)
+    head = random_projections(0, d_model, d_head, d_head)
+    learned = head.w_q.size + head.w_k.size + head.w_v.size
+    assert learned == 3 * d_model * d_head
+    check_prose("proj-ex-params", d_head, d_model, learned)
     text = shown_where["where_qkv_come_from.py:exercise_params"]
-    assert numbers(line_of(text, "W_Q, W_K, W_V:")) == [512, 64] * 3
-    assert numbers(line_of(text, "learned numbers:")) == [98_304]
+    assert numbers(line_of(text, "W_Q, W_K, W_V:")) == [d_model, d_head] * 3
+    assert numbers(line_of(text, "learned numbers:")) == [learned]
 
 
 @pytest.mark.claim("proj-ex-she-milk")
@@ -549,10 +635,10 @@ def test_one_entry_of_w_q_turns_she_towards_milk(shown_where):
     line = shown_where.line("where_qkv_come_from.py:exercise_she", "she ->")
     printed = named_numbers(line.split("->", 1)[1])
     assert printed == {w: pytest.approx(x, abs=5e-3) for w, x in expected.items()}
-    assert (printed["milk"], printed["drank"]) == (0.68, 0.16)
+    check_prose("proj-ex-she-milk", row[MILK], row[DRANK])
 
 
-# ---- 3. Why keys and values are separate -----------------------------------------------
+# ---- 3. What a key decides, what a value carries -------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -610,7 +696,9 @@ def test_a_new_value_for_milk_moves_every_row_by_its_weight_on_milk(shown_kv, ha
     assert after == {c: pytest.approx(x, abs=5e-3) for c, x in received.items()}
     assert before == {c: pytest.approx(x, abs=5e-3) for c, x in zip(toy.VALUE_COLUMNS, base.output[DRANK],
                                                                      strict=True)}
-    assert after["container"] - before["container"] == pytest.approx(0.68, abs=0.011)  # "0.68 of container"
+    dairy, container = (toy.VALUE_COLUMNS.index(c) for c in ("dairy", "container"))
+    check_prose("kv-sep-value-changes-output", base.output[DRANK, dairy] - changed[DRANK, dairy],
+                changed[DRANK, container] - base.output[DRANK, container])
 
 
 @pytest.mark.claim("kv-sep-key-moves-weights")
@@ -622,6 +710,7 @@ def test_wiping_milks_key_drops_drank_weight_to_that_of_an_unrelated_word(shown_
     assert after.weights[DRANK, MILK] == pytest.approx(on_milk, rel=1e-12)
     assert after.weights[DRANK, MILK] == pytest.approx(after.weights[DRANK, FROM], rel=1e-12)
     assert base.weights[DRANK, MILK] == pytest.approx(DRANK_ON_MILK, rel=1e-12)
+    check_prose("kv-sep-key-moves-weights", base.weights[DRANK, MILK], on_milk)
     assert_printed(shown_kv.line("keys_vs_values.py:change_key", "drank -> milk:"),
                    [DRANK_ON_MILK, on_milk], 2)
     # milk's value is untouched and still reaches drank, in proportion to the low weight
@@ -640,11 +729,61 @@ def test_a_wiped_key_changes_only_the_rows_whose_query_asked_for_it(shown_kv, ha
     liquid = toy.FEATURES.index("liquid")
     askers = [w for w, query in zip(WORDS, q, strict=True) if query[liquid] != 0]
     assert changed == askers == ["drank", "cup"]
+    others = [i for i, w in enumerate(WORDS) if w not in askers]
+    on_milk_before, on_milk_after = q[others] @ hand_built[1][MILK], q[others] @ wiped_key[MILK]
+    check_prose("kv-sep-key-changes-asking-rows", np.abs([*on_milk_before, *on_milk_after]).max())
     assert shown_kv.line("keys_vs_values.py:change_key", "rows of weights that changed:") == \
         f"rows of weights that changed: {askers}"
 
 
-# ---- 4. Why three projections ----------------------------------------------------------
+@pytest.mark.claim("kv-sep-values-lack-liquid")
+def test_no_value_of_the_toy_says_liquid(hand_built):
+    v = hand_built[2]
+    assert "liquid" in toy.FEATURES and "liquid" not in toy.VALUE_COLUMNS
+    assert list(toy.VALUE_COLUMNS) == ["person", "verb", "dairy", "container"]
+    assert v.shape[1] == len(toy.VALUE_COLUMNS)  # a value has these columns and no other
+
+
+@pytest.mark.claim("kv-sep-ex-double")
+def test_doubling_milks_value_doubles_the_dairy_and_keeps_the_weight(shown_kv, hand_built):
+    q, k, v, base = hand_built
+    v_twice = v.copy()
+    v_twice[MILK] *= 2
+    after = qkv.attention(q, k, v_twice)
+    np.testing.assert_array_equal(after.weights, base.weights)
+    dairy = toy.VALUE_COLUMNS.index("dairy")
+    assert after.output[DRANK, dairy] == pytest.approx(2 * base.output[DRANK, dairy], rel=1e-12)
+    check_prose("kv-sep-ex-double", after.weights[DRANK, MILK], after.output[DRANK, dairy])
+    section = "keys_vs_values.py:exercise_double"
+    assert_printed(shown_kv.line(section, "drank -> milk:"), [DRANK_ON_MILK] * 2, 2)
+    assert named_numbers(shown_kv.line(section, "drank receives:")) == \
+        {c: pytest.approx(x, abs=5e-3) for c, x in zip(toy.VALUE_COLUMNS, after.output[DRANK],
+                                                        strict=True)}
+
+
+@pytest.mark.claim("kv-sep-ex-cup-liquid")
+def test_a_second_liquid_key_splits_drank_between_milk_and_cup(shown_kv, hand_built):
+    q, k, v, _ = hand_built
+    k_cup = k.copy()
+    k_cup[CUP, toy.FEATURES.index("liquid")] = 1
+    after = qkv.attention(q, k_cup, v)
+    # drank's scores: 8/√8 on milk and cup, 4/√8 on she, 0 on the other three
+    share = E_8 / (2 * E_8 + E_4 + 3)
+    np.testing.assert_allclose(after.weights[DRANK, [MILK, CUP]], [share, share], rtol=1e-12)
+    dairy, container = (toy.VALUE_COLUMNS.index(c) for c in ("dairy", "container"))
+    np.testing.assert_array_equal(v[MILK], np.eye(4)[dairy])  # milk hands over dairy alone,
+    np.testing.assert_array_equal(v[CUP], np.eye(4)[container])  # cup container alone
+    check_prose("kv-sep-ex-cup-liquid", after.weights[DRANK, MILK], after.output[DRANK, dairy],
+                after.output[DRANK, container])
+    section = "keys_vs_values.py:exercise_cup"
+    assert named_numbers(shown_kv.line(section, "drank reads:")) == \
+        {w: pytest.approx(x, abs=5e-3) for w, x in zip(WORDS, after.weights[DRANK], strict=True)}
+    assert named_numbers(shown_kv.line(section, "drank receives:")) == \
+        {c: pytest.approx(x, abs=5e-3) for c, x in zip(toy.VALUE_COLUMNS, after.output[DRANK],
+                                                        strict=True)}
+
+
+# ---- 4. What the matrices pin down, and what tying them breaks -------------------------
 
 
 @pytest.fixture(scope="module")
@@ -655,13 +794,11 @@ def shown_three(page_output):
 @pytest.fixture(scope="module")
 def tie():
     """Chapter 4's random toy: X and separate projections with d_k = 8 and, as the page says,
-    values 8 wide; the scores and weights separate, with W_Q = W_K, and with W_V = W_K."""
+    values 8 wide; the scores and weights separate, and with W_Q = W_K."""
     x, p = toy.embeddings(), toy.projections(d_k=toy.D_K, d_v=8)
     qk = qkv.Projections(p.w_k, p.w_k, p.w_v)
-    kv = qkv.Projections(p.w_q, p.w_k, p.w_k)
     return {"x": x, "p": p, "S": scores_of(x, p), "W": qkv.self_attention(x, p).weights,
-            "S_tied": scores_of(x, qk), "W_tied": qkv.self_attention(x, qk).weights,
-            "kv": qkv.self_attention(x, kv)}
+            "S_tied": scores_of(x, qk), "W_tied": qkv.self_attention(x, qk).weights}
 
 
 def scores_of(x, p):
@@ -674,25 +811,76 @@ def pair_lines(text):
     return numbers(line_of(text, "milk -> from:")), numbers(line_of(text, "from -> milk:"))
 
 
-@pytest.fixture(scope="module")
-def separate_block(shown_three):
-    return unnamed_block(shown_three, "milk -> from:")
+def invertible(seed, n):
+    """A random n x n matrix, checked to be well conditioned enough to invert."""
+    m = np.random.default_rng(seed).normal(size=(n, n))
+    assert np.linalg.cond(m) < 1e6
+    return m
+
+
+@pytest.mark.claim("three-products-scores")
+@settings(max_examples=30, deadline=None)
+@given(seeds, st.integers(1, 8), st.integers(1, 8))
+def test_any_invertible_a_between_w_q_and_w_k_leaves_the_scores(seed, d_k, t):
+    rng = np.random.default_rng(seed)
+    x, p = rng.normal(size=(t, 6)), random_projections(seed, 6, d_k, 2)
+    a = rng.normal(size=(d_k, d_k)) + 3 * np.eye(d_k)  # invertible, and not near singular
+    moved = qkv.Projections(p.w_q @ a, p.w_k @ np.linalg.inv(a).T, p.w_v)
+    s = scores_of(x, p)
+    np.testing.assert_allclose(scores_of(x, moved), s, rtol=1e-9, atol=1e-9 * max(1, np.abs(s).max()))
+
+
+@pytest.mark.claim("three-products-scores")
+def test_the_page_moves_w_q_far_and_the_scores_not_at_all(shown_three, tie):
+    p = tie["p"]
+    a = np.random.default_rng(1).normal(size=(p.d_k, p.d_k))  # the snippet's A (seed 1)
+    moved = qkv.Projections(p.w_q @ a, p.w_k @ np.linalg.inv(a).T, p.w_v)
+    change = np.abs(moved.w_q - p.w_q).max()
+    assert change > 1
+    assert np.abs(moved.w_q @ moved.w_k.T - p.w_q @ p.w_k.T).max() < 1e-12
+    assert np.abs(scores_of(tie["x"], moved) - tie["S"]).max() < 1e-12
+    check_prose("three-products-scores", change)
+    block = unnamed_block(shown_three, "largest change in W_Q:")  # runs setup, then products
+    assert_printed(line_of(block, "largest change in W_Q:"), change, 2)
+    assert numbers(line_of(block, "largest change in a score:"))[0] < 1e-12
+
+
+@pytest.mark.claim("three-products-output")
+def test_w_v_b_with_b_inverse_w_o_adds_the_same_to_the_stream(shown_three, tie):
+    x, p = tie["x"], tie["p"]
+    for seed in range(3):
+        b, w_o = invertible(seed, p.d_v), np.random.default_rng(seed + 10).normal(size=(p.d_v, 16))
+        added = qkv.self_attention(x, p).output @ w_o
+        moved = qkv.self_attention(x, qkv.Projections(p.w_q, p.w_k, p.w_v @ b)).output
+        np.testing.assert_allclose(moved @ np.linalg.inv(b) @ w_o, added, rtol=1e-9, atol=1e-10)
+        assert np.abs(p.w_v @ b - p.w_v).max() > 0.5  # W_V itself moved
+    check_prose("three-products-output", ...)  # the -1 of B^{-1} is notation
+    line = line_of(unnamed_block(shown_three, "largest change in W_Q:"),
+                   "largest change in what the head adds:")
+    assert numbers(line)[0] < 1e-12
 
 
 @pytest.mark.claim("three-hand-one-way")
 def test_from_looks_for_cup_but_cup_does_not_look_for_from(shown_three, hand_built):
     q, k, _, _ = hand_built
-    s = q @ k.T / np.sqrt(toy.D_K)
+    raw = q @ k.T
+    s = raw / np.sqrt(toy.D_K)
     w = qkv.softmax(s)
     assert s[FROM, CUP] == pytest.approx(8 / np.sqrt(8), rel=1e-12) and s[CUP, FROM] == 0
     # from's row: 8/√8 on cup, 0 on the other five; cup's: 4/√8 on milk, 0 on the other five
     from_cup, cup_from = E_8 / (E_8 + 5), 1 / (E_4 + 5)
     assert w[FROM, CUP] == pytest.approx(from_cup, rel=1e-12)
     assert w[CUP, FROM] == pytest.approx(cup_from, rel=1e-12)
-    assert (round(from_cup, 2), round(cup_from, 2)) == (0.77, 0.11)
+    check_prose("three-hand-one-way", w[FROM, CUP], w[CUP, FROM], raw[FROM, CUP], toy.D_K,
+                s[CUP, FROM])
     text = shown_three["hand_built.py:one_way"]
     assert_printed(line_of(text, "from -> cup"), [8 / np.sqrt(8), from_cup], 2)
     assert_printed(line_of(text, "cup -> from"), [0, cup_from], 2)
+
+
+@pytest.fixture(scope="module")
+def separate_block(shown_three):
+    return shown_three["tie_query_key.py:asymmetric"]
 
 
 @pytest.mark.claim("three-separate-asymmetric")
@@ -793,20 +981,78 @@ def test_tied_every_word_here_scores_itself_highest_and_separately_none_does(sho
     assert line_of(text, "tied").endswith(f"top: {len(WORDS)} of {len(WORDS)}")
 
 
+@pytest.mark.claim("three-tied-rope-symmetric")
+@settings(max_examples=30, deadline=None)
+@given(seeds, st.integers(1, 6).map(lambda n: 2 * n), st.integers(1, 10))
+def test_rope_on_tied_queries_and_keys_keeps_the_scores_symmetric(seed, d_k, t):
+    x, tied = random_tied_case(seed, d_k, t)
+    q, k, _ = qkv.project(x, tied)
+    turned_q, turned_k = qkv.rope(q), qkv.rope(k)
+    np.testing.assert_array_equal(turned_q, turned_k)  # a query is still its key
+    s = turned_q @ turned_k.T
+    assert np.abs(s - s.T).max() <= 1e-12 * max(1.0, np.abs(s).max())
+    assert not np.allclose(turned_k, k) or t == 1  # and RoPE did turn them
+
+
+@pytest.mark.claim("three-tied-rope-symmetric")
+def test_the_page_shows_tied_rope_scores_symmetric(shown_three):
+    check_prose("three-tied-rope-symmetric", ...)  # "chapter 9" is a label
+    line = shown_three.line("tie_query_key.py:what_breaks", "tied, turned by RoPE:")
+    assert numbers(line)[0] < 1e-12
+
+
+@pytest.mark.claim("three-tied-bias-asymmetric")
+def test_a_query_bias_breaks_the_tied_symmetry(shown_three, tie):
+    k = tie["x"] @ tie["p"].w_k
+    b = np.random.default_rng(2).normal(size=k.shape[1])  # the snippet's bias (seed 2)
+    s = (k + b) @ k.T  # s_ij = k_i·k_j + b·k_j: the second term depends on j alone
+    asymmetry = np.abs(s - s.T).max()
+    np.testing.assert_allclose(s - s.T, (k @ b)[None, :] - (k @ b)[:, None], atol=1e-12)
+    check_prose("three-tied-bias-asymmetric", asymmetry)
+    assert_printed(shown_three.line("tie_query_key.py:what_breaks", "tied, with a query bias:"),
+                   asymmetry, 2)
+
+
+@pytest.mark.claim("three-tied-causal")
+def test_a_causal_mask_gives_tied_weights_in_one_direction_only(tie):
+    x, p = tie["x"], tie["p"]
+    tied = qkv.Projections(p.w_k, p.w_k, p.w_v)
+    w = qkv.self_attention(x, tied, mask=qkv.causal_mask(len(WORDS))).weights
+    later, earlier = np.tril_indices(len(WORDS), k=-1), np.triu_indices(len(WORDS), k=1)
+    assert (w[later] > 0).all() and (w[earlier] == 0).all()
+
+
+@pytest.fixture(scope="module")
+def tied_kv(hand_built):
+    """The hand-built toy, separate and with W_V = W_K."""
+    hand = toy.hand_built_projections()
+    tied = qkv.Projections(hand.w_q, hand.w_k, hand.w_k)
+    return hand_built[3], qkv.self_attention(toy.feature_embeddings(), tied)
+
+
 @pytest.mark.claim("three-tie-kv-weights-unchanged")
-def test_tying_w_v_to_w_k_leaves_the_weights_bit_for_bit(shown_three, tie):
-    np.testing.assert_array_equal(tie["kv"].weights, tie["W"])
+def test_tying_w_v_to_w_k_leaves_the_weights_bit_for_bit(shown_three, tied_kv):
+    separate, tied = tied_kv
+    np.testing.assert_array_equal(tied.weights, separate.weights)
+    check_prose("three-tie-kv-weights-unchanged", ...)  # "chapter 3" is a label
     assert shown_three.line("tie_query_key.py:tie_kv", "weights identical:") == "weights identical: True"
 
 
 @pytest.mark.claim("three-tie-kv-output-changes")
-def test_tying_w_v_to_w_k_moves_the_output_into_key_space(shown_three, tie):
-    full = qkv.self_attention(tie["x"], tie["p"])
-    change = np.abs(tie["kv"].output - full.output).max()
-    assert change > 1.0
-    _, k, _ = qkv.project(tie["x"], tie["p"])
-    np.testing.assert_allclose(tie["kv"].output, full.weights @ k, rtol=1e-12)  # a blend of keys
-    assert_printed(shown_three.line("tie_query_key.py:tie_kv", "largest change in the output:"), change, 3)
+def test_tying_w_v_to_w_k_hands_over_liquid_and_no_dairy(shown_three, hand_built, tied_kv):
+    separate, tied = tied_kv
+    k = hand_built[1]
+    np.testing.assert_allclose(tied.output, separate.weights @ k, rtol=1e-12)  # a blend of keys
+    liquid, dairy = toy.FEATURES.index("liquid"), toy.FEATURES.index("dairy")
+    assert liquid == int(np.argmax(hand_built[0][DRANK]))  # what drank's query asks for
+    assert not k[:, dairy].any() and not tied.output[:, dairy].any()
+    assert separate.output[:, toy.VALUE_COLUMNS.index("dairy")].max() > 0.5  # it was handed over
+    check_prose("three-tie-kv-output-changes", tied.output[DRANK, liquid])
+    section = "tie_query_key.py:tie_kv"
+    shown = named_numbers(shown_three.line(section, "drank receives, W_V = W_K:"))
+    assert shown == {f: pytest.approx(x, abs=5e-3) for f, x in zip(toy.FEATURES, tied.output[DRANK],
+                                                                 strict=True) if abs(x) >= 0.005}
+    assert numbers(shown_three.line(section, "dairy received by any word"))[0] == 0
 
 
 @pytest.mark.claim("three-dk-dv-shapes")
@@ -819,14 +1065,31 @@ def test_weights_stay_t_by_t_whatever_d_k_and_d_v(d_k, d_v):
     assert output.shape == (t, d_v)
 
 
-@pytest.mark.claim("three-dk-dv-shapes")
-def test_the_page_shows_6_by_6_weights_for_every_width_it_tries(shown_three):
+@pytest.fixture(scope="module")
+def width_lines(shown_three):
     lines = [ln for ln in shown_three["tie_query_key.py:dk_dv"].splitlines() if ln.startswith("d_k=")]
     assert len(lines) >= 3
-    for line in lines:
-        d_k, d_v, *shapes = numbers(line)
+    return [numbers(ln) for ln in lines]  # d_k, d_v, weights shape, output shape, rank
+
+
+@pytest.mark.claim("three-dk-dv-shapes")
+def test_the_page_shows_t_by_t_weights_for_every_width_it_tries(width_lines):
+    t = len(WORDS)
+    check_prose("three-dk-dv-shapes", t, t, t)
+    for d_k, d_v, *shapes, _ in width_lines:
         weights, output = qkv.self_attention(toy.embeddings(), toy.projections(int(d_k), int(d_v)))
-        assert shapes == [*weights.shape, *output.shape] == [6, 6, 6, d_v]
+        assert shapes == [*weights.shape, *output.shape] == [t, t, t, d_v]
+
+
+@pytest.mark.claim("three-dk-rank")
+def test_the_rank_of_w_q_w_k_is_d_k_up_to_d_model(width_lines):
+    for d_k in range(1, 2 * toy.D_MODEL + 1):
+        p = toy.projections(d_k, 2)
+        assert np.linalg.matrix_rank(p.w_q @ p.w_k.T) == min(d_k, toy.D_MODEL)
+    check_prose("three-dk-rank", toy.D_MODEL, toy.D_MODEL, toy.D_MODEL)
+    assert any(d_k > toy.D_MODEL for d_k, *_ in width_lines)  # the page shows the ceiling
+    for d_k, *_, rank in width_lines:
+        assert rank == min(d_k, toy.D_MODEL)
 
 
 @pytest.mark.claim("three-dk-cost")
@@ -842,4 +1105,43 @@ def test_every_recorded_published_model_uses_heads_of_64_or_128():
     # qkv.MODELS is checked field by field against the published configs in
     # test_chapter_kv_cache.py; here only the head widths matter.
     assert len(qkv.MODELS) >= 5
-    assert {m.d_head for m in qkv.MODELS} <= {64, 128}
+    sizes = sorted({m.d_head for m in qkv.MODELS})
+    check_prose("three-head-sizes", *sizes)
+
+
+@pytest.mark.claim("three-ex-scale")
+def test_balanced_factors_leave_the_scores_and_one_factor_scales_them(shown_three, tie):
+    factor = stated("three-ex-scale")[0]  # the exercise's given
+    x, p, s = tie["x"], tie["p"], tie["S"]
+    balanced = qkv.Projections(factor * p.w_q, p.w_k / factor, p.w_v)
+    only_q = qkv.Projections(factor * p.w_q, p.w_k, p.w_v)
+    assert np.abs(scores_of(x, balanced) - s).max() < 1e-12
+    ratio = scores_of(x, only_q) / s
+    np.testing.assert_allclose(ratio, factor, rtol=1e-12)
+    check_prose("three-ex-scale", factor, float(np.median(ratio)), ...)  # then "chapter 1"
+    section = "tie_query_key.py:exercise_scale"
+    assert numbers(shown_three.line(section, "W_Q x 3, W_K / 3:"))[-1] < 1e-12
+    assert numbers(shown_three.line(section, "W_Q x 3 alone:"))[-1] == factor
+
+
+@pytest.mark.claim("three-ex-rank")
+def test_the_toy_product_has_rank_d_k_and_as_many_numbers_as_its_factors(shown_three, tie):
+    p = tie["p"]
+    product = p.w_q @ p.w_k.T
+    rank = np.linalg.matrix_rank(product)
+    assert rank == p.d_k < p.d_model
+    assert p.w_q.size + p.w_k.size == product.size == 2 * p.d_model * p.d_k
+    check_prose("three-ex-rank", rank, product.size)
+    section = "tie_query_key.py:exercise_rank"
+    assert numbers(shown_three.line(section, "W_Q W_Kᵀ:")) == [p.d_model, p.d_model, rank]
+    assert numbers(shown_three.line(section, "numbers in W_Q and W_K:")) == [p.w_q.size + p.w_k.size]
+    assert numbers(shown_three.line(section, "numbers in the product:")) == [product.size]
+
+
+@pytest.mark.claim("three-ex-rank-smollm2")
+def test_two_thin_factors_hold_fewer_numbers_than_their_product():
+    d_model, d_k = (int(n) for n in stated("three-ex-rank-smollm2")[:2])  # SmolLM2's, given
+    w = qkv.MultiHeadWeights.random(np.random.default_rng(0), d_model=d_model, n_heads=1)
+    w_q, w_k = w.w_q[:, :d_k], w.w_k[:, :d_k]  # one head's factors
+    assert (w_q @ w_k.T).shape == (d_model, d_model)
+    check_prose("three-ex-rank-smollm2", d_model, d_k, w_q.size + w_k.size, d_model * d_model)

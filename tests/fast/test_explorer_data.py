@@ -12,6 +12,7 @@ from functools import cache
 
 import numpy as np
 import pytest
+from prose import check_prose, claim_sentence, written_numbers
 from qkv_site.explorer_data import explorer_data, explorer_json, to_fixed
 
 import qkv
@@ -21,6 +22,12 @@ from qkv.scaling import saturation, score_std
 
 WORDS = toy.SENTENCE
 HALF_UNIT = 0.5e-6 + 1e-12  # rounding to 6 decimals moves a number by at most this
+
+
+def stated(claim_id):
+    """The numbers a guarded sentence writes, in order: a test computes with the givens
+    (a width, a threshold) read here instead of keeping a copy of them."""
+    return [w.value for w in written_numbers(claim_sentence(claim_id))]
 
 
 @cache
@@ -65,10 +72,11 @@ def test_each_dk_step_adds_one_term_to_every_score():
 
 @pytest.mark.claim("explorer-dv-four")
 def test_values_have_four_numbers_whatever_dk(data):
-    assert D_V == data["d_v"] == 4
+    assert D_V == data["d_v"]
     for d_k in (1, 16, 64):
-        assert reference(d_k, True)[3].shape == (len(WORDS), 4)  # outputs
-        assert reference(d_k, True)[4].shape == (len(WORDS), 4)  # values
+        assert reference(d_k, True)[3].shape == (len(WORDS), D_V)  # outputs
+        assert reference(d_k, True)[4].shape == (len(WORDS), D_V)  # values
+    check_prose("explorer-dv-four", D_V, ...)  # "stage 4" is a label
 
 
 def test_shape_and_metadata(data):
@@ -135,6 +143,7 @@ def test_1_scaling_and_softmax_keep_the_order_of_the_keys(data):
                 order = np.argsort(-raw[i], kind="stable")
                 assert np.array_equal(np.argsort(-scaled[i], kind="stable"), order)
                 assert np.array_equal(np.argsort(-weights[i], kind="stable"), order)
+    check_prose("try-stages-keep-order", ..., ...)  # stages 1 and 3 are labels
     # and the page's data keeps it at the default state
     s = DEFAULTS
     assert np.argmax(by_state(data, "raw", s["query"], s["dk"], 1)) == np.argmax(
@@ -143,6 +152,7 @@ def test_1_scaling_and_softmax_keep_the_order_of_the_keys(data):
 
 @pytest.mark.claim("try-output-is-blend")
 def test_1_output_is_the_weights_times_the_values(data):
+    check_prose("try-output-is-blend", ...)  # "stage 4" is a label
     values = decoded(data["values"], data)
     for word in WORDS:
         for d_k in (1, 16, 64):
@@ -162,9 +172,10 @@ def ranks(scores) -> list[int]:
 
 
 @pytest.mark.claim("try-drank-reranks")
-def test_2_drank_rearranges_every_rank_at_the_default_dk(data):
-    d_k = DEFAULTS["dk"]
-    assert d_k == 16  # the chapter's claim is about d_k = 16
+def test_3_drank_rearranges_every_rank_at_the_default_dk(data):
+    d_k = int(stated("try-drank-reranks")[0])
+    assert d_k == DEFAULTS["dk"]  # the width the explorer opens with
+    check_prose("try-drank-reranks", d_k)
     she = ranks(by_state(data, "raw", "she", d_k, 1))
     drank = ranks(by_state(data, "raw", "drank", d_k, 1))
     assert all(a != b for a, b in zip(she, drank, strict=True))
@@ -184,9 +195,11 @@ def test_2_at_dk_1_every_query_ranks_the_keys_one_way_or_reversed():
 
 
 @pytest.mark.claim("try-default-state")
-def test_the_explorer_opens_on_she_at_stage_3_dk_16_scaled(data):
-    assert DEFAULTS == {"stage": 3, "query": "she", "dk": 16, "scale": 1}
+def test_the_explorer_opens_on_she_at_the_weights_stage_scaled(data):
+    assert set(DEFAULTS) == {"stage", "query", "dk", "scale"}
+    assert (DEFAULTS["query"], DEFAULTS["scale"]) == ("she", 1)
     assert STAGES[DEFAULTS["stage"] - 1] == "softmax weights"
+    check_prose("try-default-state", DEFAULTS["stage"], DEFAULTS["dk"])
     assert data["defaults"] == DEFAULTS  # what the page reads
 
 
@@ -198,62 +211,70 @@ def test_unscaled_scores_at_64_are_typically_eight_times_the_scaled_ones_at_16()
     ratio = score_std(64, scale=False, n_draws=n) / score_std(16, scale=True, n_draws=n)
     rel_se = np.hypot(*(0.5 * np.sqrt((2 + 6 / d) / n) for d in (64, 16)))
     assert abs(ratio - 8) < 5 * 8 * rel_se
+    check_prose("try-unscaled-eight-times", ...)  # "experiment 1" is a label
 
 
 @pytest.mark.claim("try-near-tie-ratio")
-def test_3_a_lead_under_one_leaves_the_runner_up_over_a_third_of_the_winner():
+def test_5_a_lead_under_one_leaves_the_runner_up_over_a_third_of_the_leader():
+    lead = stated("try-near-tie-ratio")[0]  # "a lead of less than 1"
     _, scaled, weights, *_ = reference(64, False)
     for i, word in enumerate(WORDS):
         first, second = np.argsort(-scaled[i])[:2]
         ratio = weights[i, second] / weights[i, first]
         np.testing.assert_allclose(ratio, np.exp(scaled[i, second] - scaled[i, first]),
                                    rtol=1e-9)
-        if scaled[i, first] - scaled[i, second] < 1:
-            assert ratio > np.exp(-1), word
-    assert np.exp(-1) == pytest.approx(0.37, abs=0.005)
+        if scaled[i, first] - scaled[i, second] < lead:
+            assert ratio > np.exp(-lead), word
+    check_prose("try-near-tie-ratio", lead, ..., np.exp(-lead))  # e^{-1}: its -1 is notation
 
 
 @pytest.mark.claim("try-unscaled-collapses")
-def test_3_unscaled_dk_64_collapses_most_queries(data):
+def test_4_unscaled_dk_64_collapses_most_queries(data):
+    threshold = stated("try-unscaled-collapses")[0]  # "more than 0.99"
     largest = {w: by_state(data, "max_weight", w, 64, False) for w in WORDS}
-    assert sum(float(m) > 0.9 for m in largest.values()) == 4
-    assert largest[DEFAULTS["query"]] > 0.9
-    assert by_state(data, "entropy", "she", 64, False) < 0.01
+    assert sum(float(m) > threshold for m in largest.values()) == 4  # "Four of the six"
+    assert largest[DEFAULTS["query"]] > threshold
     _, _, weights, *_ = reference(64, False)
-    assert (weights.max(axis=-1) > 0.9).sum() == 4
-    assert qkv.entropy(weights[0]) < 0.01
+    assert (weights.max(axis=-1) > threshold).sum() == 4
+    she = qkv.entropy(weights[WORDS.index("she")])
+    assert abs(by_state(data, "entropy", "she", 64, False) - she) <= HALF_UNIT
+    check_prose("try-unscaled-collapses", threshold, she)
 
 
 @pytest.mark.claim("try-close-scores-split")
-def test_3_the_queries_that_stay_split_have_near_tied_top_scores():
+def test_5_the_queries_that_stay_split_have_near_tied_top_scores():
+    (lead,) = stated("try-close-scores-split")  # "less than 1 apart"
+    check_prose("try-close-scores-split", lead)
     raw, _, weights, *_ = reference(64, False)
     top_two = np.sort(raw, axis=-1)[:, ::-1][:, :2]
-    near_tie = {WORDS[i] for i in range(len(WORDS)) if top_two[i, 0] - top_two[i, 1] < 1}
-    split = {WORDS[i] for i in range(len(WORDS)) if weights[i].max() <= 0.9}
+    near_tie = {WORDS[i] for i in range(len(WORDS)) if top_two[i, 0] - top_two[i, 1] < lead}
+    threshold = stated("try-unscaled-collapses")[0]  # the queries experiment 4 calls collapsed
+    split = {WORDS[i] for i in range(len(WORDS)) if weights[i].max() <= threshold}
     assert split == near_tie == {"milk", "cup"}
 
 
 @pytest.mark.claim("try-gradient-vanishes")
-def test_3_saturated_softmax_passes_almost_no_gradient():
+def test_4_saturated_softmax_passes_almost_no_gradient():
     she = WORDS.index("she")
     unscaled = np.abs(qkv.softmax_jacobian(reference(64, False)[2][she])).max()
     scaled = np.abs(qkv.softmax_jacobian(reference(64, True)[2][she])).max()
-    assert unscaled < 0.001 < 0.2 < scaled
+    assert scaled > 1000 * unscaled
+    check_prose("try-gradient-vanishes", 64, unscaled, scaled)
 
 
 @pytest.mark.claim("try-scaled-spread")
 def test_4_scaling_at_dk_64_spreads_every_query(data):
-    for word in WORDS:
-        assert by_state(data, "max_weight", word, 64, True) <= 0.8, word
-        assert by_state(data, "entropy", word, 64, True) > 0.8, word
     weights = reference(64, True)[2]
-    assert weights.max() <= 0.8
-    assert qkv.entropy(weights).min() > 0.8
-    assert np.log(len(WORDS)) == pytest.approx(1.79, abs=0.005)
+    largest, lowest = weights.max(), qkv.entropy(weights).min()
+    for word in WORDS:
+        assert by_state(data, "max_weight", word, 64, True) <= largest + HALF_UNIT, word
+        assert by_state(data, "entropy", word, 64, True) >= lowest - HALF_UNIT, word
+    assert largest < 0.99 < by_state(data, "max_weight", "she", 64, False)  # it was collapsed
+    check_prose("try-scaled-spread", 64, largest, lowest, len(WORDS), np.log(len(WORDS)))
 
 
 @pytest.mark.claim("try-dk1-identical")
-def test_5_at_dk_1_scaling_changes_nothing(data):
+def test_2_at_dk_1_scaling_changes_nothing(data):
     for word in WORDS:
         for field in ("scaled", "weights", "entropy", "max_weight", "output"):
             assert np.array_equal(by_state(data, field, word, 1, True),
@@ -262,14 +283,18 @@ def test_5_at_dk_1_scaling_changes_nothing(data):
         assert np.array_equal(on.scaled, off.scaled)
         assert np.array_equal(on.weights, off.weights)
     assert qkv.scale_factor(True, 1) == 1.0
+    check_prose("try-dk1-identical", 1, ..., ..., qkv.scale_factor(True, 1))  # 1/√1: notation
 
 
 @pytest.mark.claim("try-dk4-halves")
-def test_5_at_dk_4_scaling_halves_every_score():
-    assert qkv.scale_factor(True, 4) == 0.5
-    raw, scaled, *_ = reference(4, True)
-    np.testing.assert_allclose(scaled, raw / 2, rtol=0, atol=1e-15)
-    on, off = reference(4, True)[2], reference(4, False)[2]
+def test_3_at_dk_4_scaling_halves_and_at_16_quarters_every_score():
+    small, here = (int(d) for d in stated("try-dk4-halves"))
+    check_prose("try-dk4-halves", small, here)
+    for d_k, factor in ((small, 1 / 2), (here, 1 / 4)):  # "halves", "quarters"
+        assert qkv.scale_factor(True, d_k) == factor
+        raw, scaled, *_ = reference(d_k, True)
+        np.testing.assert_allclose(scaled, raw * factor, rtol=0, atol=1e-15)
+    on, off = reference(small, True)[2], reference(small, False)[2]
     assert np.abs(on - off).max() > 0.05  # halving is visible in the weights
 
 
@@ -296,8 +321,8 @@ def _median_query_gradient_ratio(d_k, n_draws=10_000, n_keys=6, seed=123):
     return norms[1.0] / norms[1 / np.sqrt(d_k)]
 
 
-@pytest.mark.claim("try-query-gradient-measured", "traps-no-scaling-gradient")
-def test_3_the_gradient_reaching_the_query_shrinks_little_at_64_and_collapses_later():
+@pytest.mark.claim("traps-no-scaling-gradient")
+def test_the_gradient_reaching_the_query_shrinks_little_at_64_and_collapses_later():
     ratio = _median_query_gradient_ratio(64)
     assert 0.84 < ratio < 0.92  # "about 12 % smaller"
     for d_k in (256, 512):
@@ -305,3 +330,45 @@ def test_3_the_gradient_reaching_the_query_shrinks_little_at_64_and_collapses_la
     # and qkv's own measurement, the one chapter 6 prints, agrees at 64
     raw, scaled = (saturation(64, scale=s).query_gradient_norm for s in (False, True))
     assert 0.84 < np.median(raw) / np.median(scaled) < 0.92
+
+
+# ---- the exercises of chapter 7 -------------------------------------------------------------
+
+
+@pytest.mark.claim("try-ex-first-dk")
+def test_she_unscaled_first_passes_the_threshold_at_the_stated_width(data):
+    threshold = stated("try-ex-first-dk")[0]
+    largest = [reference(d_k, False)[2][WORDS.index("she")].max() for d_k in range(1, D_K_MAX + 1)]
+    first = 1 + next(i for i, w in enumerate(largest) if w > threshold)
+    assert by_state(data, "max_weight", "she", first, False) > threshold
+    assert by_state(data, "max_weight", "she", first - 1, False) <= threshold
+    check_prose("try-ex-first-dk", threshold, first)
+
+
+@pytest.mark.claim("try-ex-gap")
+def test_a_gap_gives_the_weight_ratio_exp_minus_gap_for_every_query():
+    gap = stated("try-ex-gap")[0]
+    scores = np.array([0.3, -1.0, 0.3 + gap, 2.0])  # any other keys, any leader
+    w = qkv.softmax(scores)
+    ratio = w[0] / w[2]
+    np.testing.assert_allclose(ratio, np.exp(-gap), rtol=1e-12)
+    _, scaled, weights, *_ = reference(64, False)  # experiment 5's table
+    for i in range(len(WORDS)):
+        first, second = np.argsort(-scaled[i])[:2]
+        np.testing.assert_allclose(weights[i, second] / weights[i, first],
+                                   np.exp(scaled[i, second] - scaled[i, first]), rtol=1e-9)
+    check_prose("try-ex-gap", gap, ratio, ...)  # "experiment 5" is a label
+
+
+def test_the_exercise_solutions_print_what_the_tests_compute(page_output):
+    shown = page_output("things-to-try.md")
+    threshold = stated("try-ex-first-dk")[0]
+    she = [reference(d_k, False)[2][WORDS.index("she")].max() for d_k in range(1, D_K_MAX + 1)]
+    first = 1 + next(i for i, w in enumerate(she) if w > threshold)
+    line = shown.line("things_to_try.py:exercise_first_dk", "she, scaling off:")
+    assert line.split() == (f"she, scaling off: largest weight first above {threshold:g} at "
+                            f"d_k = {first} ({she[first - 1]:.3f}; {she[first - 2]:.3f} at "
+                            f"d_k = {first - 1})").split()
+    gap = stated("try-ex-gap")[0]
+    assert shown.line("things_to_try.py:exercise_gap", f"a gap of {gap:g}:") == \
+        f"a gap of {gap:g}: runner-up / leader = exp(-{gap:g}) = {np.exp(-gap):.3f}"

@@ -1,4 +1,4 @@
-"""Chapter 5, the computation step by step: every claim the page makes, checked.
+"""Chapter 5, from scores to output one array at a time: every claim the page makes, checked.
 
 Each test derives the fact itself, from the random toy of ``qkv.toy`` projected with the
 matrices written out here (``X @ W``) and softmax written out with ``np.exp``, or from its
@@ -15,10 +15,11 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prose import check_prose, claim_sentence, written_numbers
 from support import numbers
 
 import qkv
-from qkv import toy
+from qkv import smollm2, toy
 
 Z = 5  # standard errors allowed for a sampled statistic
 T = len(toy.SENTENCE)
@@ -47,6 +48,11 @@ def qkv_toy():
 def weights(qkv_toy):
     _, q, k, _ = qkv_toy
     return softmax(q @ k.T / np.sqrt(toy.D_K))
+
+
+def stated(claim_id):
+    """The numbers a guarded sentence writes, in order (for a bound the test then uses)."""
+    return [w.value for w in written_numbers(claim_sentence(claim_id))]
 
 
 def printed(text: str, prefix: str) -> list[float]:
@@ -83,6 +89,7 @@ def test_shapes_at_every_step(t_q, t_k, d_k, d_v, seed):
 
 @pytest.mark.claim("steps-shapes")
 def test_the_page_prints_the_shape_of_every_step(shown):
+    check_prose("steps-shapes", ..., ...)  # "steps 1 and 4" are labels
     d, dk, dv = toy.D_MODEL, toy.D_K, toy.D_V
     assert shown.line("step_by_step.py:inputs", "X") == \
         f"X {(T, d)} -> Q {(T, dk)}  K {(T, dk)}  V {(T, dv)}"
@@ -100,6 +107,7 @@ def test_dividing_by_sqrt_d_k_keeps_shape_and_order_within_each_row(qkv_toy, sho
     scores = q @ k.T
     scaled = scores / np.sqrt(toy.D_K)
     assert scaled.shape == scores.shape
+    check_prose("steps-scale-keeps-order", toy.D_K, np.sqrt(toy.D_K))
     np.testing.assert_array_equal(np.argsort(scaled, axis=-1), np.argsort(scores, axis=-1))
     # and the page shows the shrinking: its typical sizes are those of these scores
     text = shown["step_by_step.py:scale"]
@@ -141,6 +149,17 @@ def test_score_spread_over_many_draws_is_sqrt_d_k_raw_and_one_scaled(shown):
     assert abs(raw_std / np.sqrt(8) - 1) < rel + 0.005 / np.sqrt(8)
     assert abs(scaled_std - 1) < rel + 0.005
     assert abs(scaled_std - raw_std / np.sqrt(8)) < 0.01
+    # and the page's own draws (the snippet's seed, 0), whose spreads the sentence states
+    rng = np.random.default_rng(0)
+    page_raw = []
+    for _ in range(draws):
+        x = rng.normal(size=(T, toy.D_MODEL))
+        q, k, _ = qkv.project(x, qkv.Projections.random(rng, toy.D_MODEL, toy.D_K, toy.D_V))
+        page_raw.append((q @ k.T)[other])
+    page_raw = np.concatenate(page_raw)
+    assert abs(page_raw.std() / np.sqrt(8) - 1) < rel and abs(page_raw.std() - raw_std) <= 0.005
+    check_prose("steps-spread-matches-theory", page_raw.size, page_raw.std(), toy.D_K,
+                (page_raw / np.sqrt(toy.D_K)).std())
 
 
 @pytest.mark.claim("steps-rows-are-distributions")
@@ -157,14 +176,15 @@ def test_row_i_is_token_i_distribution_over_the_keys(qkv_toy, weights, shown):
     text = shown["step_by_step.py:softmax"]
     np.testing.assert_allclose(weight_table(text), weights, rtol=0, atol=0.0005 + 1e-9)
     assert printed(text, "row sums:") == [1.0] * T
+    check_prose("steps-rows-are-distributions", weights.sum(axis=-1).max())
 
 
 @pytest.mark.claim("steps-columns-need-not-sum-to-one")
 def test_columns_share_one_unit_per_query_but_not_one_each(weights, shown):
     columns = weights.sum(axis=0)
     assert np.isclose(columns.sum(), T)  # T rows of total weight 1 each
-    assert columns[FROM] > 1.3  # "more than 1.3"
-    assert 0.65 < columns[SHE] < 0.75  # "about 0.7"
+    assert columns[FROM] > 1 > columns[SHE]
+    check_prose("steps-columns-need-not-sum-to-one", columns.sum(), columns[FROM], columns[SHE])
     printed_columns = printed(shown["step_by_step.py:softmax"], "column sums:")
     np.testing.assert_allclose(printed_columns, columns, rtol=0, atol=0.0005 + 1e-9)
 
@@ -180,6 +200,7 @@ def test_each_output_row_is_a_convex_mixture_of_value_rows(qkv_toy, weights, sho
     assert (output >= v.min(axis=0) - 1e-12).all()
     assert (output <= v.max(axis=0) + 1e-12).all()
     assert output.shape == (T, toy.D_V)
+    check_prose("steps-output-is-mixture", weights.sum(axis=-1).max())
     assert shown.line("step_by_step.py:mix", "output for 'milk'") == \
         "output for 'milk' equals its weighted sum of value rows: True"
 
@@ -192,6 +213,7 @@ def test_the_output_is_projected_back_and_added_to_x(qkv_toy, weights, shown):
     x_next = x + output @ w_o
     assert output.shape == (T, toy.D_V) and x_next.shape == x.shape == (T, toy.D_MODEL)
     assert not np.allclose(x_next, output @ w_o)  # the token's own vector is still in it
+    check_prose("steps-residual-add", output.shape[1], x_next.shape[1])
     assert shown.line("step_by_step.py:residual", "output") == \
         f"output {output.shape} @ W_O {w_o.shape} -> {(T, toy.D_MODEL)}"
     assert shown.line("step_by_step.py:residual", "X_next") == f"X_next = X + output @ W_O: {x.shape}"
@@ -203,6 +225,7 @@ def test_scaling_q_first_gives_the_same_scores():
     q, k = rng.normal(size=(6, 64)), rng.normal(size=(7, 64))
     factor = qkv.scale_factor(True, 64)
     assert factor == 1 / np.sqrt(64)
+    check_prose("steps-scale-before-product", ...)  # the 1 of 1/√d_k is notation
     np.testing.assert_allclose((q * factor) @ k.T, (q @ k.T) / np.sqrt(64), rtol=1e-13)
     weights = qkv.attention(q, k, rng.normal(size=(7, 3))).weights
     np.testing.assert_allclose(weights, softmax((q @ k.T) / np.sqrt(64)), rtol=1e-12)
@@ -220,16 +243,19 @@ def test_one_call_equals_the_four_steps(qkv_toy, weights, shown):
 
 @pytest.mark.claim("steps-sdpa-agrees")
 def test_torch_sdpa_agrees_on_the_page_inputs_and_on_random_ones(qkv_toy):
+    (bound,) = stated("steps-sdpa-agrees")
+    check_prose("steps-sdpa-agrees", bound)
+    assert bound <= 1e-10  # float64 rounding, nothing looser
     _, q, k, v = qkv_toy
     got = F.scaled_dot_product_attention(*(torch.from_numpy(a) for a in (q, k, v)))
     assert got.dtype == torch.float64 and got.shape == (T, toy.D_V)
-    assert np.abs(got.numpy() - qkv.attention(q, k, v).output).max() < 1e-12
+    assert np.abs(got.numpy() - qkv.attention(q, k, v).output).max() < bound
     rng = np.random.default_rng(11)
     for shape_q, shape_k, d_v in [((5, 64), (5, 64), 64), ((2, 3, 4, 16), (2, 3, 9, 16), 7)]:
         q, k = rng.normal(size=shape_q), rng.normal(size=shape_k)
         v = rng.normal(size=(*shape_k[:-1], d_v))
         want = F.scaled_dot_product_attention(*(torch.from_numpy(a) for a in (q, k, v)))
-        assert np.abs(want.numpy() - qkv.attention(q, k, v).output).max() < 1e-12
+        assert np.abs(want.numpy() - qkv.attention(q, k, v).output).max() < bound
 
 
 @pytest.mark.claim("steps-batched")
@@ -269,6 +295,7 @@ def test_softmax_over_the_queries_normalises_columns_and_couples_rows(qkv_toy, s
     _, q, k, _ = qkv_toy
     by_column = softmax(q @ k.T / np.sqrt(8), axis=0)
     np.testing.assert_allclose(by_column.sum(axis=0), 1.0, rtol=1e-12)
+    check_prose("steps-ex-wrong-axis", by_column.sum(axis=0).max())
     assert np.abs(by_column.sum(axis=-1) - 1).max() > 0.1
     other = q.copy()
     other[CUP] *= 3  # only cup's query changes
@@ -296,3 +323,76 @@ def test_scaling_keeps_every_rows_ranking_but_sharpens_without_it(qkv_toy, shown
     shown_scaled = printed(text, "largest weight per row, scaled:")
     np.testing.assert_allclose(shown_raw, raw, rtol=0, atol=0.005 + 1e-9)
     np.testing.assert_allclose(shown_scaled, scaled, rtol=0, atol=0.005 + 1e-9)
+
+
+# ---- the whole layer: a norm before, an MLP after (qkv.smollm2.decoder_layer) ---------------
+
+
+def tiny_layer(seed, *, no_mlp=False, no_attention=False, eps=1e-5):
+    """A SmolLM2-shaped layer small enough to check by hand: d_model 8, two query heads of
+    width 4 sharing one key/value head, an MLP of width 16; random weights and gains."""
+    rng = np.random.default_rng(seed)
+    config = smollm2.Config(n_layers=1, d_model=8, n_heads=2, n_kv_heads=1, d_head=4, d_mlp=16,
+                            vocab_size=10, rope_base=1e4, norm_eps=eps, context_length=32)
+    w_o = np.zeros((8, 8)) if no_attention else rng.normal(size=(8, 8)) / 3
+    attention = qkv.MultiHeadWeights(rng.normal(size=(8, 8)) / 3, rng.normal(size=(8, 4)) / 3,
+                                     rng.normal(size=(8, 4)) / 3, w_o, n_heads=2, n_kv_heads=1)
+    w_down = np.zeros((16, 8)) if no_mlp else rng.normal(size=(16, 8)) / 4
+    layer = smollm2.Layer(attn_norm=1 + rng.random(8), attention=attention,
+                          mlp_norm=1 + rng.random(8), w_gate=rng.normal(size=(8, 16)) / 3,
+                          w_up=rng.normal(size=(8, 16)) / 3, w_down=w_down)
+    return layer, config
+
+
+def pre_norm_reference(x, layer, config, normalise=True):
+    """X + Attn(Norm(X)), then X + MLP(Norm(X)), written here from qkv's public functions
+    (with ``normalise=False``, the same layer with Norm left out)."""
+    def norm(x, gain):
+        if not normalise:
+            return x
+        return x / np.sqrt((x**2).mean(axis=-1, keepdims=True) + config.norm_eps) * gain
+
+    def attn(h):
+        w, t = layer.attention, len(h)
+        q = qkv.rope(qkv.split_heads(h @ w.w_q, w.n_heads), np.arange(t), config.rope_base)
+        k = qkv.rope(qkv.split_heads(h @ w.w_k, w.n_kv_heads), np.arange(t), config.rope_base)
+        v = qkv.split_heads(h @ w.w_v, w.n_kv_heads)
+        heads = qkv.grouped_attention(q, k, v, mask=qkv.causal_mask(t)).output
+        return qkv.merge_heads(heads) @ w.w_o
+
+    def mlp(h):
+        gate = h @ layer.w_gate
+        return (gate / (1 + np.exp(-gate)) * (h @ layer.w_up)) @ layer.w_down
+
+    x = x + attn(norm(x, layer.attn_norm))
+    return x + mlp(norm(x, layer.mlp_norm))
+
+
+def run_layer(x, layer, config):
+    return smollm2.decoder_layer(x, layer, config, np.arange(len(x)))[0]
+
+
+@pytest.mark.claim("steps-smollm2-pre-norm")
+@pytest.mark.parametrize("seed", range(3))
+def test_smollm2_layer_is_x_plus_attn_of_norm_then_x_plus_mlp_of_norm(seed):
+    layer, config = tiny_layer(seed)
+    x = np.random.default_rng(seed + 100).normal(size=(5, 8)) * 3
+    got = run_layer(x, layer, config)
+    np.testing.assert_allclose(got, pre_norm_reference(x, layer, config), rtol=1e-10, atol=1e-12)
+    # a control: the same layer with the norm left out gives something else
+    assert np.abs(got - pre_norm_reference(x, layer, config, normalise=False)).max() > 1e-2
+
+
+@pytest.mark.claim("steps-smollm2-pre-norm")
+@pytest.mark.parametrize(("half", "scale"), [("attention", 10.0), ("attention", 0.1),
+                                             ("mlp", 10.0), ("mlp", 0.1)])
+def test_each_half_reads_the_stream_only_through_its_norm(half, scale):
+    # With the other half switched off, what a half adds depends on X only through Norm(X),
+    # which (with eps = 0) ignores a positive factor on every row; a layer that read X
+    # itself, or normalised after adding, would not.
+    layer, config = tiny_layer(7, no_mlp=half == "attention", no_attention=half == "mlp", eps=0.0)
+    x = np.random.default_rng(8).normal(size=(5, 8))
+    added = run_layer(x, layer, config) - x
+    assert np.abs(added).max() > 0.1  # the half does add something
+    np.testing.assert_allclose(run_layer(scale * x, layer, config) - scale * x, added,
+                               rtol=1e-9, atol=1e-12)

@@ -1,5 +1,6 @@
-"""Chapter 6, why divide by √d_k: the derived statistics, checked against qkv's computation
-and against the numbers docs/why-scale.md prints.
+"""Chapter 6, scores grow with head width and √d_k shrinks them back: the derived
+statistics, checked against qkv's computation and against the numbers docs/why-scale.md
+prints.
 
 The page's numbers are statistics of seeded draws made by ``qkv.scaling``. The tests call
 the same functions with the arguments the page states (once per module: they are slow),
@@ -17,17 +18,25 @@ test, and a true claim fails with probability below 1e-6 per check.
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
+from prose import check_prose, claim_sentence, written_numbers
 from support import numbers
 
 import qkv
 from qkv.scaling import draw_queries_keys, saturation, score_samples, score_std
 
 Z = 5  # standard errors allowed
-DIMS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]  # the page's table
-N = 20_000  # the page's pairs per d_k (score_samples' default)
-N_SAT = 10_000  # the page's draws of one query over six keys (saturation's default)
+DIMS = [2**i for i in range(10)]  # the page's table: d_k = 1, 2, 4, ..., 512
+N = inspect.signature(score_samples).parameters["n_draws"].default  # pairs per d_k
+N_SAT = inspect.signature(saturation).parameters["n_draws"].default  # draws of 1 query, 6 keys
+
+
+def stated(claim_id):
+    """The numbers a guarded sentence writes, in order (for a threshold the test then uses)."""
+    return [w.value for w in written_numbers(claim_sentence(claim_id))]
 
 
 def rel_se_std(d: int, n: int) -> float:
@@ -109,6 +118,11 @@ def test_raw_score_variance_is_d_k(d_k, raw_scores, spread_table):
     assert abs(std - np.sqrt(d_k)) < Z * np.sqrt(d_k) * rel_se_std(d_k, N) + 0.005
 
 
+@pytest.mark.claim("scale-derived-variance")
+def test_the_sentence_names_the_table_range_and_sample_size(spread_table):
+    check_prose("scale-derived-variance", min(spread_table), max(spread_table), N)
+
+
 @pytest.mark.claim("scale-std-ratio-eight")
 def test_std_grows_eightfold_from_d_k_1_to_64(raw_scores, shown):
     se = 8 * np.hypot(rel_se_std(1, N), rel_se_std(64, N))  # ratio of two independent stds
@@ -117,6 +131,7 @@ def test_std_grows_eightfold_from_d_k_1_to_64(raw_scores, shown):
     assert abs(ratio - 8) < Z * se
     shown_ratio, _, root = printed(shown["why_scale.py:spread"], "std at d_k=64 / std at d_k=1 =")
     assert abs(shown_ratio - ratio) <= 0.005 + 1e-9 and root == 8
+    check_prose("scale-std-ratio-eight", 1, 64, ratio, 64, np.sqrt(64), se, N)
     assert abs(shown_ratio - 8) < Z * se + 0.005
     n = 200_000  # and again with ten times more draws of another seed
     se = 8 * np.hypot(rel_se_std(1, n), rel_se_std(64, n))
@@ -137,9 +152,17 @@ def test_standard_error_formula_matches_repeated_samples(d_k):
 
 
 @pytest.mark.claim("scale-standard-error")
-def test_standard_error_at_the_page_sample_size_is_one_to_two_percent():
-    for d_k in DIMS:
-        assert 0.01 <= se_var(d_k, N) / d_k <= 0.02
+def test_standard_error_at_the_page_sample_size_is_one_to_two_percent(spread_table):
+    relative = {d_k: 100 * se_var(d_k, N) / d_k for d_k in spread_table}
+    widest, smallest = max(relative, key=relative.get), min(relative, key=relative.get)
+    assert widest == 1 and smallest == max(spread_table)  # largest error at d_k = 1
+    check_prose("scale-standard-error", N, relative[smallest], relative[widest], widest)
+
+
+@pytest.mark.claim("scale-variance-near-one")
+def test_the_scaled_sentence_states_variance_one_over_the_table(spread_table):
+    variances = [score_samples(d_k, scale=True).var() for d_k in spread_table]
+    check_prose("scale-variance-near-one", np.mean(variances), min(spread_table), max(spread_table))
 
 
 @pytest.mark.claim("scale-variance-near-one")
@@ -167,8 +190,11 @@ def test_unscaled_largest_weight_is_near_one(sat, saturation_table, shown):
                                            (scaled, saturation_table[64, True])]:
         assert abs(mean_max - draws.max_weight.mean()) <= 0.0005 + 1e-9
         assert abs(percent - 100 * (draws.max_weight > 0.99).mean()) <= 0.05 + 1e-9
-    assert saturation_table[64, False][0] > 0.85 and saturation_table[64, False][1] > 100 / 3
-    assert saturation_table[64, True][0] < 0.45 and saturation_table[64, True][1] == 0
+    threshold = stated("scale-unscaled-near-one-hot")[2]  # "exceeds 0.99"
+    assert threshold == stated("scale-unscaled-near-one-hot")[5]
+    check_prose("scale-unscaled-near-one-hot", 64, raw.max_weight.mean(), threshold,
+                100 * (raw.max_weight > threshold).mean(), scaled.max_weight.mean(), threshold)
+    assert (scaled.max_weight > threshold).sum() == 0  # "never"
     assert printed(shown["why_scale.py:saturation"], "uniform weights over") == \
         [6, round(1 / 6, 3), round(np.log(6), 3)]
 
@@ -176,9 +202,11 @@ def test_unscaled_largest_weight_is_near_one(sat, saturation_table, shown):
 @pytest.mark.claim("scale-unscaled-majority-copies")
 def test_unscaled_a_single_key_takes_most_weight_in_most_draws(sat):
     raw, scaled = sat[64, False], sat[64, True]
-    share = (raw.max_weight > 0.95).mean()
+    threshold = stated("scale-unscaled-majority-copies")[1]  # "more than 0.95"
+    share = (raw.max_weight > threshold).mean()
     assert share - Z * np.sqrt(share * (1 - share) / N_SAT) > 0.5
-    assert (scaled.max_weight > 0.95).mean() < 0.01  # scaled, it almost never happens
+    assert (scaled.max_weight > threshold).mean() < 0.01  # scaled, it almost never happens
+    check_prose("scale-unscaled-majority-copies", 100 * share, threshold)
 
 
 @pytest.mark.claim("scale-init-unit-variance")
@@ -200,6 +228,7 @@ def test_qkv_projections_of_unit_variance_inputs_have_unit_variance_components()
     for comp in (np.concatenate(q), np.concatenate(k)):
         assert abs(comp.mean()) < Z * np.sqrt(1 / n)
         assert abs(comp.var() - 1) < Z * np.sqrt((2 + 6 / d_model) / n)
+        check_prose("scale-init-unit-variance", comp.mean(), comp.var())
 
 
 @pytest.mark.claim("scale-unscaled-low-entropy")
@@ -212,13 +241,15 @@ def test_unscaled_entropy_is_a_sixth_of_uniform(sat, saturation_table):
     shown_raw, shown_scaled = saturation_table[64, False][2], saturation_table[64, True][2]
     assert abs(shown_raw - raw.entropy.mean()) <= 0.0005 + 1e-9
     assert abs(shown_scaled - scaled.entropy.mean()) <= 0.0005 + 1e-9
-    assert shown_raw < uniform / 6 and shown_scaled > 1.4
+    assert raw.entropy.mean() < uniform / 6
+    check_prose("scale-unscaled-low-entropy", raw.entropy.mean(), 6, uniform, scaled.entropy.mean())
 
 
 @pytest.mark.claim("scale-jacobian-vanishes")
 def test_median_softmax_jacobian_is_about_nine_times_smaller_unscaled(sat, saturation_table):
     medians = {s: np.median(sat[64, s].jacobian_norm) for s in (True, False)}
     assert 7.5 < medians[True] / medians[False] < 11
+    check_prose("scale-jacobian-vanishes", 64, medians[True] / medians[False])
     shown = {s: saturation_table[64, s][3] for s in (True, False)}  # printed to 4 decimals
     for s in (True, False):
         assert abs(shown[s] - medians[s]) <= 0.00005 + 1e-9
@@ -253,6 +284,7 @@ def test_at_d_k_1_scaling_changes_nothing(sat, saturation_table, shown):
                           qkv.attention(q, k, v, scale=False).weights)
     for a, b in zip(sat[1, False], sat[1, True], strict=True):
         assert np.array_equal(a, b)
+    check_prose("scale-d1-no-difference", 1, ..., ..., qkv.scale_factor(True, 1))  # 1/√1 is notation
     # the page: factor 1, identical weights, and two identical rows of statistics
     text = shown["why_scale.py:d_k_one"]
     assert printed(text, "scale factor at d_k=1:") == [1.0]
@@ -283,13 +315,21 @@ def test_the_gradient_table_shows_qkv_scaling_saturation_draws(d_k, sat, gradien
 @pytest.mark.claim("scale-query-gradient-64")
 def test_median_query_gradient_at_64_is_about_twelve_percent_smaller_unscaled(sat, gradient_table):
     scaled, raw = sat[64, True].query_gradient_norm, sat[64, False].query_gradient_norm
-    assert 0.86 < np.median(raw) / np.median(scaled) < 0.90  # the page's draw: "about 12 %"
+    smaller = 100 * (1 - np.median(raw) / np.median(scaled))  # percent, the page's draw
     shown_scaled, shown_raw, *_ = gradient_table[64]
-    assert 0.86 < shown_raw / shown_scaled < 0.90
-    for seed in range(1, 6):  # "between 5 and 25 % with other seeds"
-        ratio = (np.median(saturation(64, scale=False, seed=seed).query_gradient_norm)
-                 / np.median(saturation(64, scale=True, seed=seed).query_gradient_norm))
-        assert 0.75 < ratio < 0.95
+    assert abs(100 * (1 - shown_raw / shown_scaled) - smaller) < 0.1  # printed to 4 decimals
+    others = [100 * (1 - np.median(saturation(64, scale=False, seed=seed).query_gradient_norm)
+                     / np.median(saturation(64, scale=True, seed=seed).query_gradient_norm))
+              for seed in range(1, 6)]  # "five other seeds"
+    assert all(0 < s < 50 for s in [smaller, *others])  # smaller, but far from collapsed
+    check_prose("scale-query-gradient-64", 64, smaller, min(others), max(others))
+    # the same median ratio, computed without qkv (d w / d q = c (diag(w) - w wᵀ) K)
+    assert abs(100 * (1 - median_query_gradient_ratio(64)) - smaller) < 3
+
+
+@pytest.mark.claim("scale-fourth-moment-gaussian")
+def test_the_fourth_moment_sentence_writes_only_notation():
+    check_prose("scale-fourth-moment-gaussian", ..., ..., ...)  # ±1 and two squares
 
 
 @pytest.mark.claim("scale-fourth-moment-gaussian")
@@ -309,11 +349,15 @@ def test_fourth_moment_of_q_dot_k_depends_on_the_distribution(d_k):
 
 @pytest.mark.claim("scale-query-gradient-collapses")
 def test_median_query_gradient_collapses_unscaled_at_256_and_512(sat, gradient_table):
+    ratios = {}
     for d_k in (256, 512):
         scaled, raw = sat[d_k, True].query_gradient_norm, sat[d_k, False].query_gradient_norm
-        assert np.median(scaled) / np.median(raw) > 20
+        ratios[d_k] = np.median(scaled) / np.median(raw)
+        assert ratios[d_k] > 20  # collapsed, not merely smaller
         shown_scaled, shown_raw, *_ = gradient_table[d_k]  # 4 decimals: take the worst case
         assert (shown_scaled - 0.00005) / (shown_raw + 0.00005) > 20
+        assert 1 / median_query_gradient_ratio(d_k) > 20  # computed without qkv, as well
+    check_prose("scale-query-gradient-collapses", 256, ratios[256], 512, ratios[512])
 
 
 @pytest.mark.claim("scale-query-gradient-mean-larger")
@@ -343,6 +387,8 @@ def test_scaling_does_not_normalise_scores_of_wider_components(shown):
         assert abs(shown_std - sigma**2 * unit.std()) <= 0.005 + 1e-9
         assert abs(shown_std - sigma**2) < Z * sigma**2 * rel_se_std(d, 2000) + 0.005
     assert abs(printed(text, "component std 2.0")[-1] - 1) > 2  # not normalised back to 1
+    sigma = stated("scale-assumes-unit-variance")[0]
+    check_prose("scale-assumes-unit-variance", sigma, sigma**2 * unit.std(), unit.std())
 
 
 @pytest.mark.claim("scale-ex-d16")
@@ -353,6 +399,7 @@ def test_raw_scores_at_d_k_16_have_std_4(raw_scores, shown):
     assert (d_k, root) == (16, 4)
     assert abs(shown_std - std) <= 0.005 + 1e-9
     assert abs(shown_std - 4) < Z * 4 * rel_se_std(16, N) + 0.005
+    check_prose("scale-ex-d16", N, 16, std)
 
 
 @pytest.mark.claim("scale-ex-sigma")
@@ -371,3 +418,23 @@ def test_dividing_by_sigma_squared_sqrt_d_k_restores_unit_std(shown):
     assert divisor == sigma**2 * np.sqrt(d) == 32
     assert abs(shown_std - scaled.std()) <= 0.0005 + 1e-9
     assert abs(shown_std - 1) < Z * rel_se_std(d, n) + 0.0005
+    check_prose("scale-ex-sigma", ..., sigma**2 * np.sqrt(d), sigma, scaled.std())  # σ²: notation
+
+
+def median_query_gradient_ratio(d_k, n_draws=10_000, n_keys=6, seed=123):
+    """Median |d weights / d query| unscaled over scaled, computed here without qkv.
+
+    For scores s = c K q, the weights w = softmax(s) have d w / d q = c (diag(w) - w wᵀ) K.
+    """
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((n_draws, d_k))
+    k = rng.standard_normal((n_draws, n_keys, d_k))
+    norms = {}
+    for c in (1.0, 1 / np.sqrt(d_k)):
+        s = c * np.einsum("nkd,nd->nk", k, q)
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        w = e / e.sum(axis=1, keepdims=True)
+        jac = w[:, :, None] * np.eye(n_keys) - w[:, :, None] * w[:, None, :]
+        grad = c * jac @ k  # (n_draws, n_keys, d_k)
+        norms[c] = np.median(np.sqrt((grad**2).sum(axis=(1, 2))))
+    return norms[1.0] / norms[1 / np.sqrt(d_k)]

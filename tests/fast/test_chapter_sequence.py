@@ -1,0 +1,127 @@
+"""The chapters read as one numbered sequence, in the order mkdocs.yml's nav gives them.
+
+The nav's "The explanation" names each chapter "N. Title". Every chapter's H1 and
+front-matter title are that title; its "**Read next:**" link leads to the next chapter of
+the nav, named "N. Title" (the last one back to the home page); and the home page's list of
+chapters holds every nav chapter under its number, with its nav title, a link to it and a
+line on what it teaches. Everything is read from mkdocs.yml, so a chapter added to the nav
+is checked without editing this file.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+from support import ROOT
+
+DOCS = ROOT / "docs"
+PART = "The explanation"
+READ_NEXT = re.compile(r"^\*\*Read next:\*\*\s*\[([^\]]+)\]\(([^)#]+)(?:#[^)]*)?\)", re.M)
+NAV_TITLE = re.compile(r"^(\d+)\. (.+)$")
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """mkdocs.yml as data (MkDocs' own loader would also import the hooks)."""
+
+
+_ConfigLoader.add_constructor("!ENV", lambda loader, node: None)
+
+
+def explanation() -> list[tuple[int, str, str]]:
+    """(number, title, file) of every chapter under the nav's "The explanation", in order."""
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=_ConfigLoader)
+    (part,) = [item[PART] for item in config["nav"] if isinstance(item, dict) and PART in item]
+    chapters = []
+    for item in part:
+        ((label, path),) = item.items()
+        found = NAV_TITLE.match(label)
+        assert found, f"nav entry {label!r} is not 'N. Title'"
+        chapters.append((int(found.group(1)), found.group(2), path))
+    return chapters
+
+
+CHAPTERS = explanation()
+
+
+def front_matter_and_body(path: str) -> tuple[dict, str]:
+    text = (DOCS / path).read_text(encoding="utf-8")
+    found = re.match(r"\A---\n(.*?)\n---\n(.*)\Z", text, re.S)
+    assert found, f"docs/{path} has no front matter"
+    return yaml.safe_load(found.group(1)), found.group(2)
+
+
+def home_list() -> dict[int, str]:
+    """The home page's numbered list under "## The chapters": number -> the rest of the line."""
+    _, body = front_matter_and_body("index.md")
+    section = body.split("\n## The chapters", 1)[1].split("\n## ", 1)[0]
+    items = [re.match(r"^(\d+)\.\s+(.+)$", line) for line in section.splitlines()]
+    return {int(m.group(1)): m.group(2) for m in items if m}
+
+
+def test_the_nav_numbers_the_chapters_in_order_without_repeats():
+    numbers = [n for n, _, _ in CHAPTERS]
+    assert numbers == sorted(set(numbers)) and numbers[0] == 1, numbers
+
+
+@pytest.mark.parametrize(("number", "title", "path"), CHAPTERS, ids=[c[2] for c in CHAPTERS])
+def test_a_chapter_is_titled_as_the_nav_names_it(number, title, path):
+    if path.endswith(".ipynb"):
+        pytest.fail(f"{path}: the explanation's chapters are Markdown pages")
+    meta, body = front_matter_and_body(path)
+    (h1,) = re.findall(r"^# (.+?)\s*$", body, re.M)[:1]
+    assert meta.get("title") == title, f"docs/{path}: front matter title {meta.get('title')!r}"
+    assert h1 == title, f"docs/{path}: H1 {h1!r}, nav title {title!r}"
+
+
+@pytest.mark.parametrize("index", range(len(CHAPTERS)), ids=[c[2] for c in CHAPTERS])
+def test_read_next_leads_to_the_next_chapter(index):
+    _, _, path = CHAPTERS[index]
+    _, body = front_matter_and_body(path)
+    links = READ_NEXT.findall(body)
+    assert len(links) == 1, f"docs/{path}: {len(links)} '**Read next:**' lines"
+    ((text, target),) = links
+    if index + 1 == len(CHAPTERS):
+        assert target == "index.md", f"docs/{path}: the last chapter leads back home"
+        return
+    number, title, following = CHAPTERS[index + 1]
+    assert (text, target) == (f"{number}. {title}", following), f"docs/{path}"
+
+
+def test_the_home_page_lists_every_chapter_in_order():
+    listed = home_list()
+    assert sorted(listed) == list(range(1, max(listed) + 1)), "numbered 1..N without a gap"
+    assert max(listed) >= CHAPTERS[-1][0]
+    for number, title, path in CHAPTERS:
+        line = listed.get(number, "")
+        found = re.match(r"^\[([^\]]+)\]\(([^)]+)\):\s+(.+)$", line)
+        assert found, f"home page, chapter {number}: {line!r} is not '[title](file): what it teaches'"
+        assert found.group(1, 2) == (title, path), f"home page, chapter {number}"
+        assert len(found.group(3).split()) >= 5, f"home page, chapter {number}: say what it teaches"
+
+
+# The pages of the explanation that are not taught with exercises: the questions page and the
+# recap (issue 18); every other chapter has at least two.
+WITHOUT_EXERCISES = {"faq.md", "recap.md"}
+SOLUTION = re.compile(r'^\?\?\? note "Solution[^"]*"\n((?:    .*\n|\n)+)', re.M)
+EXERCISE = re.compile(r"^\*\*(\d+)\. ([^*]+)\*\*(.*?)(?=^\?\?\? note \"Solution)", re.M | re.S)
+
+
+@pytest.mark.parametrize(("number", "title", "path"),
+                         [c for c in CHAPTERS if c[2] not in WITHOUT_EXERCISES],
+                         ids=[c[2] for c in CHAPTERS if c[2] not in WITHOUT_EXERCISES])
+def test_a_chapter_has_two_exercises_with_folded_run_and_guarded_solutions(number, title, path):
+    _, body = front_matter_and_body(path)
+    exercises = body.split("\n## Exercises\n", 1)
+    assert len(exercises) == 2, f"docs/{path}: no '## Exercises' section"
+    section = exercises[1]
+    solutions = SOLUTION.findall(section)
+    assert len(solutions) >= 2, f"docs/{path}: {len(solutions)} folded 'Solution' blocks"
+    for solution in solutions:  # each runs code at build time, and a test guards its answer
+        assert 'exec="on"' in solution, f"docs/{path}: a solution that runs nothing"
+        assert "<!-- claim:" in solution, f"docs/{path}: a solution no test guards"
+    asks = [" ".join(m.group(2, 3)).lower() for m in EXERCISE.finditer(section)]
+    assert len(asks) == len(solutions), f"docs/{path}: an exercise without its solution"
+    assert any("predict" in ask for ask in asks), \
+        f"docs/{path}: no exercise asks the reader to predict a number before running the code"
