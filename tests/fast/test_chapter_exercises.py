@@ -10,6 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from prose import check_prose
 from support import numbers
 
 import qkv
@@ -42,19 +43,24 @@ def test_causal_mask_of_five_forbids_ten_pairs_and_the_first_token_sees_itself(t
     lower_triangle = "\n".join(("[" if i == 0 else " ") + "[" + " ".join(
         "1" if j <= i else "0" for j in range(5)) + "]" for i in range(5)) + "]"
     assert three_kinds[section].startswith(lower_triangle + "\n")
-    assert printed(three_kinds, section, "pairs forced to weight 0:") == [5 * 4 / 2] == [10]
-    assert printed(three_kinds, section, "first token's weight on itself:") == [1.0]
+    t = 5  # the exercise's five tokens
+    forbidden = int((~qkv.causal_mask(t)).sum())
+    assert printed(three_kinds, section, "pairs forced to weight 0:") == [forbidden]
+    assert printed(three_kinds, section, "first token's weight on itself:") == [weights[0, 0]]
+    # "5 · 4 / 2 = 10 forbidden pairs ... weight 1": T, T - 1, the halving, count, weight
+    check_prose("kinds-exercise-causal-count", t, t - 1, ..., forbidden, weights[0, 0])
 
 
 @pytest.mark.claim("kinds-exercise-cross-shapes")
 def test_five_readers_of_six_words_get_5_by_6_weights_and_5_by_4_output(three_kinds):
     reader = np.random.default_rng(30).normal(size=(5, toy.D_MODEL))  # any five positions
     cross = qkv.cross_attention(reader, toy.embeddings(), toy.projections(toy.D_K, toy.D_V))
-    assert cross.weights.shape == (5, len(toy.SENTENCE)) == (5, 6)
-    assert cross.output.shape == (5, toy.D_V) == (5, 4)
+    assert cross.weights.shape == (len(reader), len(toy.SENTENCE))  # one row per asker
+    assert cross.output.shape == (len(reader), toy.D_V)
     assert np.allclose(cross.weights.sum(axis=-1), 1.0)
     assert three_kinds["three_kinds_exercises.py:cross_shapes"].split() == \
-        f"weights {(5, 6)} output {(5, 4)}".split()
+        f"weights {cross.weights.shape} output {cross.output.shape}".split()
+    check_prose("kinds-exercise-cross-shapes", *cross.weights.shape, toy.D_V)
 
 
 @pytest.mark.claim("kinds-exercise-end-padding")
@@ -67,11 +73,18 @@ def test_end_padding_changes_no_real_token_under_a_causal_mask(three_kinds):
         both = qkv.self_attention(x, p, mask=qkv.causal_mask(6) & qkv.padding_mask([length], 6))
         causal = qkv.self_attention(x, p, mask=qkv.causal_mask(6))
         assert np.array_equal(both.output[0, :length], causal.output[0, :length])
+    # the page's batch: the sentence twice, the first with 4 real words and junk after them
+    x = np.stack([toy.embeddings(), toy.embeddings()])
+    x[0, 4:] = rng.normal(size=(2, 16)) * 50
+    both = qkv.self_attention(x, p, mask=qkv.causal_mask(6) & qkv.padding_mask([4, 6], 6))
+    causal = qkv.self_attention(x, p, mask=qkv.causal_mask(6))
+    gap = np.abs(both.output[0, :4] - causal.output[0, :4]).max()
     assert printed(three_kinds, "three_kinds_exercises.py:end_padding",
-                   "real tokens, causal + padding vs causal alone:") == [0.0]
+                   "real tokens, causal + padding vs causal alone:") == [gap]
+    check_prose("kinds-exercise-end-padding", gap)
 
 
-# ---- chapter 9 -----------------------------------------------------------------------------
+# ---- chapter 10 ----------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +99,8 @@ def test_softmax_down_the_columns_of_the_exercise_by_hand(traps):
     scores = np.array([[2.0, 0.0], [0.0, 0.0]])
     np.testing.assert_allclose(qkv.softmax(scores, axis=0), by_hand, rtol=1e-12)
     sums = by_hand.sum(axis=1)
-    assert round(sums[0], 3) == 1.381 and round(sums[1], 3) == 0.619
     assert math.isclose(sums.mean(), 1.0)
+    check_prose("traps-exercise-wrong-axis", *sums, sums.mean(), by_hand.sum(axis=0)[0])
     text = traps["traps_exercises.py:wrong_axis"]
     matrix = text.split("wrong weights:", 1)[1].split("row sums:", 1)[0]
     np.testing.assert_allclose(numbers(matrix), by_hand.ravel(), atol=5e-4)
@@ -103,6 +116,8 @@ def test_left_padding_with_a_causal_mask_empties_the_pad_queries(traps):
     t, lengths = 4, [2, 4]
     by_hand = [(b, i) for b, n in enumerate(lengths) for i in range(t) if i < t - n]
     assert by_hand == [(0, 0), (0, 1)]
+    padding = [i for i in range(t) if i < t - lengths[0]]  # the first sequence's pads
+    check_prose("traps-exercise-left-padding", *padding, *[i for _, i in by_hand])
     left = qkv.padding_mask(lengths, t)[..., ::-1]  # padding at the start: the mirror image
     allowed = left & qkv.causal_mask(t)
     empty = [(int(b), int(i)) for b, i in zip(*np.nonzero(~allowed.any(axis=-1)), strict=True)]
