@@ -1,4 +1,5 @@
-"""Word order: attention alone cannot see it; RoPE puts it into queries and keys only.
+"""Word order: without a mask attention cannot see it; a causal mask leaks some of it;
+RoPE writes it into the queries and keys.
 
 Run: python snippets/position.py
 """
@@ -20,6 +21,25 @@ same_out = np.abs(shuffled.output[back] - plain.output).max()
 print(f"weights, unshuffled, differ by {same_w:.1e}; outputs by {same_out:.1e}")
 # --8<-- [end:shuffle]
 
+# --8<-- [start:causal_shuffle]
+causal = qkv.causal_mask(6)  # chapter 8's mask: each word reads itself and what precedes it
+in_order = qkv.self_attention(x, p, mask=causal)
+backwards = qkv.self_attention(x[order], p, mask=causal).output[back]  # put back in order
+print(f"{'':>6}  output in order          output reversed")
+for i, word in enumerate(toy.SENTENCE):
+    print(f"{word:>6}  {in_order.output[i].round(2)!s:<24} {backwards[i].round(2)}")
+# --8<-- [end:causal_shuffle]
+
+# --8<-- [start:counting]
+she, milk = toy.SENTENCE.index("she"), toy.SENTENCE.index("milk")
+copies = x[[she] + [milk] * 5]  # "she milk milk milk milk milk"
+unmasked = qkv.self_attention(copies, p).output[1:]  # the five copies of milk
+masked = qkv.self_attention(copies, p, mask=qkv.causal_mask(6)).output[1:]
+print("person column of each copy's output (columns:", ", ".join(toy.VALUE_COLUMNS) + ")")
+print("  no mask:    ", unmasked[:, 0].round(3))
+print("  causal mask:", masked[:, 0].round(3))
+# --8<-- [end:counting]
+
 # --8<-- [start:rotate]
 def attention_with_rope(x, p):
     """Self-attention with each query and key rotated by its position (values untouched)."""
@@ -27,7 +47,7 @@ def attention_with_rope(x, p):
     return qkv.attention(qkv.rope(q), qkv.rope(k), v)  # positions 0, 1, ..., T-1
 
 
-in_order = attention_with_rope(x, p)
+in_order = attention_with_rope(x, p)  # no mask here: position comes from the rotations
 unshuffled = attention_with_rope(x[order], p).weights[back][:, back]
 moved = np.abs(unshuffled - in_order.weights).max()
 print(f"with RoPE, the shuffled sentence's weights differ by up to {moved:.2f}")
@@ -53,6 +73,26 @@ for m, n in [(3, 0), (10, 7), (500, 497), (3, 1), (10, 9)]:
     print(f"query at {m:>3}, key at {n:>3} (offset {m - n}): score {score(m, n):+.6f}")
 # --8<-- [end:offset]
 
+# --8<-- [start:layer_two]
+# Two layers on the random toy, each adding its output back to the tokens' vectors.
+x2 = toy.embeddings()  # (6, 16)
+layer1, layer2 = (toy.projections(d_k=8, d_v=16, seed=s) for s in (2, 3))
+
+
+def values_per_layer(tokens):
+    """Layer 1's and layer 2's values, V = input @ W_V; layer 1 adds its output back."""
+    after_1 = tokens + attention_with_rope(tokens, layer1).output  # (6, 16)
+    return tokens @ layer1.w_v, after_1 @ layer2.w_v
+
+
+first, second = values_per_layer(x2)
+first_rev, second_rev = values_per_layer(x2[order])
+at = order.index(milk)  # where milk stands in the reversed sentence
+print("milk's value, in order vs reversed: layer 1 differs by",
+      f"{np.abs(first[milk] - first_rev[at]).max():.1f},",
+      f"layer 2 by {np.abs(second[milk] - second_rev[at]).max():.2f}")
+# --8<-- [end:layer_two]
+
 # --8<-- [start:exercise_self]
 # the random toy: in the hand-built one no word looks for itself, so every such score is 0
 queries, keys, _ = qkv.project(toy.embeddings(), toy.projections(toy.D_K, toy.D_V))
@@ -71,3 +111,9 @@ v_reversed = (x[order] + positions) @ p.w_v
 print("milk's value in order: ", v_in_order[milk].round(2))
 print("milk's value reversed: ", v_reversed[reversed_at].round(2))
 # --8<-- [end:exercise_added]
+
+# --8<-- [start:exercise_long]
+long = x[[she] + [milk] * 99]  # she, then 99 copies of milk
+last = qkv.self_attention(long, p, mask=qkv.causal_mask(100)).weights[-1]
+print(f"the last copy's weight on she: {last[0]:.4f}")
+# --8<-- [end:exercise_long]
