@@ -60,8 +60,9 @@ print(f"per layer: {sum(m.size for m in (w.w_q, w.w_k, w.w_v, w.w_o)):,}")
 for m in qkv.MODELS:
     root = np.sqrt(m.d_head)
     print(f"{m.name:<13} d_k = {m.d_head:>3}, sqrt(d_k) = {root:.2f}")
-layer_w = qkv.MultiHeadWeights.random(np.random.default_rng(7), d_model=512, n_heads=8)
-x = np.random.default_rng(8).normal(size=(6, 512))  # six tokens
+rng = np.random.default_rng(7)
+layer_w = qkv.MultiHeadWeights.random(rng, d_model=512, n_heads=8)
+x = rng.normal(size=(6, 512))  # six tokens
 q_h = qkv.split_heads(x @ layer_w.w_q, 8)  # (8, 6, 64)
 k_h = qkv.split_heads(x @ layer_w.w_k, 8)
 by_head = qkv.softmax(q_h @ k_h.swapaxes(-1, -2) / np.sqrt(64))
@@ -109,7 +110,8 @@ encoder_states = rng.normal(size=(11, 16))  # the sequence that is read
 p = qkv.Projections.random(rng, d_model=16, d_k=8)
 weights, out = qkv.cross_attention(decoder_states, encoder_states, p)
 print("weights", weights.shape, " output", out.shape)
-keys, values = rng.normal(size=(6, 64)), rng.normal(size=(7, 64))  # one value too many
+keys = rng.normal(size=(6, 64))
+values = rng.normal(size=(7, 64))  # one value too many
 try:
     qkv.attention(rng.normal(size=(2, 64)), keys, values)
 except ValueError as err:
@@ -130,5 +132,6 @@ for T in (64, 128, 256):
     x = np.random.default_rng(T).normal(size=(T, 64))
     maps = qkv.multi_head_attention(x, x, w).weights  # (8, T, T)
     flops = qkv.attention_flops(T, T, w.d_head, w.d_head, w.n_heads)
-    print(f"T = {T:>3}: attention flops {flops:>11,}   weight maps {maps.nbytes:>9,} bytes")
+    print(f"T = {T:>3}: attention flops {flops:>11,}",
+          f"  weight maps {maps.nbytes:>9,} bytes")
 # --8<-- [end:quadratic]

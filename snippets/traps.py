@@ -11,7 +11,7 @@ from qkv import toy
 
 words = toy.SENTENCE  # ("she", "drank", "milk", "from", "a", "cup")
 X = toy.embeddings(words)  # (6, 16)
-p = toy.projections(toy.D_K, toy.D_V)  # the site's toy head: W_Q, W_K (16, 8); W_V (16, 4)
+p = toy.projections(toy.D_K, toy.D_V)  # W_Q, W_K (16, 8); W_V (16, 4)
 Q, K, V = qkv.project(X, p)
 scores = Q @ K.T / np.sqrt(toy.D_K)  # (6, 6)
 # --8<-- [end:setup]
@@ -47,12 +47,14 @@ def favourites(weights):
 
 # Wrong: the embedding itself as query, key and value.
 raw = qkv.attention(X, X, X)
-print("embeddings as Q, K, V: scores symmetric:", np.allclose(X @ X.T, (X @ X.T).T))
+symmetric = np.allclose(X @ X.T, (X @ X.T).T)
+print("embeddings as Q, K, V: scores symmetric:", symmetric)
 print("embeddings as Q, K, V: favourite keys:  ", favourites(raw.weights))
 
 # What attention does: three projections give each token three different vectors.
 projected = qkv.attention(Q, K, V)
-print("projected:             scores symmetric:", np.allclose(Q @ K.T, (Q @ K.T).T))
+symmetric = np.allclose(Q @ K.T, (Q @ K.T).T)
+print("projected:             scores symmetric:", symmetric)
 print("projected:             favourite keys:  ", favourites(projected.weights))
 # --8<-- [end:same_vector]
 
