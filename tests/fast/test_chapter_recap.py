@@ -40,6 +40,7 @@ def test_the_parameters_live_in_the_projections_not_in_attention(rng):
     p = qkv.Projections.random(rng, d_model=8, d_k=4, d_v=3)
     q, k, v = x @ p.w_q, x @ p.w_k, x @ p.w_v
     assert np.array_equal(qkv.self_attention(x, p).output, qkv.attention(q, k, v).output)
+    check_prose("recap-no-params", ...)  # "(step 8)": a label
 
 
 @pytest.mark.claim("recap-tying")
