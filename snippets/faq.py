@@ -1,4 +1,4 @@
-"""Short answers to the questions people ask about queries, keys and values.
+"""Short answers to common questions about queries, keys and values.
 
 Shown on docs/faq.md. Run it as `python snippets/faq.py`.
 """
@@ -10,23 +10,24 @@ import numpy as np
 
 import qkv
 
-rng = np.random.default_rng(0)
 # --8<-- [end:setup]
 
 # --8<-- [start:names]
+rng = np.random.default_rng(0)
 keys = rng.normal(size=(5, 8))  # five entries' labels
 values = rng.normal(size=(5, 3))  # and their contents
 query = keys[2] + 0.5 * rng.normal(size=8)  # near entry 2's label, not on it
 best = int(np.argmax(keys @ query))
 print("best-matching key:", best)
 print(f"query    weights{'':<28}|output - values[{best}]|")
-for sharpness in (1, 4, 16):
+for sharpness in (1, 4, 16):  # the same direction, a larger norm
     weights, out = qkv.attention(sharpness * query[None], keys, values)
     miss = np.linalg.norm(out[0] - values[best])
     print(f"x{sharpness:<7}{weights[0].round(3)!s:<35}{miss:.3f}")
 # --8<-- [end:names]
 
 # --8<-- [start:sizes]
+rng = np.random.default_rng(1)
 q = rng.normal(size=(3, 4))  # 3 queries, d_k = 4
 k = rng.normal(size=(5, 4))  # 5 keys,    d_k = 4
 v = rng.normal(size=(5, 7))  # 5 values,  d_v = 7
@@ -39,6 +40,7 @@ except ValueError as err:
 # --8<-- [end:sizes]
 
 # --8<-- [start:weights]
+rng = np.random.default_rng(2)
 w = qkv.MultiHeadWeights.random(rng, d_model=512, n_heads=8)
 x = rng.normal(size=(6, 512))
 head = 3
@@ -47,25 +49,31 @@ w_q3, w_k3, w_v3 = w.w_q[:, cols], w.w_k[:, cols], w.w_v[:, cols]
 q_all = qkv.split_heads(x @ w.w_q, w.n_heads)  # (8, 6, 64)
 print("head 3's queries == x @ its own W_Q:",
       np.allclose(q_all[head], x @ w_q3))
+for name in ("w_q", "w_k", "w_v", "w_o"):
+    print(f"{name} {getattr(w, name).shape}: {getattr(w, name).size:,}")
 one_head = w_q3.size + w_k3.size + w_v3.size
-print(f"one head: W_Q, W_K, W_V {w_q3.shape} each: {one_head:,}")
-print(f"8 heads: {w.n_heads * one_head:,}")
-print(f"W_O {w.w_o.shape}: {w.w_o.size:,}")
-print(f"per layer: {w.n_heads * one_head + w.w_o.size:,}")
+print(f"of which one head's bands of W_Q, W_K, W_V: {one_head:,}")
+print(f"per layer: {sum(m.size for m in (w.w_q, w.w_k, w.w_v, w.w_o)):,}")
 # --8<-- [end:weights]
 
 # --8<-- [start:d_k]
 for m in qkv.MODELS:
     root = np.sqrt(m.d_head)
     print(f"{m.name:<13} d_k = {m.d_head:>3}, sqrt(d_k) = {root:.2f}")
-q_h = qkv.split_heads(x @ w.w_q, w.n_heads)  # (8, 6, 64)
-k_h = qkv.split_heads(x @ w.w_k, w.n_heads)
+rng = np.random.default_rng(7)
+layer_w = qkv.MultiHeadWeights.random(rng, d_model=512, n_heads=8)
+x = rng.normal(size=(6, 512))  # six tokens
+q_h = qkv.split_heads(x @ layer_w.w_q, 8)  # (8, 6, 64)
+k_h = qkv.split_heads(x @ layer_w.w_k, 8)
 by_head = qkv.softmax(q_h @ k_h.swapaxes(-1, -2) / np.sqrt(64))
-layer = qkv.multi_head_attention(x, x, w).weights
+layer = qkv.multi_head_attention(x, x, layer_w).weights
 print("the 512-wide layer divides by sqrt(64):", np.allclose(layer, by_head))
 # --8<-- [end:d_k]
 
 # --8<-- [start:cosine]
+rng = np.random.default_rng(3)
+
+
 def cosine_scores(q, k):
     """Cosine of every query with every key: (Tq, d), (Tk, d) -> (Tq, Tk)."""
     q = q / np.linalg.norm(q, axis=-1, keepdims=True)
@@ -86,7 +94,7 @@ print(f"best case: largest weight {qkv.softmax(best_case).max():.3f},"
 sharp = qkv.softmax(best_case / 0.05).max()
 print(f"best case, temperature 0.05: largest weight {sharp:.3f}")
 
-louder = 3 * q[:1]  # the same direction, three times the length
+louder = 3 * q[:1]  # the same direction, three times the norm
 h_1 = qkv.entropy(qkv.softmax(q[:1] @ k.T / np.sqrt(d)))[0]
 h_3 = qkv.entropy(qkv.softmax(louder @ k.T / np.sqrt(d)))[0]
 print(f"dot product, query x3: entropy {h_1:.3f} -> {h_3:.3f} nats")
@@ -96,13 +104,34 @@ print("cosine,      query x3: weights unchanged:", same)
 # --8<-- [end:cosine]
 
 # --8<-- [start:other_source]
+rng = np.random.default_rng(4)
 decoder_states = rng.normal(size=(4, 16))  # the sequence that asks
 encoder_states = rng.normal(size=(11, 16))  # the sequence that is read
 p = qkv.Projections.random(rng, d_model=16, d_k=8)
 weights, out = qkv.cross_attention(decoder_states, encoder_states, p)
 print("weights", weights.shape, " output", out.shape)
+keys = rng.normal(size=(6, 64))
+values = rng.normal(size=(7, 64))  # one value too many
 try:
-    qkv.attention(q, k, rng.normal(size=(T + 1, d)))  # one value too many
+    qkv.attention(rng.normal(size=(2, 64)), keys, values)
 except ValueError as err:
     print(textwrap.fill(f"ValueError: {err}", 72))
 # --8<-- [end:other_source]
+
+# --8<-- [start:nothing]
+rng = np.random.default_rng(5)
+useless = rng.normal(size=(1, 8)) - 1000  # every score near -1,000
+weights = qkv.softmax(useless)
+print("scores:", useless.round(1))
+print("weights:", weights.round(3), " sum:", weights.sum().round(12))
+# --8<-- [end:nothing]
+
+# --8<-- [start:quadratic]
+w = qkv.MultiHeadWeights.random(np.random.default_rng(6), d_model=64, n_heads=8)
+for T in (64, 128, 256):
+    x = np.random.default_rng(T).normal(size=(T, 64))
+    maps = qkv.multi_head_attention(x, x, w).weights  # (8, T, T)
+    flops = qkv.attention_flops(T, T, w.d_head, w.d_head, w.n_heads)
+    print(f"T = {T:>3}: attention flops {flops:>11,}",
+          f"  weight maps {maps.nbytes:>9,} bytes")
+# --8<-- [end:quadratic]

@@ -1,4 +1,5 @@
-"""Word order: attention alone cannot see it; RoPE puts it into queries and keys only.
+"""Word order: without a mask attention cannot see it; a causal mask leaks some of it;
+RoPE writes it into the queries and keys.
 
 Run: python snippets/position.py
 """
@@ -9,7 +10,8 @@ import numpy as np
 import qkv
 from qkv import toy
 
-x, p = toy.feature_embeddings(), toy.hand_built_projections()  # the hand-built toy
+# the hand-built toy
+x, p = toy.feature_embeddings(), toy.hand_built_projections()
 order = [5, 4, 3, 2, 1, 0]  # "cup a from milk drank she"
 plain = qkv.self_attention(x, p)
 shuffled = qkv.self_attention(x[order], p)  # the same words in another order
@@ -20,14 +22,34 @@ same_out = np.abs(shuffled.output[back] - plain.output).max()
 print(f"weights, unshuffled, differ by {same_w:.1e}; outputs by {same_out:.1e}")
 # --8<-- [end:shuffle]
 
+# --8<-- [start:causal_shuffle]
+causal = qkv.causal_mask(6)  # each word reads itself and the words before it
+in_order = qkv.self_attention(x, p, mask=causal)
+backwards = qkv.self_attention(x[order], p, mask=causal).output[back]
+print(f"{'':>6}  output in order          output reversed")
+for i, word in enumerate(toy.SENTENCE):
+    forwards = in_order.output[i].round(2)
+    print(f"{word:>6}  {forwards!s:<24} {backwards[i].round(2)}")
+# --8<-- [end:causal_shuffle]
+
+# --8<-- [start:counting]
+she, milk = toy.SENTENCE.index("she"), toy.SENTENCE.index("milk")
+copies = x[[she] + [milk] * 5]  # "she milk milk milk milk milk"
+unmasked = qkv.self_attention(copies, p).output[1:]  # the five copies
+masked = qkv.self_attention(copies, p, mask=causal).output[1:]
+print("the person column (she's) of each copy's output:")
+print("  no mask:    ", unmasked[:, 0].round(3))
+print("  causal mask:", masked[:, 0].round(3))
+# --8<-- [end:counting]
+
 # --8<-- [start:rotate]
 def attention_with_rope(x, p):
-    """Self-attention with each query and key rotated by its position (values untouched)."""
+    """Self-attention, queries and keys turned by position; values untouched."""
     q, k, v = qkv.project(x, p)
     return qkv.attention(qkv.rope(q), qkv.rope(k), v)  # positions 0, 1, ..., T-1
 
 
-in_order = attention_with_rope(x, p)
+in_order = attention_with_rope(x, p)  # no mask: order comes from RoPE
 unshuffled = attention_with_rope(x[order], p).weights[back][:, back]
 moved = np.abs(unshuffled - in_order.weights).max()
 print(f"with RoPE, the shuffled sentence's weights differ by up to {moved:.2f}")
@@ -36,7 +58,8 @@ for word in ("drank", "from"):
     j = int(in_order.weights[i].argmax())
     print(f"{word} -> {toy.SENTENCE[j]}: {in_order.weights[i, j]:.2f} in order,",
           f"{unshuffled[i, j]:.2f} shuffled")
-print("she's output (person, verb, dairy, container):", in_order.output[0].round(2))
+she_out = in_order.output[0].round(2)
+print("she's output (person, verb, dairy, container):", she_out)
 # --8<-- [end:rotate]
 
 # --8<-- [start:offset]
@@ -50,12 +73,35 @@ def score(m, n):
 
 
 for m, n in [(3, 0), (10, 7), (500, 497), (3, 1), (10, 9)]:
-    print(f"query at {m:>3}, key at {n:>3} (offset {m - n}): score {score(m, n):+.6f}")
+    print(f"query at {m:>3}, key at {n:>3} (offset {m - n}):",
+          f"score {score(m, n):+.6f}")
 # --8<-- [end:offset]
 
+# --8<-- [start:layer_two]
+# Two layers on the random toy; each adds its output back to the tokens.
+x2 = toy.embeddings()  # (6, 16)
+layer1, layer2 = (toy.projections(d_k=8, d_v=16, seed=s) for s in (2, 3))
+
+
+def values_per_layer(tokens):
+    """The values of layers 1 and 2; layer 1 adds its output back first."""
+    after_1 = tokens + attention_with_rope(tokens, layer1).output  # (6, 16)
+    return tokens @ layer1.w_v, after_1 @ layer2.w_v
+
+
+first, second = values_per_layer(x2)
+first_rev, second_rev = values_per_layer(x2[order])
+at = order.index(milk)  # where milk stands in the reversed sentence
+gap_1 = np.abs(first[milk] - first_rev[at]).max()
+gap_2 = np.abs(second[milk] - second_rev[at]).max()
+print(f"milk's value, in order vs reversed: layer 1 {gap_1:.1f} apart,",
+      f"layer 2 {gap_2:.2f}")
+# --8<-- [end:layer_two]
+
 # --8<-- [start:exercise_self]
-# the random toy: in the hand-built one no word looks for itself, so every such score is 0
-queries, keys, _ = qkv.project(toy.embeddings(), toy.projections(toy.D_K, toy.D_V))
+# the random toy (in the hand-built one, every own-key score is 0)
+random_head = toy.projections(toy.D_K, toy.D_V)
+queries, keys, _ = qkv.project(toy.embeddings(), random_head)
 plain_self = (queries * keys).sum(axis=-1)  # each word's query with its own key
 rotated_self = (qkv.rope(queries) * qkv.rope(keys)).sum(axis=-1)
 print("own-key scores, plain:  ", plain_self.round(4))
@@ -63,7 +109,8 @@ print("own-key scores, rotated:", rotated_self.round(4))
 # --8<-- [end:exercise_self]
 
 # --8<-- [start:exercise_added]
-positions = np.random.default_rng(1).normal(0.0, 0.5, size=(6, x.shape[1]))  # one per slot
+rng = np.random.default_rng(1)
+positions = rng.normal(0.0, 0.5, size=(6, x.shape[1]))  # one per slot
 milk = toy.SENTENCE.index("milk")
 reversed_at = order.index(milk)  # where milk sits in the reversed sentence
 v_in_order = (x + positions) @ p.w_v  # position added to the embeddings
@@ -71,3 +118,9 @@ v_reversed = (x[order] + positions) @ p.w_v
 print("milk's value in order: ", v_in_order[milk].round(2))
 print("milk's value reversed: ", v_reversed[reversed_at].round(2))
 # --8<-- [end:exercise_added]
+
+# --8<-- [start:exercise_long]
+long = x[[she] + [milk] * 99]  # she, then 99 copies of milk
+last = qkv.self_attention(long, p, mask=qkv.causal_mask(100)).weights[-1]
+print(f"the last copy's weight on she: {last[0]:.4f}")
+# --8<-- [end:exercise_long]

@@ -13,7 +13,7 @@ from qkv import toy
 
 words = toy.SENTENCE  # ("she", "drank", "milk", "from", "a", "cup")
 X = toy.embeddings(words)  # (6, 16)
-p = toy.projections(toy.D_K, toy.D_V)  # the site's toy head: W_Q, W_K (16, 8); W_V (16, 4)
+p = toy.projections(toy.D_K, toy.D_V)  # W_Q, W_K (16, 8); W_V (16, 4)
 
 
 def show(weights, rows, cols):

@@ -1,9 +1,9 @@
-"""Traps worth knowing: each one done wrong, measured, and done right.
+"""Mistakes that run without an error: each one done wrong, measured, and put right.
 
 Run: python snippets/traps.py
 """
 
-# --8<-- [start:same_vector]
+# --8<-- [start:setup]
 import numpy as np
 
 import qkv
@@ -11,24 +11,51 @@ from qkv import toy
 
 words = toy.SENTENCE  # ("she", "drank", "milk", "from", "a", "cup")
 X = toy.embeddings(words)  # (6, 16)
-p = toy.projections(toy.D_K, toy.D_V)  # the site's toy head: W_Q, W_K (16, 8); W_V (16, 4)
+p = toy.projections(toy.D_K, toy.D_V)  # W_Q, W_K (16, 8); W_V (16, 4)
+Q, K, V = qkv.project(X, p)
+scores = Q @ K.T / np.sqrt(toy.D_K)  # (6, 6)
+# --8<-- [end:setup]
 
 
+# --8<-- [start:wrong_axis]
+by_query = qkv.softmax(scores, axis=0)  # wrong: each key's column sums to 1
+by_key = qkv.softmax(scores, axis=-1)  # right: each query's row sums to 1
+print("row sums, axis=0: ", by_query.sum(axis=-1).round(3))
+print("row sums, axis=-1:", by_key.sum(axis=-1).round(3))
+print("mean row sum, axis=0:", by_query.sum(axis=-1).mean().round(12))
+# --8<-- [end:wrong_axis]
+
+
+# --8<-- [start:forgot_values]
+p6 = toy.projections(d_k=8, d_v=6)  # the value width happens to equal T = 6
+Q6, K6, V6 = qkv.project(X, p6)
+weights = qkv.softmax(Q6 @ K6.T / np.sqrt(8))
+forgot = weights  # wrong: stopped after softmax
+output = weights @ V6  # right: the weights applied to the values
+print("shapes:", forgot.shape, output.shape,
+      " equal:", forgot.shape == output.shape)
+print("largest difference:", np.abs(forgot - output).max().round(3))
+print("rows of the wrong one sum to 1:", forgot.sum(axis=-1).round(6))
+# --8<-- [end:forgot_values]
+
+
+# --8<-- [start:same_vector]
 def favourites(weights):
     """The key each query gives its largest weight."""
     return [words[j] for j in weights.argmax(axis=-1)]
 
 
 # Wrong: the embedding itself as query, key and value.
-wrong = qkv.attention(X, X, X)
-print("wrong: scores symmetric:", np.allclose(X @ X.T, (X @ X.T).T))
-print("wrong: favourite keys:  ", favourites(wrong.weights))
+raw = qkv.attention(X, X, X)
+symmetric = np.allclose(X @ X.T, (X @ X.T).T)
+print("embeddings as Q, K, V: scores symmetric:", symmetric)
+print("embeddings as Q, K, V: favourite keys:  ", favourites(raw.weights))
 
-# Right: three projections give each token three different vectors.
-Q, K, V = qkv.project(X, p)
-right = qkv.attention(Q, K, V)
-print("right: scores symmetric:", np.allclose(Q @ K.T, (Q @ K.T).T))
-print("right: favourite keys:  ", favourites(right.weights))
+# What attention does: three projections give each token three different vectors.
+projected = qkv.attention(Q, K, V)
+symmetric = np.allclose(Q @ K.T, (Q @ K.T).T)
+print("projected:             scores symmetric:", symmetric)
+print("projected:             favourite keys:  ", favourites(projected.weights))
 # --8<-- [end:same_vector]
 
 
@@ -46,27 +73,3 @@ print("every query weighs milk and milk' equally:", same)
 print("words whose favourite key is themselves:",
       [labels[i] for i in range(7) if w[i].argmax() == i])
 # --8<-- [end:similarity]
-
-
-# --8<-- [start:forgot_values]
-p6 = toy.projections(d_k=8, d_v=6)  # the value width happens to equal T = 6
-Q6, K6, V6 = qkv.project(X, p6)
-weights = qkv.softmax(Q6 @ K6.T / np.sqrt(8))
-forgot = weights  # wrong: stopped after softmax
-output = weights @ V6  # right: the weights applied to the values
-print("shapes:", forgot.shape, output.shape,
-      " equal:", forgot.shape == output.shape)
-print("largest difference:", np.abs(forgot - output).max().round(3))
-print("rows of the wrong one sum to 1:", forgot.sum(axis=-1).round(6))
-# --8<-- [end:forgot_values]
-
-
-
-# --8<-- [start:wrong_axis]
-scores = Q @ K.T / np.sqrt(8)
-by_query = qkv.softmax(scores, axis=0)  # wrong: each key's column sums to 1
-by_key = qkv.softmax(scores, axis=-1)  # right: each query's row sums to 1
-print("row sums, axis=0: ", by_query.sum(axis=-1).round(3))
-print("row sums, axis=-1:", by_key.sum(axis=-1).round(3))
-print("mean row sum, axis=0:", by_query.sum(axis=-1).mean().round(12))
-# --8<-- [end:wrong_axis]

@@ -1,4 +1,4 @@
-"""Solutions to the exercises of docs/traps.md (chapter 9).
+"""Solutions to the exercises of docs/traps.md (chapter 10).
 
 Run it as `python snippets/traps_exercises.py`.
 """

@@ -1,4 +1,4 @@
-"""The exercises of chapters 8, 9, 10 and 11: each solution's answer is derived here
+"""The exercises of chapters 8, 10, 11 and 12: each solution's answer is derived here
 independently (by formula, by hand, or from qkv's public functions on the test's own data),
 and the text the solution's code prints on the page (read through ``page_output``; the
 solutions run inside their folded blocks) must state that answer."""
@@ -10,6 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from prose import check_prose
 from support import numbers
 
 import qkv
@@ -42,19 +43,24 @@ def test_causal_mask_of_five_forbids_ten_pairs_and_the_first_token_sees_itself(t
     lower_triangle = "\n".join(("[" if i == 0 else " ") + "[" + " ".join(
         "1" if j <= i else "0" for j in range(5)) + "]" for i in range(5)) + "]"
     assert three_kinds[section].startswith(lower_triangle + "\n")
-    assert printed(three_kinds, section, "pairs forced to weight 0:") == [5 * 4 / 2] == [10]
-    assert printed(three_kinds, section, "first token's weight on itself:") == [1.0]
+    t = 5  # the exercise's five tokens
+    forbidden = int((~qkv.causal_mask(t)).sum())
+    assert printed(three_kinds, section, "pairs forced to weight 0:") == [forbidden]
+    assert printed(three_kinds, section, "first token's weight on itself:") == [weights[0, 0]]
+    # "5 · 4 / 2 = 10 forbidden pairs ... weight 1": T, T - 1, the halving, count, weight
+    check_prose("kinds-exercise-causal-count", t, t - 1, ..., forbidden, weights[0, 0])
 
 
 @pytest.mark.claim("kinds-exercise-cross-shapes")
 def test_five_readers_of_six_words_get_5_by_6_weights_and_5_by_4_output(three_kinds):
     reader = np.random.default_rng(30).normal(size=(5, toy.D_MODEL))  # any five positions
     cross = qkv.cross_attention(reader, toy.embeddings(), toy.projections(toy.D_K, toy.D_V))
-    assert cross.weights.shape == (5, len(toy.SENTENCE)) == (5, 6)
-    assert cross.output.shape == (5, toy.D_V) == (5, 4)
+    assert cross.weights.shape == (len(reader), len(toy.SENTENCE))  # one row per asker
+    assert cross.output.shape == (len(reader), toy.D_V)
     assert np.allclose(cross.weights.sum(axis=-1), 1.0)
     assert three_kinds["three_kinds_exercises.py:cross_shapes"].split() == \
-        f"weights {(5, 6)} output {(5, 4)}".split()
+        f"weights {cross.weights.shape} output {cross.output.shape}".split()
+    check_prose("kinds-exercise-cross-shapes", *cross.weights.shape, toy.D_V)
 
 
 @pytest.mark.claim("kinds-exercise-end-padding")
@@ -67,11 +73,18 @@ def test_end_padding_changes_no_real_token_under_a_causal_mask(three_kinds):
         both = qkv.self_attention(x, p, mask=qkv.causal_mask(6) & qkv.padding_mask([length], 6))
         causal = qkv.self_attention(x, p, mask=qkv.causal_mask(6))
         assert np.array_equal(both.output[0, :length], causal.output[0, :length])
+    # the page's batch: the sentence twice, the first with 4 real words and junk after them
+    x = np.stack([toy.embeddings(), toy.embeddings()])
+    x[0, 4:] = rng.normal(size=(2, 16)) * 50
+    both = qkv.self_attention(x, p, mask=qkv.causal_mask(6) & qkv.padding_mask([4, 6], 6))
+    causal = qkv.self_attention(x, p, mask=qkv.causal_mask(6))
+    gap = np.abs(both.output[0, :4] - causal.output[0, :4]).max()
     assert printed(three_kinds, "three_kinds_exercises.py:end_padding",
-                   "real tokens, causal + padding vs causal alone:") == [0.0]
+                   "real tokens, causal + padding vs causal alone:") == [gap]
+    check_prose("kinds-exercise-end-padding", gap)
 
 
-# ---- chapter 9 -----------------------------------------------------------------------------
+# ---- chapter 10 ----------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +99,8 @@ def test_softmax_down_the_columns_of_the_exercise_by_hand(traps):
     scores = np.array([[2.0, 0.0], [0.0, 0.0]])
     np.testing.assert_allclose(qkv.softmax(scores, axis=0), by_hand, rtol=1e-12)
     sums = by_hand.sum(axis=1)
-    assert round(sums[0], 3) == 1.381 and round(sums[1], 3) == 0.619
     assert math.isclose(sums.mean(), 1.0)
+    check_prose("traps-exercise-wrong-axis", *sums, sums.mean(), by_hand.sum(axis=0)[0])
     text = traps["traps_exercises.py:wrong_axis"]
     matrix = text.split("wrong weights:", 1)[1].split("row sums:", 1)[0]
     np.testing.assert_allclose(numbers(matrix), by_hand.ravel(), atol=5e-4)
@@ -103,6 +116,8 @@ def test_left_padding_with_a_causal_mask_empties_the_pad_queries(traps):
     t, lengths = 4, [2, 4]
     by_hand = [(b, i) for b, n in enumerate(lengths) for i in range(t) if i < t - n]
     assert by_hand == [(0, 0), (0, 1)]
+    padding = [i for i in range(t) if i < t - lengths[0]]  # the first sequence's pads
+    check_prose("traps-exercise-left-padding", *padding, *[i for _, i in by_hand])
     left = qkv.padding_mask(lengths, t)[..., ::-1]  # padding at the start: the mirror image
     allowed = left & qkv.causal_mask(t)
     empty = [(int(b), int(i)) for b, i in zip(*np.nonzero(~allowed.any(axis=-1)), strict=True)]
@@ -116,7 +131,7 @@ def test_left_padding_with_a_causal_mask_empties_the_pad_queries(traps):
     assert refusal == textwrap.fill(f"qkv refuses: {refused.value}", 72)
 
 
-# ---- chapter 10 ----------------------------------------------------------------------------
+# ---- chapter 11 ----------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -126,30 +141,44 @@ def multi_head(page_output):
 
 @pytest.mark.claim("heads-exercise-gpt2")
 def test_gpt2_small_heads_are_64_wide_and_the_layer_holds_4_times_768_squared(multi_head):
-    w = qkv.MultiHeadWeights.random(np.random.default_rng(5), d_model=768, n_heads=12)
-    assert w.d_head == 768 // 12 == 64
-    assert sum(m.size for m in (w.w_q, w.w_k, w.w_v, w.w_o)) == 4 * 768 * 768 == 2_359_296
+    d_model, n_heads = 768, 12  # GPT-2 small, as the exercise gives it
+    w = qkv.MultiHeadWeights.random(np.random.default_rng(5), d_model=d_model, n_heads=n_heads)
+    assert w.d_head == d_model // n_heads
+    matrices = (w.w_q, w.w_k, w.w_v, w.w_o)
+    count = sum(m.size for m in matrices)
+    assert {m.shape for m in matrices} == {(d_model, d_model)}
+    assert count == len(matrices) * d_model**2
     section = "multi_head_exercises.py:gpt2_sizes"
-    assert multi_head.line(section, "d_head =") == f"d_head = {768 // 12}"
-    assert printed(multi_head, section, "weights in the layer:") == [4 * 768**2]
+    assert multi_head.line(section, "d_head =") == f"d_head = {w.d_head}"
+    assert printed(multi_head, section, "weights in the layer:") == [count]
+    # "each 768 × 768 ..., so the layer holds 4 × 768^2 = 2,359,296 weights"
+    check_prose("heads-exercise-gpt2", *w.w_q.shape, len(matrices), d_model,
+                np.log(w.w_q.size) / np.log(d_model), count)
 
 
 @pytest.mark.claim("heads-exercise-grouped")
 def test_grouped_query_layer_shapes_and_weight_count(multi_head):
-    g = qkv.MultiHeadWeights.random(np.random.default_rng(5), d_model=768, n_heads=12,
-                                    n_kv_heads=4)
-    shapes = {"w_q": (768, 768), "w_k": (768, 4 * 64), "w_v": (768, 4 * 64), "w_o": (768, 768)}
+    d_model, n_heads, n_kv = 768, 12, 4  # as the exercise gives them
+    g = qkv.MultiHeadWeights.random(np.random.default_rng(5), d_model=d_model, n_heads=n_heads,
+                                    n_kv_heads=n_kv)
+    d_head = d_model // n_heads
+    shapes = {"w_q": (d_model, d_model), "w_k": (d_model, n_kv * d_head),
+              "w_v": (d_model, n_kv * d_head), "w_o": (d_model, d_model)}
     assert {name: getattr(g, name).shape for name in shapes} == shapes
-    count = 2 * 768**2 + 2 * 768 * 256
-    assert sum(m.size for m in (g.w_q, g.w_k, g.w_v, g.w_o)) == count == 1_572_864
-    assert 1 - count / (4 * 768**2) == pytest.approx(1 / 3)  # "a third fewer"
+    count = sum(m.size for m in (g.w_q, g.w_k, g.w_v, g.w_o))
+    assert count == 2 * d_model**2 + 2 * d_model * n_kv * d_head
+    assert 1 - count / (4 * d_model**2) == pytest.approx(1 / 3)  # "a third fewer"
+    square = np.log(g.w_q.size) / np.log(d_model)
+    # "keep 768 × 768; ... 4 heads of 64, ... 768 × 256, ... 2 × 768^2 + 2 × 768 × 256 = ..."
+    check_prose("heads-exercise-grouped", *g.w_q.shape, n_kv, d_head, *g.w_k.shape,
+                len(("w_q", "w_o")), d_model, square, len(("w_k", "w_v")), *g.w_k.shape, count)
     section = "multi_head_exercises.py:grouped_shapes"
     for name, shape in shapes.items():
         assert multi_head.line(section, f"{name} ") == f"{name} {shape}"
     assert printed(multi_head, section, "weights in the layer:") == [count]
 
 
-# ---- chapter 11 ----------------------------------------------------------------------------
+# ---- chapter 12 ----------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -159,13 +188,18 @@ def kv_cache(page_output):
 
 @pytest.mark.claim("cache-exercise-size")
 def test_the_exercise_cache_takes_192_mib_and_768_without_sharing(kv_cache):
-    shared = 2 * 24 * 4 * 64 * 8192 * 2  # K and V, layers, KV heads, d_head, tokens, bytes
-    assert shared == 201_326_592 == 192 * 2**20
-    assert qkv.kv_cache_bytes(24, 4, 64, 8192, 2) == shared
-    assert qkv.kv_cache_bytes(24, 16, 64, 8192, 2) == 4 * shared == 768 * 2**20
+    layers, query_heads, kv_heads, d_head, tokens, size = 24, 16, 4, 64, 8192, 2  # given
+    shared = 2 * layers * kv_heads * d_head * tokens * size  # K and V, per layer, head, token
+    assert qkv.kv_cache_bytes(layers, kv_heads, d_head, tokens, size) == shared
+    unshared = qkv.kv_cache_bytes(layers, query_heads, d_head, tokens, size)
+    assert unshared == 4 * shared  # "four times as much"
     section = "kv_cache_exercises.py:cache_size"
-    assert printed(kv_cache, section, "4 key/value heads:") == [shared, 192]
-    assert printed(kv_cache, section, "16 key/value heads:") == [4 * shared, 768]
+    mib = 2**20
+    assert printed(kv_cache, section, f"{kv_heads} key/value heads:") == [shared, shared / mib]
+    assert printed(kv_cache, section, f"{query_heads} key/value heads:") == \
+        [unshared, unshared / mib]
+    check_prose("cache-exercise-size", len(("key", "value")), layers, kv_heads, d_head, tokens,
+                size, shared, shared / mib, query_heads, unshared / mib)
 
 
 @pytest.mark.claim("cache-exercise-scores")
@@ -173,7 +207,8 @@ def test_the_exercise_decoder_scores_40400_with_and_2706800_without_the_cache(kv
     h, t = 8, 100
     with_cache = h * t * (t + 1) // 2
     without = h * t * (t + 1) * (2 * t + 1) // 6
-    assert (with_cache, without, round(without / with_cache)) == (40_400, 2_706_800, 67)
+    check_prose("cache-exercise-scores", h, t, t + 1, ..., with_cache,  # "/ 2": the formula's
+                h, t, t + 1, 2 * t + 1, ..., without, without / with_cache)  # "/ 6" likewise
     w = qkv.MultiHeadWeights.random(np.random.default_rng(6), d_model=16, n_heads=h)
     x = np.random.default_rng(7).normal(size=(t, 16))
     cached, recomputed = qkv.WorkCounter(), qkv.WorkCounter()
@@ -183,4 +218,4 @@ def test_the_exercise_decoder_scores_40400_with_and_2706800_without_the_cache(kv
     section = "kv_cache_exercises.py:score_count"
     assert printed(kv_cache, section, "scores with the cache:") == [with_cache]
     assert printed(kv_cache, section, "scores without the cache:") == [without]
-    assert printed(kv_cache, section, "ratio:") == [67]
+    assert printed(kv_cache, section, "ratio:") == [round(without / with_cache)]

@@ -1,4 +1,4 @@
-"""Guards for the claims of docs/faq.md (chapter 12).
+"""Guards for the claims of docs/faq.md (chapter 15).
 
 Each fact is derived here, from qkv's public API on the test's own seeded data or from
 algebra, and the page's printed output (``page_output``) is checked against it: what a reader
@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prose import check_prose
 from support import numbers, shapes
 
 import qkv
@@ -54,8 +55,11 @@ def test_the_page_shows_a_longer_query_turning_the_blend_into_one_lookup(shown):
         powered = rows[1][0] ** factor
         assert np.allclose(rows[factor][0], powered / powered.sum(), rtol=0, atol=5e-3), text
     assert rows[1][0][best] < rows[4][0][best] < rows[16][0][best]
-    assert np.array_equal(rows[16][0], np.eye(5)[best])  # one-hot to three decimals
-    assert rows[16][1] <= 0.001  # the output within 0.001 of the best key's value
+    largest = max(rows)  # the largest factor the page prints
+    assert np.array_equal(rows[largest][0], np.eye(5)[best])  # one-hot to three decimals
+    within = 0.001  # the sentence's bound on the distance to the best key's value
+    assert rows[largest][1] <= within
+    check_prose("faq-sharper-query-lookup", largest, within)
 
 
 @settings(max_examples=50, deadline=None)
@@ -127,30 +131,41 @@ def test_each_heads_matrices_are_a_block_of_columns(shown):
         for h in range(w.n_heads):
             own = x @ wide[:, h * 64:(h + 1) * 64]  # head 3: columns 192 to 255
             assert np.allclose(per_head[h], own, rtol=0, atol=1e-12)
-    assert shown.line("faq.py:weights", "head 3's queries") == \
-        "head 3's queries == x @ its own W_Q: True"
+    head = 3  # the page's example head
+    assert shown.line("faq.py:weights", f"head {head}'s queries") == \
+        f"head {head}'s queries == x @ its own W_Q: True"
+    check_prose("faq-head-weights-columns", head, head * w.d_head, (head + 1) * w.d_head - 1,
+                w.d_head)
 
 
 @pytest.mark.claim("faq-weights-count")
 def test_count_of_weights_in_a_512_wide_8_head_layer(shown):
-    w, _ = _layer()
-    assert (w.d_model, w.n_heads, w.d_head) == (512, 8, 64)  # the layer the page describes
-    one_head = sum(m[:, :64].size for m in (w.w_q, w.w_k, w.w_v))  # its block of columns
-    assert one_head == 3 * 512 * 64 == 98_304
-    assert w.w_q.size + w.w_k.size + w.w_v.size == 8 * one_head == 786_432
-    assert w.w_o.size == 512 * 512 == 262_144
-    assert 8 * one_head + w.w_o.size == 1_048_576
-    assert numbers(shown.line("faq.py:weights", "one head:"), thousands=True)[-1] == 98_304
-    assert numbers(shown.line("faq.py:weights", "8 heads:"), thousands=True) == [8, 786_432]
-    assert numbers(shown.line("faq.py:weights", "W_O"), thousands=True) == [512, 512, 262_144]
-    assert numbers(shown.line("faq.py:weights", "per layer:"), thousands=True) == [1_048_576]
+    w, _ = _layer()  # the layer the page describes: 512 wide, 8 heads
+    matrices = {"w_q": w.w_q, "w_k": w.w_k, "w_v": w.w_v, "w_o": w.w_o}
+    assert {m.shape for m in matrices.values()} == {(w.d_model, w.d_model)}  # square
+    total = sum(m.size for m in matrices.values())
+    bands = (w.w_q, w.w_k, w.w_v)
+    one_head = sum(m[:, :w.d_head].size for m in bands)  # head 0's band of columns
+    assert one_head == len(bands) * w.d_model * w.d_head
+    assert w.n_heads * one_head + w.w_o.size == total  # the bands cover W_Q, W_K, W_V
+    for name, m in matrices.items():
+        assert numbers(shown.line("faq.py:weights", name + " "), thousands=True) == \
+            [*m.shape, m.size]
+    assert numbers(shown.line("faq.py:weights", "of which one head's bands"),
+                   thousands=True)[-1] == one_head
+    assert numbers(shown.line("faq.py:weights", "per layer:"), thousands=True) == [total]
+    check_prose("faq-weights-count", w.d_model, len(matrices), w.d_model, w.d_model, total,
+                len(bands), w.d_model, w.d_head, one_head)
 
 
 @pytest.mark.claim("faq-dk-models")
 def test_head_size_of_gpt2_and_llama(shown):
     by_name = {m.name: m for m in qkv.MODELS}
-    published = {"GPT-2 (124M)": 768 // 12, "Llama 2 7B": 4096 // 32, "Llama 3 8B": 4096 // 32}
-    assert published == {"GPT-2 (124M)": 64, "Llama 2 7B": 128, "Llama 3 8B": 128}
+    widths = {"GPT-2 (124M)": (768, 12), "Llama 2 7B": (4096, 32), "Llama 3 8B": (4096, 32)}
+    published = {name: width // heads for name, (width, heads) in widths.items()}
+    assert published["Llama 2 7B"] == published["Llama 3 8B"]
+    check_prose("faq-dk-models", published["GPT-2 (124M)"], *widths["GPT-2 (124M)"],
+                published["Llama 2 7B"], ..., ..., *widths["Llama 3 8B"])  # ...: model names
     for name, d_k in published.items():
         assert by_name[name].d_head == d_k
         printed_d_k, root = numbers(shown.line("faq.py:d_k", name)[len(name):], thousands=True)
@@ -169,6 +184,11 @@ def test_the_layer_scales_by_the_head_size_not_the_model_width(shown):
     assert not np.allclose(layer, by_width, atol=1e-3)
     assert shown.line("faq.py:d_k", "the 512-wide layer") == \
         "the 512-wide layer divides by sqrt(64): True"
+    check_prose("faq-scale-per-head", ..., w.d_model, w.n_heads, w.d_head, np.sqrt(w.d_head),
+                w.d_model)  # ...: "chapter 6"
+
+
+COSINE_MAX = 1  # a cosine lies in [-1, 1]
 
 
 @pytest.mark.claim("faq-cosine-bounded")
@@ -177,9 +197,11 @@ def test_the_layer_scales_by_the_head_size_not_the_model_width(shown):
 def test_cosine_weights_can_never_be_sharp(t, d, seed):
     rng = np.random.default_rng(seed)
     scores = _cosine(rng.normal(size=(t, d)), rng.normal(size=(t, d)))
-    assert np.all(np.abs(scores) <= 1 + 1e-12)
+    assert np.all(np.abs(scores) <= COSINE_MAX + 1e-12)
     ceiling = np.exp(1) / (np.exp(1) + (t - 1) * np.exp(-1))  # best key +1, the rest -1
     assert np.all(qkv.softmax(scores) <= ceiling + 1e-12)
+    # "within [-1, 1] ... exceeds e^2 / (e^2 + T - 1)": the interval, then the formula's
+    check_prose("faq-cosine-bounded", -COSINE_MAX, COSINE_MAX, ..., ..., ...)
 
 
 @given(st.lists(finite, min_size=2, max_size=8))
@@ -198,11 +220,12 @@ def test_the_pages_random_cosines_lie_within_minus_one_one(shown):
 
 @pytest.mark.claim("faq-cosine-ceiling")
 def test_the_ceiling_for_six_keys_is_reached_and_is_0_596(shown):
-    ceiling = np.e**2 / (np.e**2 + 5)
-    assert round(ceiling, 3) == 0.596
+    t, d = 6, 64  # the page's keys and their width
+    ceiling = np.e**2 / (np.e**2 + t - 1)
+    check_prose("faq-cosine-ceiling", t, ceiling, d)
     for seed in range(20):
         rng = np.random.default_rng(seed)
-        q, k = rng.normal(size=(6, 64)), rng.normal(size=(6, 64))
+        q, k = rng.normal(size=(t, d)), rng.normal(size=(t, d))
         assert np.isclose(qkv.softmax(_best_case(q[0])).max(), ceiling, rtol=0, atol=1e-12)
         assert qkv.softmax(_cosine(q, k)).max() < ceiling / 2  # random vectors stay well below
     reached, stated = numbers(shown.line("faq.py:cosine", "best case: largest weight"), thousands=True)
@@ -213,7 +236,9 @@ def test_the_ceiling_for_six_keys_is_reached_and_is_0_596(shown):
 @pytest.mark.claim("faq-cosine-temperature")
 def test_a_temperature_lets_cosine_attention_be_sharp(shown):
     q = np.random.default_rng(3).normal(size=64)
-    assert qkv.softmax(_best_case(q) / 0.05).max() > 0.999
+    temperature, above = 0.05, 0.999
+    assert qkv.softmax(_best_case(q) / temperature).max() > above
+    check_prose("faq-cosine-temperature", temperature, above)
     # printed to three decimals, 1.000 means at least 0.9995
     assert numbers(shown.line("faq.py:cosine", "best case, temperature"), thousands=True)[-1] == 1.0
 
@@ -243,11 +268,12 @@ def test_decoder_reading_encoder_gets_tq_by_tk_weights(shown):
     rng = np.random.default_rng(0)
     p = qkv.Projections.random(rng, d_model=16, d_k=8)
     weights, out = qkv.cross_attention(rng.normal(size=(4, 16)), rng.normal(size=(11, 16)), p)
-    assert weights.shape == (4, 11)
+    assert weights.shape == (4, 11)  # one row per decoder position, one column per encoder one
     assert out.shape == (4, p.d_v)
     assert np.allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
     printed_weights, printed_out = shapes(shown.line("faq.py:other_source", "weights"))
-    assert printed_weights == (4, 11) and printed_out[0] == 4
+    assert printed_weights == weights.shape and printed_out[0] == weights.shape[0]
+    check_prose("faq-cross-shapes", *weights.shape, *weights.shape, weights.sum(axis=-1).max())
 
 
 @pytest.mark.claim("faq-kv-same-length")
@@ -263,3 +289,47 @@ def test_keys_and_values_must_have_the_same_length(shown):
     with pytest.raises(ValueError) as err:
         qkv.attention(np.zeros((1, k_shape[-1])), np.zeros(k_shape), np.zeros(v_shape))
     assert printed == f"ValueError: {err.value}"
+
+
+@pytest.mark.claim("faq-rows-sum-to-one")
+@settings(max_examples=50, deadline=None)
+@given(seed=st.integers(0, 2**16), shift=st.sampled_from([-1000.0, -100.0, 0.0, 500.0]))
+def test_a_row_hands_out_a_total_weight_of_one_whatever_the_scores(seed, shift):
+    scores = np.random.default_rng(seed).normal(size=(3, 8)) + shift
+    weights = qkv.softmax(scores)
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
+    assert (weights > 0).all()
+    assert (weights.argmax(axis=-1) == scores.argmax(axis=-1)).all()  # the least bad fit
+
+
+@pytest.mark.claim("faq-rows-sum-to-one")
+def test_the_page_shows_scores_near_minus_1000_giving_weights_that_sum_to_one(shown):
+    shift = -1000.0  # the level the sentence names
+    scores = np.random.default_rng(5).normal(size=(1, 8)) + shift  # as the page draws them
+    weights = qkv.softmax(scores)
+    printed_scores = numbers(shown.line("faq.py:nothing", "scores:"), thousands=True)
+    np.testing.assert_allclose(printed_scores, scores[0], atol=0.05 + 1e-9)
+    assert abs(np.mean(printed_scores) - shift) < 1  # "near -1,000"
+    *printed_weights, total = numbers(shown.line("faq.py:nothing", "weights:"), thousands=True)
+    np.testing.assert_allclose(printed_weights, weights[0], atol=5e-4 + 1e-12)
+    assert abs(total - weights.sum()) < 1e-12
+    check_prose("faq-rows-sum-to-one", shift, weights.sum())
+
+
+@pytest.mark.claim("faq-cost-quadratic")
+def test_each_doubling_multiplies_flops_and_weight_map_bytes_by_four(shown):
+    w = qkv.MultiHeadWeights.random(np.random.default_rng(6), d_model=64, n_heads=8)
+    flops, nbytes = [], []
+    for t in (16, 32, 64):
+        x = np.random.default_rng(t).normal(size=(t, 64))
+        flops.append(qkv.attention_flops(t, t, w.d_head, w.d_head, w.n_heads))
+        nbytes.append(qkv.multi_head_attention(x, x, w).weights.nbytes)
+    flop_ratios = {b / a for a, b in itertools.pairwise(flops)}
+    byte_ratios = {b / a for a, b in itertools.pairwise(nbytes)}
+    assert len(flop_ratios) == len(byte_ratios) == 1  # the same factor at every doubling
+    check_prose("faq-cost-quadratic", *flop_ratios, *byte_ratios)
+    (ratio,) = flop_ratios
+    rows = [numbers(line, thousands=True) for line in shown["faq.py:quadratic"].splitlines()]
+    for (t, flops_t, bytes_t), (t2, flops_2t, bytes_2t) in itertools.pairwise(rows):
+        assert t2 == 2 * t  # the page doubles the length too
+        assert flops_2t / flops_t == bytes_2t / bytes_t == ratio

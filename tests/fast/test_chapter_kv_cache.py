@@ -1,4 +1,4 @@
-"""Guards for the claims of docs/kv-cache.md (chapter 11).
+"""Guards for the claims of docs/kv-cache.md (chapter 12).
 
 Each fact is derived here, from qkv's public API on the test's own seeded layers, from closed
 forms, or from the models' published configurations, and the page's printed output
@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prose import check_prose
 from support import numbers
 
 import qkv
@@ -109,26 +110,32 @@ def _printed_changes(shown, label):
     return found[1::2]
 
 
+EXACT = 1e-12  # "to within 10^-12": the bound the page states for equal numbers
+DEPTHS, LENGTH = [1, 2, 5], 12  # the stacks and the sequence the test checks
+
+
 @pytest.mark.claim("cache-earlier-kv-unchanged", "recap-cache-equal")
-@pytest.mark.parametrize("depth", [1, 2, 5])
+@pytest.mark.parametrize("depth", DEPTHS)
 def test_earlier_keys_and_values_never_change_in_a_causal_stack(depth):
     rng = np.random.default_rng(depth)
     layers = [qkv.MultiHeadWeights.random(rng, 16, 4) for _ in range(depth)]
-    tokens = rng.normal(size=(12, 16))
+    tokens = rng.normal(size=(LENGTH, 16))
     final = _keys_and_values(layers, tokens, causal=True)
-    for t in range(1, 12):  # every prefix, at every layer
+    for t in range(1, LENGTH):  # every prefix, at every layer
         prefix = _keys_and_values(layers, tokens[:t], causal=True)
         for (k_p, v_p), (k_f, v_f) in zip(prefix, final, strict=True):
-            assert np.allclose(k_p, k_f[:t], rtol=0, atol=1e-12)
-            assert np.allclose(v_p, v_f[:t], rtol=0, atol=1e-12)
+            assert np.allclose(k_p, k_f[:t], rtol=0, atol=EXACT)
+            assert np.allclose(v_p, v_f[:t], rtol=0, atol=EXACT)
 
 
 @pytest.mark.claim("cache-earlier-kv-unchanged")
 def test_the_page_shows_a_seventh_token_leaving_three_causal_layers_unchanged(shown):
     rng = np.random.default_rng(3)  # the page's sizes: three layers 32 wide, 7 tokens
     layers = [qkv.MultiHeadWeights.random(rng, 32, 4) for _ in range(3)]
-    assert max(_changes(layers, rng.normal(size=(7, 32)), causal=True)) <= 1e-12
-    assert all(c <= 1e-12 for c in _printed_changes(shown, "causal"))
+    assert max(_changes(layers, rng.normal(size=(7, 32)), causal=True)) <= EXACT
+    assert all(c <= EXACT for c in _printed_changes(shown, "causal"))
+    # "to within 10^-12; ... every prefix of a 12-token sequence through up to 5 layers"
+    check_prose("cache-earlier-kv-unchanged", EXACT, LENGTH, max(DEPTHS))
 
 
 @pytest.mark.claim("cache-no-mask-changes")
@@ -154,14 +161,15 @@ def test_cached_uncached_and_full_causal_attention_agree(t, heads, seed):
     cached = qkv.decode_with_cache(x, w)
     uncached = qkv.decode_without_cache(x, w)
     full = qkv.multi_head_attention(x, x, w, mask=qkv.causal_mask(t)).output
-    assert np.allclose(cached, uncached, rtol=0, atol=1e-12)
-    assert np.allclose(cached, full, rtol=0, atol=1e-12)
+    assert np.allclose(cached, uncached, rtol=0, atol=EXACT)
+    assert np.allclose(cached, full, rtol=0, atol=EXACT)
 
 
 @pytest.mark.claim("cache-decode-equal")
 def test_the_page_shows_cached_uncached_and_one_pass_agree(shown):
     for label in ("max |cached - uncached|", "max |cached - one pass|"):
-        assert _numbers(shown.line("kv_cache.py:decode", label))[-1] <= 1e-12
+        assert _numbers(shown.line("kv_cache.py:decode", label))[-1] <= EXACT
+    check_prose("cache-decode-equal", EXACT)
 
 
 @pytest.mark.claim("cache-projections-closed-form", "recap-cache-linear")
@@ -173,6 +181,9 @@ def test_key_value_projection_counts(t):
     assert uncached.kv_projections == list(range(1, t + 1))  # the whole prefix, again
     # 1 + 2 + ... + T, paired from both ends: (T + 1) * T / 2
     assert uncached.total_kv_projections == sum(range(1, t + 1)) == t * (t + 1) // 2
+    if t >= 2:  # "exactly 1 key and value ...; 1 + 2 + ... + T = T(T+1)/2": the first terms
+        check_prose("cache-projections-closed-form", cached.kv_projections[-1],
+                    *uncached.kv_projections[:2], ..., ...)
 
 
 @pytest.mark.claim("cache-scores-closed-form", "recap-cache-linear")
@@ -187,6 +198,10 @@ def test_score_counts(t, n_heads):
     # sum of squares: 1 + 4 + ... + T^2 = T (T + 1) (2T + 1) / 6
     assert uncached.total_scores == n_heads * sum(s * s for s in steps)
     assert uncached.total_scores == n_heads * t * (t + 1) * (2 * t + 1) // 6
+    if t >= 2:  # "h(1 + 4 + ... + T^2)": the first terms per head, and the square's exponent
+        first, second = (s // n_heads for s in uncached.scores[:2])
+        squared = np.log(second) / np.log(2)  # step 2 computes 2^2 scores per head
+        check_prose("cache-scores-closed-form", ..., ..., first, second, squared, ..., ..., ...)
 
 
 def _work_table(shown):
@@ -210,12 +225,16 @@ def test_the_pages_table_follows_the_closed_forms(shown):
 
 
 @pytest.mark.claim("cache-growth-orders")
-def test_the_pages_table_grows_4_16_16_and_64_times_from_64_to_256_tokens(shown):
+def test_the_pages_table_grows_about_4_16_16_and_64_times_from_64_to_256_tokens(shown):
     table = _work_table(shown)
-    ratios = [big / small for big, small in zip(table[256], table[64], strict=True)]
-    assert ratios[0] == 4
-    assert 15 < ratios[1] < 17 and 15 < ratios[2] < 17
-    assert 60 < ratios[3] < 65
+    short, long = 64, 256  # two rows of the printed table
+    ratios = [big / small for big, small in zip(table[long], table[short], strict=True)]
+    powers = [1, 2, 2, 3]  # linear, quadratic, quadratic, cubic
+    factor = long / short
+    for ratio, power in zip(ratios, powers, strict=True):  # close to factor ** power
+        assert abs(np.log(ratio) / np.log(factor) - power) < 0.02
+    check_prose("cache-growth-orders", short, long, factor, *ratios,
+                *[x for power in powers for x in (factor, power)])
 
 
 @pytest.mark.claim("cache-growth-orders", "recap-cache-linear")
@@ -237,7 +256,10 @@ def test_the_last_token_at_256(shown):
     assert (cached.kv_projections[-1], uncached.kv_projections[-1]) == (1, 256)
     assert (cached.scores[-1], uncached.scores[-1]) == (4 * 256, 4 * 256 * 256)
     printed = _numbers(shown.line("kv_cache.py:work", "the last token alone at T="))
-    assert printed == [256, 1, 256, 1_024, 262_144]
+    assert printed == [256, cached.kv_projections[-1], uncached.kv_projections[-1],
+                       cached.scores[-1], uncached.scores[-1]]
+    check_prose("cache-table-last-token", 256, cached.kv_projections[-1], cached.scores[-1],
+                uncached.kv_projections[-1], uncached.scores[-1])
 
 
 @pytest.mark.claim("cache-models-published")
@@ -272,6 +294,7 @@ def test_formula_equals_the_bytes_of_a_real_cache(n_kv_heads):
                      qkv.split_heads(x[t:t + 1] @ w.w_v, n_kv_heads))
     assert cache.keys.shape == (n_kv_heads, 16, w.d_head)
     assert cache.nbytes() == qkv.kv_cache_bytes(1, n_kv_heads, w.d_head, 16, bytes_per_value=8)
+    check_prose("cache-bytes-formula", cache.keys.itemsize)  # float64: 8 bytes per number
     # one key and one value, of d_head numbers each, per layer, KV head and token
     by_formula = qkv.kv_cache_bytes(3, 5, 7, 11, bytes_per_value=2, batch=13)
     assert by_formula == 2 * 3 * 5 * 7 * 11 * 2 * 13
@@ -311,12 +334,17 @@ def test_memory_per_token_and_at_4096_from_the_published_configs(shown):
         for n in (1, 4096):
             assert qkv.kv_cache_bytes(m.n_layers, m.n_kv_heads, m.d_head, n) == \
                 _published_bytes(m.name, n)
-    # The numbers the prose quotes, worked by hand: 2 * 32 * 32 * 128 * 2 = 2**19 bytes.
-    assert _published_bytes("Llama 2 7B", 1) == 512 * 2**10
-    assert _published_bytes("Llama 2 7B", 4096) == 2 * 2**30
-    assert _published_bytes("Llama 3 8B", 1) == 128 * 2**10
-    assert _published_bytes("Falcon 7B", 1) == 8 * 2**10
-    assert _published_bytes("Llama 2 70B", 4096) == 1.25 * 2**30
+    # The numbers the prose quotes, from the published configurations
+    layers, heads, kv_heads, hidden = PUBLISHED["Llama 2 7B"]
+    context, kib, gib = 4096, 2**10, 2**30
+    per_token = _published_bytes("Llama 2 7B", 1)
+    assert per_token == 2 * layers * kv_heads * (hidden // heads) * 2  # K and V, 2 bytes
+    check_prose("cache-memory-table", ..., len(("key", "value")), layers, kv_heads,
+                hidden // heads, np.dtype(np.float16).itemsize, per_token, per_token / kib,
+                _published_bytes("Llama 2 7B", context) / gib, context,
+                ..., _published_bytes("Llama 3 8B", 1) / kib,
+                ..., _published_bytes("Llama 2 70B", context) / gib, context,
+                _published_bytes("Falcon 7B", 1) / kib)  # ...: the model names' numbers
     for name in PUBLISHED:  # the page's table, rounded to whole KiB and MiB
         per_token, full = _memory_row(shown, name)[4:]
         assert abs(per_token - _published_bytes(name, 1) / 2**10) <= 0.5
@@ -333,12 +361,13 @@ def _llama2_7b_parameters():
 
 @pytest.mark.claim("cache-batch-64gib")
 def test_a_batch_of_32_llama2_7b_sequences_at_4096_tokens():
-    cache = qkv.kv_cache_bytes(32, 32, 128, 4096, batch=32)
-    assert cache == 64 * 2**30
+    batch, context = 32, 4096  # the server's load
+    cache = qkv.kv_cache_bytes(32, 32, 128, context, batch=batch)
     assert _llama2_7b_parameters() == 6_738_415_616  # the "7B": 6.74 billion
-    weights = 2 * _llama2_7b_parameters()  # 16-bit
-    assert round(weights / 2**30, 1) == 12.6
-    assert round(cache / weights) == 5
+    bits = 16
+    weights = bits // 8 * _llama2_7b_parameters()
+    assert round(cache / weights) == 5  # "five times"
+    check_prose("cache-batch-64gib", batch, ..., context, cache / 2**30, weights / 2**30, bits)
 
 
 @pytest.mark.claim("cache-gqa-shrink", "recap-gqa-shrink")
@@ -353,6 +382,13 @@ def test_shrink_factor_is_heads_over_kv_heads(shown):
         _, heads, kv_heads, _ = PUBLISHED[name]
         line = shown.line("kv_cache.py:shrink", name + " ")
         assert _numbers(line[len(name):]) == [heads, kv_heads, factor]
+    by_name = {m.name: m for m in qkv.MODELS}
+    llama3, llama70, falcon = (by_name[n] for n in ("Llama 3 8B", "Llama 2 70B", "Falcon 7B"))
+    # "Llama 3 8B and Mistral 7B (32 query heads, 8 key/value heads) ... 4 times smaller,
+    # Llama 2 70B 8 times, and Falcon 7B (71 query heads, 1 key/value head) 71 times"
+    check_prose("cache-gqa-shrink", ..., llama3.n_heads, llama3.n_kv_heads,
+                llama3.n_heads / llama3.n_kv_heads, ..., llama70.n_heads / llama70.n_kv_heads,
+                falcon.n_heads, falcon.n_kv_heads, falcon.n_heads / falcon.n_kv_heads)
 
 
 @pytest.mark.claim("cache-gqa-same-scores")
@@ -367,6 +403,7 @@ def test_sharing_key_value_heads_shrinks_the_cache_not_the_score_work():
         projected_width[n_kv] = w.w_k.shape[1] + w.w_v.shape[1]
     assert scores == {8 * 16 * 17 // 2}  # every query head still scores every cached key
     assert projected_width == {n: 2 * n * 8 for n in (8, 4, 2, 1)}  # K/V width shrinks
+    check_prose("cache-gqa-same-scores", *[n for n in projected_width if n != 4])  # 8, 2, 1
 
 
 @pytest.mark.claim("cache-gqa-same-scores")

@@ -1,4 +1,4 @@
-"""Guards for the claims of docs/multi-head.md (chapter 10).
+"""Guards for the claims of docs/multi-head.md (chapter 11).
 
 Each fact is derived here, from qkv's public API on the test's own seeded layers (and from
 PyTorch, for the PyTorch section), and the page's printed output (``page_output``) is checked
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch  # pinned in the test extra: a missing torch fails here, it is not skipped
 import torch.nn.functional as F
+from prose import check_prose
 from support import numbers, shapes
 
 import qkv
@@ -56,9 +57,16 @@ def test_the_page_shows_the_shape_at_each_step(shown):
                for line in shown["multi_head.py:shapes"].splitlines() if shapes(line)}
     t = printed["x"][0]
     assert t == 6  # the six tokens of the running example
-    assert printed == {"x": (t, 512), "x @ W_Q": (t, 512), "split_heads -> q": (8, t, 64),
-                       "weights": (8, t, t), "weights @ v": (8, t, 64),
-                       "merge_heads": (t, 512), "@ W_O -> output": (t, 512)}
+    w, x = _layer(t=t)
+    q = qkv.split_heads(x @ w.w_q, w.n_heads)
+    weights, per_head = qkv.attention(q, q, q)
+    merged = qkv.merge_heads(per_head)
+    assert printed == {"x": x.shape, "x @ W_Q": (x @ w.w_q).shape, "split_heads -> q": q.shape,
+                       "weights": weights.shape, "weights @ v": per_head.shape,
+                       "merge_heads": merged.shape, "@ W_O -> output": (merged @ w.w_o).shape}
+    # (T, 512); (8, T, 64), width 64; (8, T, T); (8, T, 64); (T, 512)
+    check_prose("heads-split-shapes", x.shape[1], q.shape[0], q.shape[2], q.shape[2],
+                weights.shape[0], per_head.shape[0], per_head.shape[2], merged.shape[1])
 
 
 @pytest.mark.claim("heads-merge-inverts-split")
@@ -66,6 +74,13 @@ def test_merge_heads_undoes_split_heads_exactly():
     x = np.random.default_rng(1).normal(size=(3, 7, 48))
     for n_heads in (1, 2, 3, 4, 6, 8, 12, 48):
         assert np.array_equal(qkv.merge_heads(qkv.split_heads(x, n_heads)), x)
+    w, x = _layer()  # the page's layer: head i is columns 64 i to 64 i + 63
+    q = qkv.split_heads(x @ w.w_q, w.n_heads)
+    last = w.d_head - 1
+    for i in range(w.n_heads):  # its own (512, 64) matrix: the band of W_Q
+        own = w.w_q[:, w.d_head * i: w.d_head * i + last + 1]
+        np.testing.assert_allclose(q[i], x @ own, rtol=1e-12, atol=1e-12)  # BLAS order
+    check_prose("heads-merge-inverts-split", last, *own.shape)
 
 
 @pytest.mark.claim("heads-steps-equal-layer")
@@ -74,6 +89,8 @@ def test_the_shown_steps_are_what_multi_head_attention_computes(shown):
     q, k, v = (qkv.split_heads(x @ m, 8) for m in (w.w_q, w.w_k, w.w_v))
     steps = qkv.merge_heads(qkv.attention(q, k, v).output) @ w.w_o
     assert np.array_equal(steps, qkv.multi_head_attention(x, x, w).output)
+    check_prose("heads-steps-equal-layer",
+                np.abs(steps - qkv.multi_head_attention(x, x, w).output).max())
     assert numbers(shown.line("multi_head.py:shapes", "steps above vs"), thousands=True) == [0.0]
     # and the same holds for other sizes, batches and grouped-query weights
     for n_heads, n_kv in ((4, 4), (4, 2), (4, 1)):
@@ -95,11 +112,37 @@ def test_eight_heads_of_64_cost_what_one_head_of_512_costs(t):
     assert one == 2 * (2 * t * t * 512)
 
 
+def _growth_exponent(flops) -> float:
+    """How the count grows with T: log2 of the ratio when T doubles (2 for T squared)."""
+    return float(np.log2(flops(2048) / flops(1024)))
+
+
+@pytest.mark.claim("heads-flops-equal")
+def test_the_flops_sentence_states_the_counts_computed():
+    w = _layer()[0]
+    exponent = _growth_exponent(lambda t: qkv.attention_flops(t, t, w.d_head, w.d_head, 8))
+    # the factor 2 of a dot product: flops of Q K^T per (query, key, coordinate)
+    per_coordinate = qkv.attention_flops(10, 10, w.d_head, 0) / (10 * 10 * w.d_head)
+    assert per_coordinate == 2  # d multiply-adds, each counted as two flops
+    # "T^2 dot products ... 2 T^2 d_head flops ... 8 heads of 64 do 8 · 4T^2 · 64 = 4T^2 · 512
+    # flops, ... one head of 512"
+    check_prose("heads-flops-equal", exponent, per_coordinate, exponent, w.n_heads, w.d_head, w.n_heads,
+                exponent, w.d_head, exponent, w.d_model, w.d_model)
+
+
 @pytest.mark.claim("heads-params-equal", "recap-heads-cost")
 def test_parameter_count_does_not_depend_on_the_number_of_heads():
     counts = {n: _n_params(qkv.MultiHeadWeights.random(np.random.default_rng(0), 512, n))
               for n in (1, 2, 4, 8, 16)}
-    assert set(counts.values()) == {1_048_576}  # the number the page states
+    (count,) = set(counts.values())  # the same for every head count
+    w = _layer()[0]  # the page's layer
+    matrices = (w.w_q, w.w_k, w.w_v, w.w_o)
+    assert {m.shape for m in matrices} == {(w.d_model, w.d_model)}
+    assert count == len(matrices) * w.d_model**2
+    exponent = np.log(w.w_q.size) / np.log(w.d_model)  # d x d holds d^2 weights
+    # "512 × 512 ... 4 · 512^2 = 1,048,576 weights with 1 head or 8 (16 too)"
+    check_prose("heads-params-equal", *w.w_q.shape, len(matrices), w.d_model, exponent, count,
+                *[n for n in counts if n in (1, w.n_heads, 2 * w.n_heads)])
 
 
 @pytest.mark.claim("heads-weights-memory-8x", "recap-heads-cost")
@@ -111,6 +154,7 @@ def test_eight_heads_store_eight_weight_maps(t):
     maps1 = qkv.multi_head_attention(x, x, w1).weights
     assert maps8.shape == (8, t, t) and maps1.shape == (1, t, t)
     assert maps8.nbytes == 8 * maps1.nbytes
+    check_prose("heads-weights-memory-8x", maps8.nbytes / maps1.nbytes)
 
 
 @pytest.mark.claim("heads-flops-equal", "heads-params-equal", "heads-weights-memory-8x")
@@ -128,13 +172,19 @@ def test_the_cost_table_shows_equal_flops_and_parameters_and_8x_the_maps(shown):
 @pytest.mark.parametrize("t", [6, 1024, 4096])
 def test_softmax_work_is_one_per_256_flops_of_the_products(t):
     exponentials = 8 * t * t  # one per entry of the eight T x T score maps
-    assert qkv.attention_flops(t, t, 64, 64, n_heads=8) == 256 * exponentials
+    flops = qkv.attention_flops(t, t, 64, 64, n_heads=8)
+    assert flops == 256 * exponentials
+    exponent = _growth_exponent(lambda n: 8 * n * n)
+    # "8T^2 exponentials, against 2048 T^2 flops ... one exponential per 256 flops"
+    check_prose("heads-softmax-small", exponent, flops / (t * t), exponent, flops / exponentials)
 
 
 @pytest.mark.claim("heads-1gib-maps")
 def test_eight_float16_maps_at_8192_tokens_take_one_gib():
-    one_map = np.empty((8192, 8192), dtype=np.float16).nbytes
-    assert 8 * one_map == 2**30
+    t, maps, dtype = 8192, 8, np.float16
+    one_map = np.empty((t, t), dtype=dtype).nbytes
+    assert maps * one_map == 2**30  # exactly
+    check_prose("heads-1gib-maps", t, maps, np.dtype(dtype).itemsize * 8, maps * one_map / 2**30)
 
 
 def test_causal_mask_zeroes_every_later_key_in_every_head():
@@ -157,6 +207,8 @@ def test_padding_and_causal_masks_combine_and_broadcast_over_heads(shown):
     assert result.weights.shape == (2, 8, 6, 6)
     for h in range(8):  # every head obeys the same mask
         assert np.array_equal(result.weights[:, h] > 0, both)
+    check_prose("heads-mask-broadcast", *pad.shape, *qkv.causal_mask(6).shape, *both.shape,
+                result.weights.shape[1])
     assert shapes(shown.line("multi_head.py:padding", "mask")) == \
         [both.shape, result.weights.shape, result.output.shape]
 
@@ -172,6 +224,9 @@ def test_padding_keys_get_exactly_zero_weight(shown):
         assert np.all(weights[b, :, :, :length] > 0.0)
 
 
+EXACT = 1e-12  # "to within 10^-12": the bound the page states for equal outputs
+
+
 @pytest.mark.claim("heads-padding-no-leak")
 def test_real_tokens_of_a_padded_sequence_match_the_sequence_alone(shown):
     w, batch = _layer(seed=4, t=6, batch=(2,))  # the page's batch: lengths 4 and 6
@@ -185,7 +240,8 @@ def test_real_tokens_of_a_padded_sequence_match_the_sequence_alone(shown):
     again = qkv.multi_head_attention(garbage, garbage, w, mask=allowed)
     assert np.allclose(again.output[0, :4], padded.output[0, :4], rtol=0, atol=1e-12)
     gap = numbers(shown.line("multi_head.py:padding", "short sequence, padded vs alone"), thousands=True)
-    assert gap[-1] <= 1e-12
+    assert gap[-1] <= EXACT
+    check_prose("heads-padding-no-leak", EXACT)
 
 
 def _sdpa_layer(w, x, mask=None):
@@ -217,7 +273,8 @@ def test_a_layer_around_torch_sdpa_agrees_with_qkv(masked, batch):
     theirs = _sdpa_layer(w, x, mask)
     ours = qkv.multi_head_attention(x, x, w, mask=mask).output
     assert theirs.shape == ours.shape
-    assert np.allclose(theirs, ours, rtol=0, atol=1e-12)
+    assert np.allclose(theirs, ours, rtol=0, atol=EXACT)
+    check_prose("heads-torch-agrees", EXACT)
 
 
 @pytest.mark.claim("heads-torch-mha-mask-inverted")
@@ -244,6 +301,7 @@ def test_nn_multiheadattention_wants_the_mask_inverted():
     assert np.allclose(wrong[:, :5], only_later[:, :5], rtol=0, atol=1e-12)
     # ... and the last query, left with no key at all, comes out as NaN.
     assert np.isnan(wrong[:, 5]).all()
+    check_prose("heads-torch-mha-mask-inverted", layer.num_heads)
 
 
 @pytest.mark.claim("heads-order-blind")
@@ -256,5 +314,11 @@ def test_shuffling_the_tokens_only_shuffles_every_heads_weights_and_outputs(seed
     shuffled = qkv.multi_head_attention(x[order], x[order], w)
     # Query i of the shuffled run is token order[i]; key j is token order[j].
     expected_weights = plain.weights[:, order][:, :, order]
-    assert np.allclose(shuffled.weights, expected_weights, rtol=0, atol=1e-12)
-    assert np.allclose(shuffled.output, plain.output[order], rtol=0, atol=1e-12)
+    assert np.allclose(shuffled.weights, expected_weights, rtol=0, atol=EXACT)
+    assert np.allclose(shuffled.output, plain.output[order], rtol=0, atol=EXACT)
+    check_prose("heads-order-blind", EXACT)
+    # "without a mask": under a causal mask the same shuffle changes more than the order
+    causal = qkv.causal_mask(6)
+    masked = qkv.multi_head_attention(x, x, w, mask=causal).output
+    masked_shuffled = qkv.multi_head_attention(x[order], x[order], w, mask=causal).output
+    assert not np.allclose(masked_shuffled, masked[order], rtol=0, atol=1e-3)

@@ -1,8 +1,8 @@
-"""Guards for the claims of docs/recap.md (chapter 13).
+"""Guards for the claims of docs/recap.md (chapter 16).
 
-The recap restates what the chapters prove; each bullet is checked again here, directly
-against qkv, so the recap cannot drift from the code. (Bullets about the heads and the
-cache share their guards with chapters 10 and 11.)
+The recap restates what the chapters prove; each step is checked again here, directly
+against qkv, so the recap cannot drift from the code. (Steps about the heads and the
+cache also share guards with chapters 11 and 12.)
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import inspect
 import numpy as np
 import pytest
 import torch
+from prose import check_prose
 
 import qkv
+from qkv import smollm2
 
 
 @pytest.fixture
@@ -28,6 +30,7 @@ def test_weights_are_positive_rows_summing_to_one_and_blend_the_values(rng):
     assert np.all(weights > 0)
     assert np.allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
     assert np.allclose(out, weights @ v, rtol=0, atol=1e-12)
+    check_prose("recap-blend", weights.sum(axis=-1).max())
 
 
 @pytest.mark.claim("recap-no-params")
@@ -37,6 +40,7 @@ def test_the_parameters_live_in_the_projections_not_in_attention(rng):
     p = qkv.Projections.random(rng, d_model=8, d_k=4, d_v=3)
     q, k, v = x @ p.w_q, x @ p.w_k, x @ p.w_v
     assert np.array_equal(qkv.self_attention(x, p).output, qkv.attention(q, k, v).output)
+    check_prose("recap-no-params", ...)  # "(step 8)": a label
 
 
 @pytest.mark.claim("recap-tying")
@@ -87,6 +91,11 @@ def test_without_positions_order_is_invisible_with_rope_only_the_offset_counts(r
     weights, out = qkv.attention(qkv.rope(q, positions), qkv.rope(k, positions), v)
     assert np.allclose(out, weights @ v, rtol=0, atol=1e-12)  # the values are not rotated
     assert not np.allclose(weights, qkv.attention(q, k, v).weights, atol=1e-3)
+    # "without a mask": under a causal mask a shuffle changes more than the order
+    causal = qkv.causal_mask(6)
+    masked = qkv.self_attention(x, p, mask=causal).output
+    assert not np.allclose(qkv.self_attention(x[order], p, mask=causal).output, masked[order],
+                           atol=1e-3)
 
 
 @pytest.mark.claim("recap-residual")
@@ -109,22 +118,29 @@ def test_the_output_is_projected_to_the_width_of_x_and_added(rng):
 @pytest.mark.claim("recap-scale")
 def test_scores_grow_like_sqrt_d_k_and_scaling_brings_them_back(rng):
     n = 40_000
-    std = {}
-    for d_k in (1, 64):
+    std, scaled_var = {}, {}
+    narrow, wide = 1, 64
+    for d_k in (narrow, wide):
         q, k = rng.normal(size=(n, d_k)), rng.normal(size=(n, d_k))
         raw = np.einsum("nd,nd->n", q, k)
         std[d_k] = raw.std()
-        assert 0.95 < (raw / np.sqrt(d_k)).var() < 1.05
-    assert 7.5 < std[64] / std[1] < 8.5  # sqrt(64) = 8
+        scaled_var[d_k] = (raw / np.sqrt(d_k)).var()
+        assert abs(scaled_var[d_k] - 1) < 0.05
+    ratio = std[wide] / std[narrow]
+    assert abs(ratio - np.sqrt(wide / narrow)) < 0.5
+    # "8 times larger at d_k = 64 than at d_k = 1; ... variance back to 1"
+    check_prose("recap-scale", ratio, wide, narrow, scaled_var[wide])
 
 
 @pytest.mark.claim("recap-masks-zero")
 def test_masked_weights_are_exactly_zero(rng):
     q = k = v = rng.normal(size=(7, 4))
     causal = qkv.causal_mask(7)
-    assert np.all(qkv.attention(q, k, v, mask=causal).weights[~causal] == 0.0)
+    hidden_causal = qkv.attention(q, k, v, mask=causal).weights[~causal]
     pad = qkv.padding_mask(np.array([3]), 7)
-    assert np.all(qkv.attention(q, k, v, mask=pad).weights[..., 3:] == 0.0)
+    hidden_pad = qkv.attention(q, k, v, mask=pad).weights[..., 3:]
+    assert np.all(hidden_causal == 0.0) and np.all(hidden_pad == 0.0)
+    check_prose("recap-masks-zero", max(hidden_causal.max(), hidden_pad.max()))
 
 
 @pytest.mark.claim("recap-cross")
@@ -133,6 +149,7 @@ def test_cross_attention_weights_are_tq_by_tk_rows_summing_to_one(rng):
     weights, _ = qkv.cross_attention(rng.normal(size=(3, 8)), rng.normal(size=(10, 8)), p)
     assert weights.shape == (3, 10)
     assert np.allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
+    check_prose("recap-cross", weights.sum(axis=-1).max())
 
 
 @pytest.mark.claim("recap-traps-silent")
@@ -157,3 +174,82 @@ def test_three_traps_run_without_error_and_give_wrong_numbers(rng):
     assert not torch.isnan(good).any()
     rows = slice(0, 5)  # the last row of the wrong one is NaN: it may see nothing
     assert (wrong[0, rows] - good[0, rows]).abs().max() > 0.1
+
+
+@pytest.mark.claim("recap-heads-cost")
+def test_eight_heads_cost_what_one_wide_head_costs_and_store_eight_maps(rng):
+    d_model, heads = 512, 8
+    eight = qkv.MultiHeadWeights.random(rng, d_model=d_model, n_heads=heads)
+    one = qkv.MultiHeadWeights.random(rng, d_model=d_model, n_heads=1)
+    t = 6
+    x = rng.normal(size=(t, d_model))
+    flops = {w.n_heads: qkv.attention_flops(t, t, w.d_head, w.d_head, w.n_heads)
+             for w in (eight, one)}
+    params = {w.n_heads: sum(m.size for m in (w.w_q, w.w_k, w.w_v, w.w_o)) for w in (eight, one)}
+    maps = {w.n_heads: qkv.multi_head_attention(x, x, w).weights for w in (eight, one)}
+    assert flops[heads] == flops[1] and params[heads] == params[1]
+    rows_per_token = {n: m.shape[0] for n, m in maps.items()}  # one row of weights per head
+    # "8 heads of 64 ... one head of 512 ... 8 rows of weights where one head gives 1; ...
+    # 8 times the memory"
+    check_prose("recap-heads-cost", heads, eight.d_head, one.d_head, rows_per_token[heads],
+                rows_per_token[1], maps[heads].nbytes / maps[1].nbytes)
+
+
+@pytest.mark.claim("recap-gqa-shrink")
+def test_the_cache_per_token_and_what_sharing_divides_it_by():
+    by_name = {m.name: m for m in qkv.MODELS}
+    llama3, falcon = by_name["Llama 3 8B"], by_name["Falcon 7B"]
+    per_token = qkv.kv_cache_bytes(llama3.n_layers, llama3.n_kv_heads, llama3.d_head, 1,
+                                   bytes_per_value=1)  # numbers, not bytes
+    tensors = per_token / (llama3.n_layers * llama3.n_kv_heads * llama3.d_head)  # K and V
+
+    def shrink(m):
+        return (qkv.kv_cache_bytes(m.n_layers, m.n_heads, m.d_head, 1)
+                / qkv.kv_cache_bytes(m.n_layers, m.n_kv_heads, m.d_head, 1))
+
+    check_prose("recap-gqa-shrink", tensors, shrink(llama3), ..., shrink(falcon))  # ...: "3"
+
+
+def _random_layer(rng, d_model=16, n_heads=4, n_kv_heads=2, d_mlp=24):
+    """A small Llama layer with random weights, in qkv.smollm2's own types."""
+    config = smollm2.Config(n_layers=1, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                            d_head=d_model // n_heads, d_mlp=d_mlp, vocab_size=10,
+                            rope_base=10_000.0, norm_eps=1e-5, context_length=32)
+    layer = smollm2.Layer(
+        attn_norm=rng.uniform(0.5, 1.5, d_model),
+        attention=qkv.MultiHeadWeights.random(rng, d_model, n_heads, n_kv_heads),
+        mlp_norm=rng.uniform(0.5, 1.5, d_model),
+        w_gate=rng.normal(size=(d_model, d_mlp)) / 4, w_up=rng.normal(size=(d_model, d_mlp)) / 4,
+        w_down=rng.normal(size=(d_mlp, d_model)) / 4)
+    return config, layer
+
+
+@pytest.mark.claim("recap-prenorm")
+def test_the_layer_adds_attention_of_the_normalised_input_then_an_mlp_of_it(rng):
+    config, layer = _random_layer(rng)
+    x = 3 * rng.normal(size=(5, config.d_model)) + 1  # rows far from unit size
+
+    def norm(v, gain):  # RMSNorm, written here
+        return v / np.sqrt((v * v).mean(axis=-1, keepdims=True) + config.norm_eps) * gain
+
+    def attn(h):  # grouped-query attention with RoPE and a causal mask, from qkv's parts
+        w = layer.attention
+        q = qkv.rope(qkv.split_heads(h @ w.w_q, w.n_heads), None, config.rope_base)
+        k = qkv.rope(qkv.split_heads(h @ w.w_k, w.n_kv_heads), None, config.rope_base)
+        v = qkv.split_heads(h @ w.w_v, w.n_kv_heads)
+        group = w.n_heads // w.n_kv_heads
+        k, v = np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)
+        _, heads = qkv.attention(q, k, v, mask=qkv.causal_mask(len(h)))
+        return qkv.merge_heads(heads) @ w.w_o
+
+    def mlp(h):  # SwiGLU
+        gate = h @ layer.w_gate
+        return (gate / (1 + np.exp(-gate)) * (h @ layer.w_up)) @ layer.w_down
+
+    after_attention = x + attn(norm(x, layer.attn_norm))
+    want = after_attention + mlp(norm(after_attention, layer.mlp_norm))
+    got, _ = smollm2.decoder_layer(x, layer, config, positions=range(len(x)))
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    # and reading X instead of Norm(X) would give another layer
+    post = x + attn(x)
+    assert not np.allclose(post + mlp(norm(post, layer.mlp_norm)), got, atol=1e-3)

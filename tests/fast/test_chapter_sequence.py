@@ -1,15 +1,18 @@
-"""The chapters read as one numbered sequence, in the order mkdocs.yml's nav gives them.
+"""The chapters read as one numbered sequence, in the order mkdocs.yml's nav gives them,
+under titles of our own.
 
 The nav's "The explanation" names each chapter "N. Title". Every chapter's H1 and
 front-matter title are that title; its "**Read next:**" link leads to the next chapter of
 the nav, named "N. Title" (the last one back to the home page); and the home page's list of
 chapters holds every nav chapter under its number, with its nav title, a link to it and a
-line on what it teaches. Everything is read from mkdocs.yml, so a chapter added to the nav
-is checked without editing this file.
+line on what it teaches; every "chapter N" link leads to the page the nav numbers N; and no
+title or heading is one of the explained text's headings. Everything is read from
+mkdocs.yml, so a chapter added to the nav is checked without editing this file.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -18,7 +21,6 @@ from support import ROOT
 
 DOCS = ROOT / "docs"
 PART = "The explanation"
-READ_NEXT = re.compile(r"^\*\*Read next:\*\*\s*\[([^\]]+)\]\(([^)#]+)(?:#[^)]*)?\)", re.M)
 NAV_TITLE = re.compile(r"^(\d+)\. (.+)$")
 
 
@@ -52,6 +54,10 @@ def front_matter_and_body(path: str) -> tuple[dict, str]:
     return yaml.safe_load(found.group(1)), found.group(2)
 
 
+BY_FILE = {path: (number, title) for number, title, path in CHAPTERS}
+PAGES = sorted(p.name for p in DOCS.glob("*.md"))
+
+
 def home_list() -> dict[int, str]:
     """The home page's numbered list under "## The chapters": number -> the rest of the line."""
     _, body = front_matter_and_body("index.md")
@@ -79,14 +85,15 @@ def test_a_chapter_is_titled_as_the_nav_names_it(number, title, path):
 def test_read_next_leads_to_the_next_chapter(index):
     _, _, path = CHAPTERS[index]
     _, body = front_matter_and_body(path)
-    links = READ_NEXT.findall(body)
-    assert len(links) == 1, f"docs/{path}: {len(links)} '**Read next:**' lines"
-    ((text, target),) = links
+    paragraphs = re.findall(r"^\*\*Read next:\*\*(.*?)(?:\n\n|\Z)", body, re.M | re.S)
+    assert len(paragraphs) == 1, f"docs/{path}: {len(paragraphs)} '**Read next:**' paragraphs"
+    links = re.findall(r"\[([^\]]+)\]\(([^)#]+)(?:#[^)]*)?\)", paragraphs[0])
     if index + 1 == len(CHAPTERS):
-        assert target == "index.md", f"docs/{path}: the last chapter leads back home"
+        assert "index.md" in [target for _, target in links], \
+            f"docs/{path}: the last chapter leads back home"
         return
     number, title, following = CHAPTERS[index + 1]
-    assert (text, target) == (f"{number}. {title}", following), f"docs/{path}"
+    assert links[:1] == [(f"{number}. {title}", following)], f"docs/{path}"
 
 
 def test_the_home_page_lists_every_chapter_in_order():
@@ -125,3 +132,53 @@ def test_a_chapter_has_two_exercises_with_folded_run_and_guarded_solutions(numbe
     assert len(asks) == len(solutions), f"docs/{path}: an exercise without its solution"
     assert any("predict" in ask for ask in asks), \
         f"docs/{path}: no exercise asks the reader to predict a number before running the code"
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_every_numbered_chapter_link_names_the_right_number(doc):
+    text = (DOCS / doc).read_text(encoding="utf-8")
+    links = re.findall(r"\[(?:chapter|Chapter) (\d+)\]\(([^)#]+)", text)
+    links += re.findall(r"\[(\d+) →\]\(([^)#]+)", text)  # the recap's arrows
+    wrong = [(n, path) for n, path in links if BY_FILE.get(path, (None,))[0] != int(n)]
+    assert not wrong, f"docs/{doc} names chapters by the wrong number: {wrong}"
+
+
+def test_the_notebook_names_chapters_by_their_numbers():
+    notebook = json.loads((DOCS / "notebook.ipynb").read_text(encoding="utf-8"))
+    text = "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown")
+    links = re.findall(r"\[chapter (\d+)\]\(\.\./([^/)#]+)/", text)
+    assert links
+    wrong = [(n, slug) for n, slug in links if BY_FILE[slug + ".md"][0] != int(n)]
+    assert not wrong, f"the notebook names chapters by the wrong number: {wrong}"
+
+
+# Every heading of the explanation this site covers (/work/shared/seed, issue 18): none may be
+# a title or heading here, nor may any page point readers at "the source".
+EXPLAINED_HEADINGS = {
+    "query, key and value", "a soft dictionary lookup", "where they come from",
+    "why keys and values are separate", "why three separate projections",
+    "the computation, step by step", "why three projections and not one", "things to try",
+    "why divide by √d k", "why divide by √dₖ", "the three kinds of attention",
+    "traps worth knowing", "summing up", "multiple heads, and where they come from",
+    "cross-attention, and the caching trick", "questions people ask", "recap in one screen",
+    # and the shortenings the issue found
+    "three kinds of attention", "recap", "dropping the scaling", "why three projections",
+    "where q, k and v come from",
+}
+
+
+def _plain(heading: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"[*`$\\{}]", "", heading)).strip().lower()
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_no_title_or_heading_is_one_of_the_explained_texts(doc):
+    text = (DOCS / doc).read_text(encoding="utf-8")
+    headings = {_plain(h) for h in re.findall(r"^#+ ([^{\n]+)", text, re.M)}
+    headings |= {_plain(t) for t in re.findall(r"^title: (.+)$", text, re.M)}
+    assert not headings & EXPLAINED_HEADINGS, f"docs/{doc}"
+    assert "the source" not in text.lower(), f"docs/{doc} points readers at the source"
+
+
+def test_no_nav_title_is_one_of_the_explained_texts():
+    assert not {_plain(title) for _, title, _ in CHAPTERS} & EXPLAINED_HEADINGS

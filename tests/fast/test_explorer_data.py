@@ -321,15 +321,16 @@ def _median_query_gradient_ratio(d_k, n_draws=10_000, n_keys=6, seed=123):
     return norms[1.0] / norms[1 / np.sqrt(d_k)]
 
 
-@pytest.mark.claim("traps-no-scaling-gradient")
-def test_the_gradient_reaching_the_query_shrinks_little_at_64_and_collapses_later():
-    ratio = _median_query_gradient_ratio(64)
-    assert 0.84 < ratio < 0.92  # "about 12 % smaller"
-    for d_k in (256, 512):
-        assert _median_query_gradient_ratio(d_k) < 1 / 20
-    # and qkv's own measurement, the one chapter 6 prints, agrees at 64
-    raw, scaled = (saturation(64, scale=s).query_gradient_norm for s in (False, True))
-    assert 0.84 < np.median(raw) / np.median(scaled) < 0.92
+@pytest.mark.claim("scale-query-gradient-64", "scale-query-gradient-collapses")
+def test_an_independent_gradient_computation_agrees_with_qkvs_at_each_width():
+    # chapter 6's ratios come from qkv.scaling; the Jacobian written out by hand above, on
+    # draws of its own, must find the same median ratio at every width the chapter names, up
+    # to the spread between seeds (the chapter gives it at 64: 7.5 to 20.4 % smaller; the
+    # ratio itself spans 0.9 at 64 to 0.0016 at 512, so 30 % apart is a real disagreement)
+    for d_k in (64, 256, 512):
+        raw, scaled = (saturation(d_k, scale=s).query_gradient_norm for s in (False, True))
+        assert _median_query_gradient_ratio(d_k) == pytest.approx(
+            np.median(raw) / np.median(scaled), rel=0.3)
 
 
 # ---- the exercises of chapter 7 -------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""Guards for docs/position.md: order is invisible to attention; RoPE makes it visible
-through the queries and keys only, and the rotated score depends only on the offset.
+"""Guards for docs/position.md (chapter 9): without a mask order is invisible to attention; a
+causal mask leaks position; RoPE makes order visible through the queries and keys (the values
+of the first layer stay free of it), and the rotated score depends only on the offset.
 
 Each fact is derived here, with attention and the rotation written out in NumPy (checked
 against ``qkv.rope``) on the toys of ``qkv.toy`` and on seeded random inputs; then the text
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prose import check_prose
 from support import numbers
 
 import qkv
@@ -34,9 +36,12 @@ def printed(text: str, prefix: str) -> list[float]:
     return numbers(line.removeprefix(prefix))
 
 
-def reference_attention(q, k, v):
-    """softmax(q kᵀ / √d_k) v written out with np.exp, independent of qkv."""
+def reference_attention(q, k, v, causal=False):
+    """softmax(q kᵀ / √d_k) v written out with np.exp, independent of qkv; with ``causal``,
+    query i reads keys 0..i only."""
     s = q @ k.T / np.sqrt(q.shape[-1])
+    if causal:
+        s = np.where(np.arange(len(k))[None, :] <= np.arange(len(q))[:, None], s, -np.inf)
     e = np.exp(s - s.max(axis=-1, keepdims=True))
     w = e / e.sum(axis=-1, keepdims=True)
     return w, w @ v
@@ -91,7 +96,9 @@ def test_the_page_reversal_changes_nothing_but_the_order(hand_built, shown):
     assert shown.line("position.py:shuffle", "shuffled:") == \
         "shuffled: " + " ".join(reversed(toy.SENTENCE))
     gaps = printed(text, "weights, unshuffled, differ by")
-    assert len(gaps) == 2 and all(0 <= g < 1e-15 for g in gaps)  # "to within rounding (1e-15)"
+    rounding = 1e-15  # "to within rounding (10^-15)"
+    assert len(gaps) == 2 and all(0 <= g < rounding for g in gaps)
+    check_prose("pos-permutation-equivariant", rounding)
 
 
 @pytest.mark.claim("pos-permutation-equivariant")
@@ -106,6 +113,74 @@ def test_any_permutation_of_any_input_permutes_the_output(seed, t):
     np.testing.assert_allclose(permuted.output, plain.output[perm], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(permuted.weights, plain.weights[perm][:, perm], rtol=1e-12,
                                atol=1e-12)
+
+
+@pytest.mark.claim("pos-causal-changes-outputs")
+def test_with_a_causal_mask_reversing_changes_every_words_output(hand_built, shown):
+    *_, q, k, v = hand_built
+    _, out = reference_attention(q, k, v, causal=True)
+    _, out_rev = reference_attention(q[REVERSED], k[REVERSED], v[REVERSED], causal=True)
+    back = out_rev[np.argsort(REVERSED)]  # each word's reversed output, in sentence order
+    change = np.abs(back - out).max(axis=1)  # per word, its largest change in any column
+    assert (change > 0.5).all()  # every word, and by a lot
+    check_prose("pos-causal-changes-outputs", change.min())
+    lines = shown["position.py:causal_shuffle"].splitlines()[1:]
+    assert [ln.split()[0] for ln in lines] == list(toy.SENTENCE)
+    for i, line in enumerate(lines):
+        np.testing.assert_allclose(numbers(line), [*out[i], *back[i]], atol=0.005 + 1e-9)
+
+
+@pytest.mark.claim("pos-causal-counts")
+def test_identical_copies_get_outputs_that_tell_where_they_stand(hand_built, shown):
+    x, p, *_ = hand_built
+    copies = x[[SHE] + [MILK] * 5]
+    q, k, v = copies @ p.w_q, copies @ p.w_k, copies @ p.w_v
+    _, out_plain = reference_attention(q, k, v)
+    w_causal, out_causal = reference_attention(q, k, v, causal=True)
+    np.testing.assert_allclose(out_plain[1:], out_plain[[1] * 5], rtol=0, atol=1e-15)  # alike
+    for i in range(1, 6):  # copy at position i: an even spread over the i + 1 it may read
+        np.testing.assert_allclose(w_causal[i, : i + 1], 1 / (i + 1), rtol=1e-12)
+    shares = w_causal[1:, 0]  # the weight each copy puts on "she"
+    assert (np.diff(shares) < 0).all()
+    person = toy.VALUE_COLUMNS.index("person")  # she's value is 1 there, milk's 0
+    np.testing.assert_allclose(out_causal[1:, person], shares, rtol=1e-12)
+    check_prose("pos-causal-counts", ..., *shares)  # "i + 1" is the formula's, not a number
+    text = shown["position.py:counting"]
+    np.testing.assert_allclose(printed(text, "no mask:"), out_plain[1:, person], atol=5e-4 + 1e-9)
+    np.testing.assert_allclose(printed(text, "causal mask:"), shares, atol=5e-4 + 1e-9)
+
+
+@pytest.mark.claim("pos-ex-long")
+def test_the_last_of_99_copies_gives_she_one_hundredth(hand_built, shown):
+    x, p, *_ = hand_built
+    long = x[[SHE] + [MILK] * 99]
+    w, _ = reference_attention(long @ p.w_q, long @ p.w_k, long @ p.w_v, causal=True)
+    np.testing.assert_allclose(w[-1], 1 / len(long), rtol=1e-12)  # an even spread
+    check_prose("pos-ex-long", len(long), w[-1, 0])
+    (shown_share,) = printed(shown["position.py:exercise_long"], "the last copy's weight on she:")
+    assert abs(shown_share - w[-1, 0]) <= 5e-5 + 1e-12
+
+
+@pytest.mark.claim("pos-values-layer-two")
+def test_from_layer_two_on_the_values_carry_position(shown):
+    x = toy.embeddings()
+    layer1, layer2 = (toy.projections(d_k=8, d_v=16, seed=s) for s in (2, 3))  # as the page
+
+    def values(tokens):
+        q, k, v = tokens @ layer1.w_q, tokens @ layer1.w_k, tokens @ layer1.w_v
+        _, out = reference_attention(rotate(q, angles(range(6))), rotate(k, angles(range(6))), v)
+        return v, (tokens + out) @ layer2.w_v
+
+    first, second = values(x)
+    first_rev, second_rev = values(x[REVERSED])
+    at = REVERSED.index(MILK)
+    layer1_gap = np.abs(first[MILK] - first_rev[at]).max()
+    layer2_gap = np.abs(second[MILK] - second_rev[at]).max()
+    assert layer1_gap < 1e-12 and layer2_gap > 0.1
+    check_prose("pos-values-layer-two", ..., ..., layer2_gap)  # "layer 1", "layer 2": labels
+    line = shown.line("position.py:layer_two", "milk's value, in order vs reversed:")
+    _, shown_1, _, shown_2 = numbers(line)
+    assert shown_1 == 0 and abs(shown_2 - layer2_gap) <= 0.005 + 1e-9
 
 
 @pytest.mark.claim("pos-rope-sees-order")
@@ -144,6 +219,10 @@ def test_the_page_scores_depend_only_on_the_offset(shown):
 
     lines = [ln.strip() for ln in shown["position.py:offset"].splitlines()]
     assert len(lines) == 5
+    exact = 1e-12  # "to within 10^-12"
+    pairs = [numbers(line)[:2] for line in lines[:3]]  # the three pairs at offset 3
+    assert abs(score(*pairs[2]) - score(*pairs[0])) < exact
+    check_prose("pos-offset-only", *pairs[0], *pairs[1], *pairs[2], exact)
     for line in lines:
         m, n, offset, value = numbers(line)
         assert offset == m - n

@@ -1,4 +1,4 @@
-"""Chapter 8, three kinds of attention: self, cross and masked. Every claim, checked.
+"""Chapter 8, who asks and who answers: self, causal and cross-attention. Every claim, checked.
 
 Each fact is computed here from qkv's public functions on the toy sentence (``qkv.toy``) or
 on the test's own seeded data, and where the page prints it (its weight tables, shapes and
@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prose import check_prose
 from support import numbers
 
 import qkv
@@ -113,6 +114,7 @@ def test_the_page_causal_weights_are_exactly_zero_in_the_future(shown):
     assert (printed[lower == 0] == 0).all()
     assert shown.line("three_kinds.py:causal", "weights on future tokens") == \
         "weights on future tokens all exactly 0: True"
+    check_prose("kinds-causal-zeros", np.exp(-np.inf), weights[lower == 0].max())
 
 
 @pytest.mark.claim("kinds-causal-renormalised")
@@ -126,6 +128,7 @@ def test_each_causal_row_is_the_softmax_of_its_allowed_scores_alone(shown):
         by_hand[i, : i + 1] = allowed / allowed.sum()
     np.testing.assert_allclose(weights, by_hand, rtol=1e-12, atol=1e-15)
     assert weights[0, 0] == 1.0  # the first token can only look at itself
+    check_prose("kinds-causal-renormalised", weights[0, 0])
     _, _, printed = weight_table(shown["three_kinds.py:causal"])
     np.testing.assert_allclose(printed, by_hand, rtol=0, atol=PRINTED)
     assert printed[0].tolist() == [1, 0, 0, 0, 0, 0]
@@ -181,6 +184,9 @@ def test_padded_keys_get_exactly_zero_weight(shown):
     assert (printed[:, 4:] == 0).all()
     assert shown.line("three_kinds.py:padding", "weights on padding") == \
         "weights on padding all exactly 0: True"
+    check_prose("kinds-padding-zeros", max(
+        qkv.self_attention(padded_batch(junk), P, mask=PAD).weights[1][:, 4:].max()
+        for junk in JUNKS))
 
 
 @pytest.mark.claim("kinds-padding-no-leak")
@@ -222,6 +228,8 @@ def test_causal_and_padding_masks_combine_by_broadcasting(shown):
                 assert both[b, i, j] == (j <= i and j < length)
     weights = qkv.self_attention(padded_batch(JUNKS[0]), P, mask=both).weights
     assert (weights[~both] == 0).all() and (weights[both] > 0).all()
+    check_prose("kinds-mask-broadcast", *qkv.causal_mask(6).shape, *PAD.shape, *both.shape,
+                weights[~both].max())
     assert shown.line("three_kinds.py:padding", "causal and padding together:") == \
         f"causal and padding together: {both.shape}"
 
@@ -251,6 +259,7 @@ def test_the_page_cross_attention_is_3_by_6_with_rows_of_one(shown):
     np.testing.assert_allclose(printed, cross.weights, rtol=0, atol=PRINTED)
     np.testing.assert_allclose(printed.sum(axis=-1), 1.0, rtol=0, atol=6 * PRINTED)
     assert numbers(shown.line("three_kinds.py:cross", "row sums:")) == [1.0] * 3
+    check_prose("kinds-cross-shape", *cross.weights.shape, cross.weights.sum(axis=-1).max())
 
 
 # ---- the masked function in PyTorch, and mask conventions ---------------------------------
@@ -262,8 +271,12 @@ def random_mask(rng, shape):
     return mask
 
 
+TORCH_TOLERANCE = 1e-12  # "to better than 10^-12"
+
+
 @pytest.mark.claim("kinds-torch-agrees")
 def test_torch_masked_attention_and_sdpa_agree_with_qkv():
+    check_prose("kinds-torch-agrees", TORCH_TOLERANCE)
     Q, K, V = qkv.project(X, P)
     rng = np.random.default_rng(12)
     cases = [(Q, K, V, qkv.causal_mask(6))]  # the page's example
@@ -275,10 +288,10 @@ def test_torch_masked_attention_and_sdpa_agree_with_qkv():
         want = qkv.attention(q, k, v, mask=mask)
         tq, tk, tv, tm = (torch.from_numpy(a) for a in (q, k, v, mask))
         got_w, got_o = masked_attention(tq, tk, tv, tm)
-        assert np.abs(got_w.numpy() - want.weights).max() < 1e-12
-        assert np.abs(got_o.numpy() - want.output).max() < 1e-12
+        assert np.abs(got_w.numpy() - want.weights).max() < TORCH_TOLERANCE
+        assert np.abs(got_o.numpy() - want.output).max() < TORCH_TOLERANCE
         sdpa = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=tm)
-        assert np.abs(sdpa.numpy() - want.output).max() < 1e-12
+        assert np.abs(sdpa.numpy() - want.output).max() < TORCH_TOLERANCE
 
 
 def test_the_numpy_tab_shows_the_masked_shapes(shown):
@@ -297,7 +310,9 @@ def test_true_means_may_attend_in_qkv_sdpa_and_the_masked_fill_idiom():
     tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))
     sdpa = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=torch.from_numpy(mask))
     ones_and_zeros = torch.from_numpy(mask.astype(np.int64))  # 1 = keep, 0 = hide
-    scores = (tq @ tk.T / 8**0.5).masked_fill(ones_and_zeros == 0, float("-inf"))
+    hidden = 0  # the idiom's "mask == 0": the value that marks a hidden pair
+    check_prose("kinds-mask-convention", hidden)
+    scores = (tq @ tk.T / 8**0.5).masked_fill(ones_and_zeros == hidden, float("-inf"))
     idiom = torch.softmax(scores, dim=-1)
     assert np.abs(idiom.numpy() - weights).max() < 1e-12
     assert np.abs(sdpa.numpy() - weights @ v).max() < 1e-12
@@ -323,7 +338,8 @@ def test_qkv_refuses_a_row_that_may_attend_to_nothing(shown):
 
 @pytest.mark.claim("kinds-fully-masked-torch")
 def test_torch_gives_nan_by_hand_and_zeros_from_sdpa():
-    assert torch.__version__.startswith("2.13"), "the page names the PyTorch version it shows"
+    major_minor = float(".".join(torch.__version__.split(".")[:2]))
+    check_prose("kinds-fully-masked-torch", major_minor)  # the version the page names
     q, k, v = (torch.from_numpy(a) for a in qkv.project(X, P))
     blocked = torch.from_numpy(blocked_mask())
     weights, output = masked_attention(q, k, v, blocked)
@@ -332,3 +348,26 @@ def test_torch_gives_nan_by_hand_and_zeros_from_sdpa():
     sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=blocked)
     assert (sdpa[0] == 0).all()
     np.testing.assert_allclose(sdpa[1:].numpy(), output[1:].numpy(), rtol=1e-12)
+
+
+@pytest.mark.claim("kinds-mha-polarity")
+def test_multihead_attention_reads_true_as_hidden():
+    causal = qkv.causal_mask(6)  # True = may attend, as in qkv and SDPA
+    torch.manual_seed(0)  # the page's module
+    mha = torch.nn.MultiheadAttention(embed_dim=16, num_heads=1, batch_first=True)
+    x = torch.from_numpy(X).float()[None]
+    with torch.no_grad():
+        _, backwards = mha(x, x, x, attn_mask=torch.from_numpy(causal))
+        _, forwards = mha(x, x, x, attn_mask=torch.from_numpy(~causal))
+    backwards, forwards = backwards[0], forwards[0]
+    # the weights qkv's causal attention gives with the module's own projections
+    w_q, w_k, _ = mha.in_proj_weight.detach().double().numpy().reshape(3, 16, 16)
+    b_q, b_k, _ = mha.in_proj_bias.detach().double().numpy().reshape(3, 16)
+    xs = x[0].double().numpy()
+    want = qkv.attention(xs @ w_q.T + b_q, xs @ w_k.T + b_k, xs, mask=causal).weights
+    np.testing.assert_allclose(forwards.numpy(), want, rtol=1e-4, atol=1e-6)
+    # given True = attend, each token sees only later tokens and the last sees nothing
+    later = np.triu(np.ones((6, 6), dtype=bool), k=1)
+    assert (backwards.numpy()[:-1][~later[:-1]] == 0).all()
+    assert (backwards.numpy()[:-1][later[:-1]] > 0).all()
+    assert torch.isnan(backwards[-1]).all()
