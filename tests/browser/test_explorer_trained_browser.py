@@ -153,6 +153,7 @@ def double_rounding_state() -> tuple:
     raise AssertionError("no state tells single from double rounding")
 
 
+@pytest.mark.claim("explorer-trained-rounded-once")
 def test_scaled_scores_are_rounded_once(page, site_url):
     state, pos, once = double_rounding_state()
     open_trained(page, site_url, "".join(f"&{k}={v}" for k, v in zip(KEYS, state, strict=True)))

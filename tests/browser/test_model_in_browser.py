@@ -182,6 +182,8 @@ def test_enough_hard_texts_are_checked():
     assert len(RUN_TEXTS) >= 5
 
 
+@pytest.mark.claim("explorer-js-tokenizer")
+@pytest.mark.claim("explorer-own-text-numbers")
 def test_token_ids_and_labels_equal_pythons(worker_page, model):
     """Every text gives the ids Python's ``tokenizers`` gives, and each token the label the
     built sentences use."""
@@ -205,6 +207,9 @@ def causal(t: int):
 
 
 @pytest.mark.parametrize("text", RUN_TEXTS, ids=range(1, len(RUN_TEXTS) + 1))
+@pytest.mark.claim("explorer-js-mirrors-python")
+@pytest.mark.claim("explorer-own-text-numbers")
+@pytest.mark.claim("explorer-own-text-on-request")
 def test_every_attention_weight_equals_qkvs(worker_page, model, text):
     got = worker_page.evaluate(RUN, [RUN_TEXTS.index(text) + 100, text, MAX_TOKENS])
     assert got["type"] == "result", got

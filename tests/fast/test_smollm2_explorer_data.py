@@ -130,6 +130,7 @@ def test_scaled_weights_are_the_models_own(files, runs):
                                            rtol=0, atol=WEIGHT_HALF + 1e-5)
 
 
+@pytest.mark.claim("explorer-trained-rounded-once")
 def test_scaled_scores_are_rounded_once(files, runs):
     """Rounding the raw score to a tenth and then dividing by 8 gives a different tenth for
     some pairs (double rounding); the file holds the correctly rounded q · k / 8 for each."""

@@ -185,11 +185,11 @@ function buildControls(index) {
   const size = megabytes(index.weights.bytes);
   c.text = el("textarea", { id: id("text"), "data-testid": "text", rows: "3", maxlength: String(MAX_CHARS),
                             spellcheck: "false", "aria-describedby": id("own-note") });
-  c.load = el("button", { type: "button", class: "md-button md-button--primary", "data-testid": "load-model",
+  c.load = el("button", { type: "button", class: "qx-button", "data-testid": "load-model",
                           text: "Load the model (" + size + ")" });
-  c.run = el("button", { type: "button", class: "md-button md-button--primary", "data-testid": "run",
+  c.run = el("button", { type: "button", class: "qx-button", "data-testid": "run",
                          text: "Run the model" });
-  c.cancel = el("button", { type: "button", class: "md-button", "data-testid": "cancel-load", text: "Cancel" });
+  c.cancel = el("button", { type: "button", class: "qx-button qx-button--quiet", "data-testid": "cancel-load", text: "Cancel" });
   c.progress = el("progress", { "data-testid": "progress", max: String(index.weights.bytes), value: "0",
                                 "aria-label": "Model download" });
   c.ownStatus = el("p", { class: "qx-own-status", "data-testid": "model-status" });
@@ -199,9 +199,9 @@ function buildControls(index) {
   c.ownLive = el("p", { class: "qx-sr-only", "aria-live": "polite", "data-testid": "model-announce" });
   const note = el("p", { id: id("own-note"), class: "qx-note", text:
     "Up to " + index.max_tokens + " tokens; a longer text is cut. The model file (" + size + ") comes " +
-    "from this site when you load it, once per visit, and the model runs in this page: nothing you " +
-    "type leaves your browser. A device that cannot spare the memory it needs gets a message here, " +
-    "and the built sentences still work. Ctrl+Enter in the box runs the model." });
+    "from this site when you load it, once per visit, and the model runs in this page, not on a " +
+    "server. A device that cannot spare the memory it needs gets a message here, and the built " +
+    "sentences still work. Ctrl+Enter in the box runs the model." });
   c.own = el("div", { class: "qx-control qx-wide qx-own", "data-testid": "own" }, [
     el("div", { class: "qx-head" }, [el("label", { for: id("text"), text: "Your own text" })]),
     c.text,

@@ -29,7 +29,7 @@ let download = null; // the AbortController of the download under way
 const PROGRESS_EVERY_MS = 150;
 
 function isMemoryError(err) {
-  return err instanceof RangeError && /alloc|memory|invalid array length|array buffer/i.test(err.message);
+  return err instanceof RangeError && /alloc|memory|invalid (typed )?array length|array buffer/i.test(err.message);
 }
 
 function memoryMessage(bytes) {
