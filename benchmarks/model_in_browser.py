@@ -49,8 +49,11 @@ from support import CHROMIUM, CHROMIUM_ARGS, build_site  # noqa: E402
 from qkv import smollm2  # noqa: E402
 
 TEXT = "The capital of France is Paris, and it is lovely."  # 12 tokens
-WARM_TEXTS = ["My cat sleeps on the warm mat every single afternoon.", TEXT,
-              "My cat sleeps on the warm mat every single afternoon."]  # 12 tokens each
+WARM_TEXTS = [
+    "My cat sleeps on the warm mat every single afternoon.",
+    TEXT,
+    "My cat sleeps on the warm mat every single afternoon.",
+]  # 12 tokens each
 AGREEMENT_TEXTS = [
     "The capital of France is Paris, and it is lovely.",
     "The trophy did not fit in the suitcase because it was too big.",
@@ -73,8 +76,10 @@ TIMERS = """() => {
   const panel = () => document.querySelector(".qx-trained");
   new MutationObserver(() => {
     const p = panel();
-    if (p && (p.getAttribute("data-drawn") || "").startsWith("own,")) window.__t.drawn.push(performance.now());
-  }).observe(document.getElementById("qkv-explorer"), { attributes: true, subtree: true, attributeFilter: ["data-drawn"] });
+    const own = p && (p.getAttribute("data-drawn") || "").startsWith("own,");
+    if (own) window.__t.drawn.push(performance.now());
+  }).observe(document.getElementById("qkv-explorer"),
+             { attributes: true, subtree: true, attributeFilter: ["data-drawn"] });
 }"""
 
 
@@ -151,12 +156,18 @@ class Heaps:
             for target in self.browser_cdp.send("Target.getTargets")["targetInfos"]:
                 if target["type"] == "worker" and target["url"].endswith("model/worker.js"):
                     self.worker_session = self.browser_cdp.send(
-                        "Target.attachToTarget", {"targetId": target["targetId"], "flatten": False})["sessionId"]
+                        "Target.attachToTarget", {"targetId": target["targetId"], "flatten": False}
+                    )["sessionId"]
         if self.worker_session is None:
             return None
         asked, self.next_id = self.next_id, self.next_id + 1
-        self.browser_cdp.send("Target.sendMessageToTarget", {"sessionId": self.worker_session, "message": json.dumps(
-            {"id": asked, "method": "Runtime.getHeapUsage"})})
+        self.browser_cdp.send(
+            "Target.sendMessageToTarget",
+            {
+                "sessionId": self.worker_session,
+                "message": json.dumps({"id": asked, "method": "Runtime.getHeapUsage"}),
+            },
+        )
         deadline = time.time() + 5
         while asked not in self.replies and time.time() < deadline:
             self.page_cdp.send("Runtime.evaluate", {"expression": "1"})  # lets the event arrive
@@ -198,8 +209,10 @@ def timing(base: str, index: dict) -> None:
         t = page.evaluate("window.__t")
         first = (t["drawn"][0] - t["press"][0]) / 1000
         status = page.get_by_test_id("model-status").text_content()
-        print(f"  first use, 'Load the model' -> bars of a 12-token text: {first:.2f} s "
-              f"(goal 15 s: {first / 15:.2f} of it; {index['weights']['bytes']:,} bytes downloaded; {status})")
+        print(
+            f"  first use, 'Load the model' -> bars of a 12-token text: {first:.2f} s "
+            f"(goal 15 s: {first / 15:.2f} of it; {index['weights']['bytes']:,} bytes downloaded; {status})"
+        )
 
         warm, worker_s = [], []
         for n, text in enumerate(WARM_TEXTS, start=2):
@@ -213,28 +226,45 @@ def timing(base: str, index: dict) -> None:
             drawn_while_sampling(page, heaps, n)
             t = page.evaluate("window.__t")
             warm.append((t["drawn"][-1] - t["press"][-1]) / 1000)
-            worker_s.append(float(re.search(r"in ([\d.]+) s", page.get_by_test_id("model-status").text_content()).group(1)))
+            worker_s.append(
+                float(
+                    re.search(r"in ([\d.]+) s", page.get_by_test_id("model-status").text_content()).group(1)
+                )
+            )
             if n == 2:
                 keys, longest = t["keys"], t["longest"]
-        print(f"  model loaded, 'Run the model' -> bars, 12 tokens: {', '.join(f'{x:.2f}' for x in warm)} s "
-              f"(median {statistics.median(warm):.2f} s = {statistics.median(warm) / 5:.2f} of the 5 s goal; "
-              f"the worker's forward pass and tables: {', '.join(f'{x:.1f}' for x in worker_s)} s)")
-        print(f"  while it ran: {len(keys)} key presses, handler delay median {statistics.median(keys):.1f} ms, "
-              f"max {max(keys):.1f} ms (goal 100 ms); longest task on the page's thread {longest:.0f} ms")
+        print(
+            f"  model loaded, 'Run the model' -> bars, 12 tokens: {', '.join(f'{x:.2f}' for x in warm)} s "
+            f"(median {statistics.median(warm):.2f} s = {statistics.median(warm) / 5:.2f} of the 5 s goal; "
+            f"the worker's forward pass and tables: {', '.join(f'{x:.1f}' for x in worker_s)} s)"
+        )
+        print(
+            f"  while it ran: {len(keys)} key presses, handler delay median "
+            f"{statistics.median(keys):.1f} ms, "
+            f"max {max(keys):.1f} ms (goal 100 ms); longest task on the page's thread {longest:.0f} ms"
+        )
 
-        print("  peak JS heap while loading and running, sampled every ~50 ms (V8): " +
-              ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in heaps.peak.items()) +
-              f" (goal 400 MB); the model file's {index['weights']['bytes'] / 1e6:.0f} MB sit outside the heap, "
-              "in one ArrayBuffer")
+        print(
+            "  peak JS heap while loading and running, sampled every ~50 ms (V8): "
+            + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in heaps.peak.items())
+            + f" (goal 400 MB); the model file's {index['weights']['bytes'] / 1e6:.0f} MB "
+            "sit outside the heap, "
+            "in one ArrayBuffer"
+        )
         browser.close()
-    print(f"  peak resident memory of the renderer process (page + worker + model file): {memory.peak / 1e6:.0f} MB, "
-          f"of which {before / 1e6:.0f} MB before the model was loaded (the page alone)")
+    print(
+        "  peak resident memory of the renderer process (page + worker + model file): "
+        f"{memory.peak / 1e6:.0f} MB, "
+        f"of which {before / 1e6:.0f} MB before the model was loaded (the page alone)"
+    )
 
 
 AGREE = """async ([src, url, bytes, texts]) => {
   const w = new Worker(src, { type: "module" });
   const ask = (msg, want) => new Promise((resolve) => {
-    const on = (e) => { if (want.includes(e.data.type)) { w.removeEventListener("message", on); resolve(e.data); } };
+    const on = (e) => {
+      if (want.includes(e.data.type)) { w.removeEventListener("message", on); resolve(e.data); }
+    };
     w.addEventListener("message", on);
     w.postMessage(msg);
   });
@@ -255,13 +285,19 @@ def agreement(base: str, index: dict) -> None:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page()
         page.goto(base + "explorer/")
-        got = page.evaluate(AGREE, [base + "assets/explorer/model/worker.js",
-                                    base + "explorer/smollm2/" + index["weights"]["file"],
-                                    index["weights"]["bytes"], AGREEMENT_TEXTS])
+        got = page.evaluate(
+            AGREE,
+            [
+                base + "assets/explorer/model/worker.js",
+                base + "explorer/smollm2/" + index["weights"]["file"],
+                index["weights"]["bytes"],
+                AGREEMENT_TEXTS,
+            ],
+        )
         browser.close()
     dw = d1 = dall = 0.0
     tokens = []
-    for text, run in zip(AGREEMENT_TEXTS, got, strict=True):
+    for run in got:
         with threadpool_limits(limits=1):
             trace = smollm2.forward(model, run["ids"])
         t = len(run["ids"])
@@ -272,9 +308,11 @@ def agreement(base: str, index: dict) -> None:
         dw = max(dw, np.abs(w - trace.weights[..., rows, cols]).max())
         d1 = max(d1, np.abs(raw[0] - trace.scores[0][..., rows, cols]).max())
         dall = max(dall, np.abs(raw - trace.scores[..., rows, cols]).max())
-    print(f"  agreement with qkv.smollm2 on {len(tokens)} texts ({', '.join(map(str, tokens))} tokens): "
-          f"max |Δ| attention weight {dw:.1e} (bar 1e-4), first layer's raw scores {d1:.1e} (bar 1e-3), "
-          f"any layer's raw scores {dall:.1e}")
+    print(
+        f"  agreement with qkv.smollm2 on {len(tokens)} texts ({', '.join(map(str, tokens))} tokens): "
+        f"max |Δ| attention weight {dw:.1e} (bar 1e-4), first layer's raw scores {d1:.1e} (bar 1e-3), "
+        f"any layer's raw scores {dall:.1e}"
+    )
 
 
 def main() -> None:

@@ -401,7 +401,8 @@ def test_instant_navigation_keeps_the_model_loaded_for_the_visit(page, instant_s
     page.wait_for_url("**/things-to-try/**")
     link = instant_site_url + "explorer/?model=smollm2&text=" + quote("Back again.") + "&layer=20"
     page.evaluate("""href => { const a = document.createElement('a'); a.href = href; a.id = 'qkv-back';
-                               a.textContent = 'back'; document.querySelector('article').appendChild(a); }""", link)
+                               a.textContent = 'back'; document.querySelector('article').appendChild(a); }""",
+                  link)
     page.click("#qkv-back")
     n = len(smollm2.load().tokenizer.encode("Back again.", add_special_tokens=False).ids)
     page.wait_for_selector(f"#qkv-explorer .qx-trained[data-drawn='own,20,9,{n},3,1']", timeout=60000)

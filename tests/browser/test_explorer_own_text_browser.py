@@ -52,7 +52,7 @@ class Server:
                 path = urlparse(path).path
                 if not path.startswith(PUBLISHED_PATH):
                     return str(folder / "not-below-the-site-path")
-                return super().translate_path("/" + path[len(PUBLISHED_PATH):])
+                return super().translate_path("/" + path[len(PUBLISHED_PATH) :])
 
             def copyfile(self, source, outputfile):
                 if self.path.split("?")[0].endswith(".gguf"):
@@ -70,7 +70,8 @@ class Server:
                 pass
 
         self.httpd = http.server.ThreadingHTTPServer(
-            ("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
+            ("127.0.0.1", 0), functools.partial(Handler, directory=str(folder))
+        )
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}{PUBLISHED_PATH}"
 
@@ -90,9 +91,14 @@ def index(built_site) -> dict:
 @pytest.fixture(autouse=True)
 def offline_and_quiet(page):
     outside, errors = [], []
-    page.on("request", lambda r: outside.append(r.url)
+    page.on(
+        "request",
+        lambda r: (
+            outside.append(r.url)
             if urlparse(r.url).hostname != "127.0.0.1" and not r.url.startswith(("data:", "blob:"))
-            else None)
+            else None
+        ),
+    )
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     yield
@@ -116,13 +122,21 @@ def expected(text: str, layer: int, head: int, query: int, scale: int) -> dict:
     scores = raw / 8 if scale else raw
     w = np.exp(scores - scores.max())
     w /= w.sum()
-    return {"raw": raw, "scaled": scores, "weights": w,
-            "entropy": float(-(w * np.log(np.where(w > 0, w, 1))).sum()), "max_weight": float(w.max())}
+    return {
+        "raw": raw,
+        "scaled": scores,
+        "weights": w,
+        "entropy": float(-(w * np.log(np.where(w > 0, w, 1))).sum()),
+        "max_weight": float(w.max()),
+    }
 
 
 def address(text: str, **state) -> str:
-    return "explorer/?model=smollm2&text=" + quote(text, safe="") + "".join(
-        f"&{k}={v}" for k, v in state.items())
+    return (
+        "explorer/?model=smollm2&text="
+        + quote(text, safe="")
+        + "".join(f"&{k}={v}" for k, v in state.items())
+    )
 
 
 def shown_number(text: str) -> float:
@@ -131,13 +145,16 @@ def shown_number(text: str) -> float:
 
 def assert_shows(page, text, layer, head, query, stage, scale):
     """The page shows qkv's numbers for this state of the reader's text, rounded once."""
-    page.wait_for_selector(f"#qkv-explorer .qx-trained[data-drawn='own,{layer},{head},{query},{stage},{scale}']",
-                           timeout=60000)
+    page.wait_for_selector(
+        f"#qkv-explorer .qx-trained[data-drawn='own,{layer},{head},{query},{stage},{scale}']", timeout=60000
+    )
     want = expected(text, layer, head, query, scale)
     field, atol = [("raw", SCORE_SHOWN), ("scaled", SCALED_SHOWN), ("weights", WEIGHT_SHOWN)][stage - 1]
     bars = page.eval_on_selector_all(
-        '[data-testid="bar"]', "els => els.map(e => [e.dataset.pos, e.dataset.key, e.dataset.value, "
-        "e.querySelector('.qx-num').textContent])")
+        '[data-testid="bar"]',
+        "els => els.map(e => [e.dataset.pos, e.dataset.key, e.dataset.value, "
+        "e.querySelector('.qx-num').textContent])",
+    )
     assert [int(b[0]) for b in bars] == list(range(1, query + 1))
     assert [b[1] for b in bars] == [label(p) for p in trace(text).pieces][:query]
     values = np.array([float(b[2]) for b in bars])
@@ -177,8 +194,15 @@ def test_an_address_with_text_loads_on_request_then_shows_qkvs_numbers(page, ser
     assert server.model_requests == []  # nothing fetched before the reader asks
     load_model(page)
     assert_shows(page, TEXT, 3, 2, 5, 1, 1)
-    assert url_state(page) == {"model": "smollm2", "text": TEXT, "layer": "3", "head": "2",
-                               "query": "5", "stage": "1", "scale": "1"}
+    assert url_state(page) == {
+        "model": "smollm2",
+        "text": TEXT,
+        "layer": "3",
+        "head": "2",
+        "query": "5",
+        "stage": "1",
+        "scale": "1",
+    }
     for stage, scale in ((2, 1), (2, 0), (3, 0), (3, 1)):
         page.get_by_test_id("stage").fill(str(stage))
         page.get_by_test_id("scale").set_checked(bool(scale))
@@ -195,12 +219,21 @@ def test_the_model_file_is_fetched_once_per_visit(page, server):
     page.goto(server.url + address("First text."))
     load_model(page)
     last = len(trace("First text.").ids)
-    assert_shows(page, "First text.", DEFAULTS["layer"], DEFAULTS["head"], last, DEFAULTS["stage"], DEFAULTS["scale"])
+    assert_shows(
+        page, "First text.", DEFAULTS["layer"], DEFAULTS["head"], last, DEFAULTS["stage"], DEFAULTS["scale"]
+    )
     # another text: the Run button, no second download
     page.get_by_test_id("text").fill("A second, longer text.")
     page.get_by_test_id("run").click()
-    assert_shows(page, "A second, longer text.", DEFAULTS["layer"], DEFAULTS["head"],
-                 len(trace("A second, longer text.").ids), DEFAULTS["stage"], DEFAULTS["scale"])
+    assert_shows(
+        page,
+        "A second, longer text.",
+        DEFAULTS["layer"],
+        DEFAULTS["head"],
+        len(trace("A second, longer text.").ids),
+        DEFAULTS["stage"],
+        DEFAULTS["scale"],
+    )
     # the toy and back: the model is still loaded
     page.get_by_test_id("model").select_option("toy")
     page.wait_for_selector("#qkv-explorer.qx-ready [data-testid=dk]")
@@ -219,9 +252,12 @@ def test_a_long_text_is_cut_to_64_tokens_with_a_message(page, server):
     page.goto(server.url + address(text))
     load_model(page)
     assert page.get_by_test_id("cut").text_content() == (
-        f"Your text has {total} tokens; the model ran on the first {MAX_TOKENS}, up to \u201Cword\u201D.")
+        f"Your text has {total} tokens; the model ran on the first {MAX_TOKENS}, up to \u201cword\u201d."
+    )
     assert page.get_by_test_id("query").locator("option").count() == MAX_TOKENS
-    assert_shows(page, text, DEFAULTS["layer"], DEFAULTS["head"], MAX_TOKENS, DEFAULTS["stage"], DEFAULTS["scale"])
+    assert_shows(
+        page, text, DEFAULTS["layer"], DEFAULTS["head"], MAX_TOKENS, DEFAULTS["stage"], DEFAULTS["scale"]
+    )
 
 
 @pytest.mark.claim("explorer-own-text-announced")
@@ -238,14 +274,19 @@ def test_a_download_shows_progress_politely_and_can_be_cancelled(page, server, i
     page.keyboard.press("Enter")
     announce = page.get_by_test_id("model-announce")
     assert announce.get_attribute("aria-live") == "polite"
-    page.wait_for_function("() => document.querySelector('[data-testid=model-announce]').textContent"
-                           ".includes('25 percent downloaded')", timeout=30000)
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=model-announce]').textContent"
+        ".includes('25 percent downloaded')",
+        timeout=30000,
+    )
     progress = page.get_by_test_id("progress")
     assert 0 < page.evaluate("() => document.querySelector('[data-testid=progress]').value")
     assert page.evaluate("document.activeElement.dataset.testid") == "cancel-load"
     page.keyboard.press("Enter")  # the focused Cancel button
-    page.wait_for_function("() => document.querySelector('[data-testid=model-status]').textContent"
-                           " === 'Download cancelled.'", timeout=10000)
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=model-status]').textContent === 'Download cancelled.'",
+        timeout=10000,
+    )
     assert announce.text_content() == "Download cancelled."
     assert page.get_by_test_id("load-model").is_visible() and not progress.is_visible()
     assert page.evaluate("document.activeElement.dataset.testid") == "load-model"
@@ -263,8 +304,11 @@ def test_a_device_without_the_memory_gets_a_clear_message(page, server):
     page.goto(server.url + address("Too big."))
     page.wait_for_selector("#qkv-explorer.qx-ready")
     page.get_by_test_id("load-model").click()
-    page.wait_for_function("() => document.querySelector('[data-testid=model-status]').textContent"
-                           ".includes('could not set aside the memory')", timeout=20000)
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=model-status]').textContent"
+        ".includes('could not set aside the memory')",
+        timeout=20000,
+    )
     status = page.get_by_test_id("model-status").text_content()
     assert "the built sentences still work" in status
     assert page.get_by_test_id("load-model").is_visible()
@@ -272,11 +316,14 @@ def test_a_device_without_the_memory_gets_a_clear_message(page, server):
     page.wait_for_selector("#qkv-explorer .qx-trained[data-drawn^='1,']")
 
 
-@pytest.mark.parametrize("payload", [
-    "<img src=x onerror=window.__xss=1>",
-    '"><script>window.__xss=2</script>',
-    "</textarea><svg onload=window.__xss=3>",
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "<img src=x onerror=window.__xss=1>",
+        '"><script>window.__xss=2</script>',
+        "</textarea><svg onload=window.__xss=3>",
+    ],
+)
 def test_hostile_text_is_run_as_text_and_never_injected(page, server, payload):
     page.goto(server.url + address(payload, layer="<b>", query="1e9", stage="x"))
     load_model(page)
@@ -285,7 +332,9 @@ def test_hostile_text_is_run_as_text_and_never_injected(page, server, payload):
     assert page.locator("#qkv-explorer img, #qkv-explorer script, #qkv-explorer svg").count() == 0
     assert page.get_by_test_id("text").input_value() == payload
     last = len(trace(payload).ids)
-    assert_shows(page, payload, DEFAULTS["layer"], DEFAULTS["head"], last, DEFAULTS["stage"], DEFAULTS["scale"])
+    assert_shows(
+        page, payload, DEFAULTS["layer"], DEFAULTS["head"], last, DEFAULTS["stage"], DEFAULTS["scale"]
+    )
     assert url_state(page)["text"] == payload and url_state(page)["query"] == str(last)
 
 
@@ -306,8 +355,15 @@ def test_the_keyboard_loads_runs_and_reruns(page, server):
     page.keyboard.type(" Then more.")
     page.keyboard.press("Control+Enter")
     text = "Keyboard first. Then more."
-    assert_shows(page, text, DEFAULTS["layer"], DEFAULTS["head"], len(trace(text).ids),
-                 DEFAULTS["stage"], DEFAULTS["scale"])
+    assert_shows(
+        page,
+        text,
+        DEFAULTS["layer"],
+        DEFAULTS["head"],
+        len(trace(text).ids),
+        DEFAULTS["stage"],
+        DEFAULTS["scale"],
+    )
     assert url_state(page)["text"] == text
 
 
@@ -333,8 +389,10 @@ def test_the_result_is_announced_once(page, server):
 # What issue 19's policy allows (default-src 'self'), plus what Material itself needs: its
 # inline scripts and styles (that issue allows them by hash) and the data: images its bundle
 # draws. The explorer's code must need nothing more.
-CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
-       "img-src 'self' data:")
+CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:"
+)
 
 
 def test_the_model_runs_under_a_content_security_policy(browser, built_site):
@@ -359,9 +417,10 @@ def test_the_model_runs_under_a_content_security_policy(browser, built_site):
 
 
 AXE_JS = importlib.resources.files("axe_playwright_python") / "axe.min.js"
-AXE_OPTIONS = {"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa",
-                                                     "best-practice"]},
-               "resultTypes": ["violations"]}
+AXE_OPTIONS = {
+    "runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]},
+    "resultTypes": ["violations"],
+}
 
 
 def test_axe_finds_nothing_before_and_after_a_run(browser, server):
@@ -380,8 +439,12 @@ def test_axe_finds_nothing_before_and_after_a_run(browser, server):
                 for scheme in ("default", "slate"):
                     page.evaluate("s => document.body.setAttribute('data-md-color-scheme', s)", scheme)
                     page.wait_for_timeout(100)
-                    for rule in page.evaluate("o => axe.run(document, o).then(r => r.violations)", AXE_OPTIONS):
-                        found += [(when, width, scheme, rule["id"], node["html"][:120]) for node in rule["nodes"]]
+                    for rule in page.evaluate(
+                        "o => axe.run(document, o).then(r => r.violations)", AXE_OPTIONS
+                    ):
+                        found += [
+                            (when, width, scheme, rule["id"], node["html"][:120]) for node in rule["nodes"]
+                        ]
                     assert page.evaluate("document.documentElement.scrollWidth") <= width
         assert found == []
     finally:

@@ -146,7 +146,8 @@ def double_rounding_state() -> tuple:
             for query in range(1, len(t.ids) + 1):
                 raw = expected(1, layer, head, query, 1)["raw"]
                 once, twice = np.rint(raw / 8 * 10), np.rint(np.rint(raw * 10) / 8)
-                far_from_tie = np.abs(raw / 8 * 10 - np.floor(raw / 8 * 10) - 0.5) > 1e-2  # beyond float32 noise
+                # beyond float32's noise
+                far_from_tie = np.abs(raw / 8 * 10 - np.floor(raw / 8 * 10) - 0.5) > 1e-2
                 hits = np.flatnonzero((once != twice) & far_from_tie)
                 if hits.size:
                     return (1, layer, head, query, 2, 1), int(hits[0]) + 1, once[hits[0]] / 10

@@ -119,12 +119,14 @@ def serve(folder: Path, extra: Path):
                 return str(extra / Path(path).name)
             if not path.startswith(PUBLISHED_PATH):
                 return str(folder / "not-below-the-site-path")
-            return super().translate_path("/" + path[len(PUBLISHED_PATH):])
+            return super().translate_path("/" + path[len(PUBLISHED_PATH) :])
 
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=str(folder))
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}{PUBLISHED_PATH}"
 
@@ -189,8 +191,9 @@ def test_token_ids_and_labels_equal_pythons(worker_page, model):
     built sentences use."""
     wrong = []
     for n, text in enumerate(TOKENIZER_TEXTS):
-        got = worker_page.evaluate("([id, text]) => window.__ask({ type: 'tokenize', id, text }, ['tokens', 'error'])",
-                                   [n + 1, text])
+        got = worker_page.evaluate(
+            "([id, text]) => window.__ask({ type: 'tokenize', id, text }, ['tokens', 'error'])", [n + 1, text]
+        )
         assert got["type"] == "tokens", got
         ids = model.tokenizer.encode(text, add_special_tokens=False).ids
         pieces = [model.tokenizer.decode([i], skip_special_tokens=False) for i in ids]
@@ -273,16 +276,16 @@ def corrupt(data: bytes, how: str) -> bytes:
         del b[50_000_000:]
     elif how == "renamed":
         at = header_field(data, "blk.12.attn_q.weight") + 8
-        b[at:at + 20] = b"blk.12.attn_x.weight"  # same length: every offset stays valid
+        b[at : at + 20] = b"blk.12.attn_x.weight"  # same length: every offset stays valid
     elif how == "shape":
         field = tensor_info(data, "blk.3.attn_k.weight")
-        b[field["dims"] + 8:field["dims"] + 16] = struct.pack("<Q", 160)  # 192 outputs -> 160
+        b[field["dims"] + 8 : field["dims"] + 16] = struct.pack("<Q", 160)  # 192 outputs -> 160
     elif how == "type":
         field = tensor_info(data, "blk.5.ffn_up.weight")
-        b[field["type"]:field["type"] + 4] = struct.pack("<I", 14)  # Q4_1 -> Q6_K
+        b[field["type"] : field["type"] + 4] = struct.pack("<I", 14)  # Q4_1 -> Q6_K
     elif how == "architecture":
         at = data.index(b"llama", data.index(b"general.architecture"))
-        b[at:at + 5] = b"mamba"
+        b[at : at + 5] = b"mamba"
     return bytes(b)
 
 

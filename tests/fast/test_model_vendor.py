@@ -35,7 +35,8 @@ def sha256(path) -> str:
 def test_every_vendored_file_is_pinned_with_its_licence():
     entries = pins()
     assert {e["file"] for e in entries} | {"PINNED.txt"} | {
-        e["licence"].split(", ")[1].split(" ")[0] for e in entries} == {p.name for p in VENDOR.iterdir()}
+        e["licence"].split(", ")[1].split(" ")[0] for e in entries
+    } == {p.name for p in VENDOR.iterdir()}
     for entry in entries:
         assert re.fullmatch(r"\d+\.\d+\.\d+", entry["version"]), entry  # an exact version
         assert entry["tarball-integrity"].startswith("sha512-")
@@ -48,11 +49,16 @@ def test_every_vendored_file_is_pinned_with_its_licence():
 def test_the_explorers_code_needs_no_unsafe_csp_source():
     """No eval or Function constructor ('unsafe-eval'), no HTML from strings or style
     attributes (inline styles), no blob: or data: workers: issue 19's policy is enough."""
-    forbidden = re.compile(r"\beval\s*\(|new\s+Function\s*\(|\.innerHTML\b|\.outerHTML\s*=|"
-                           r"insertAdjacentHTML|setAttribute\(\s*[\"']style|\.cssText\b|blob:|"
-                           r"createObjectURL|document\.write")
+    forbidden = re.compile(
+        r"\beval\s*\(|new\s+Function\s*\(|\.innerHTML\b|\.outerHTML\s*=|"
+        r"insertAdjacentHTML|setAttribute\(\s*[\"']style|\.cssText\b|blob:|"
+        r"createObjectURL|document\.write"
+    )
     scripts = sorted(EXPLORER.rglob("*.js"))
     assert len(scripts) >= 7
-    found = [(p.relative_to(ROOT).as_posix(), m.group(0)) for p in scripts
-             for m in forbidden.finditer(p.read_text(encoding="utf-8"))]
+    found = [
+        (p.relative_to(ROOT).as_posix(), m.group(0))
+        for p in scripts
+        for m in forbidden.finditer(p.read_text(encoding="utf-8"))
+    ]
     assert found == []
