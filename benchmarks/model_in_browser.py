@@ -62,7 +62,8 @@ AGREEMENT_TEXTS = [
     "日本語 and café 👩\u200d👩\u200d👧 in one line",
     "Alice met Bob in the park. Later that day, Alice met Bob again, and they talked about "
     "the weather, the news, the price of bread, the train that was late, and the cat that "
-    "sat on the mat because it was warm and the sun was out all afternoon long.",
+    "sat on the mat because it was warm and the sun was out all afternoon long. "
+    "Then they walked home together, talking about all of it again until the evening came.",
 ]
 
 # In the page: the time of every press of a button, and of every new state drawn.

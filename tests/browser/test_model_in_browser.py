@@ -65,7 +65,7 @@ TOKENIZER_TEXTS = [
     "word " * 80,  # more than 64 tokens
 ]
 
-# Texts the model runs on, each compared weight by weight (the last is cut to 64 tokens).
+# Texts the model runs on, each compared weight by weight (the last, 75 tokens, is cut to 64).
 RUN_TEXTS = [
     "The capital of France is Paris, and it is lovely.",
     "The trophy did not fit in the suitcase because it was too big.",
@@ -74,7 +74,8 @@ RUN_TEXTS = [
     "日本語 and café 👩\u200d👩\u200d👧 in one line",
     "Alice met Bob in the park. Later that day, Alice met Bob again, and they talked about "
     "the weather, the news, the price of bread, the train that was late, and the cat that "
-    "sat on the mat because it was warm and the sun was out all afternoon long.",
+    "sat on the mat because it was warm and the sun was out all afternoon long. "
+    "Then they walked home together, talking about all of it again until the evening came.",
 ]
 
 # In the page: a worker started as the explorer starts it, and a way to ask it one thing.
@@ -218,6 +219,8 @@ def test_every_attention_weight_equals_qkvs(worker_page, model, text):
     assert got["type"] == "result", got
     ids = model.tokenizer.encode(text, add_special_tokens=False).ids
     assert got["ids"] == ids[:MAX_TOKENS] and got["total"] == len(ids)
+    if text == RUN_TEXTS[-1]:
+        assert len(ids) > MAX_TOKENS  # this one is cut
     with threadpool_limits(limits=1):
         trace = smollm2.forward(model, ids[:MAX_TOKENS])
     c, t = trace.config, len(trace.ids)
