@@ -42,7 +42,7 @@ CHANGES = 400
 FIRST_LOADS = {  # the URL of a first visit, and the data it must fetch (and no other)
     "toy mode": ("explorer/", {"explorer/data.json.gz"}),
     "trained mode": ("explorer/?model=smollm2", {"explorer/smollm2/index.json",
-                                                  "explorer/smollm2/1-2.json.gz"}),  # layers 11-20
+                                                  "explorer/smollm2/1-3.json.gz"}),  # layers 13-18
 }
 
 MEASURE = """async (n) => {

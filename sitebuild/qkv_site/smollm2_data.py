@@ -61,9 +61,9 @@ DEFAULTS = {"sentence": 1, "layer": 14, "head": 9, "query": 8, "stage": 3, "scal
 """The trained mode's state when its URL names none: *it* (position 8) in sentence 1, in
 the head where *it* puts the most weight on a noun (layer 14, head 9: on *cat*)."""
 
-LAYERS_PER_FILE = 10
+LAYERS_PER_FILE = 6
 """A sentence's numbers come in files of this many layers: the first load of the trained mode
-fetches one of them (about 25 KB), not all 30 layers, and stays within its 150 KB budget."""
+fetches one of them (about 15 KB), not all 30 layers, and stays well within its 150 KB budget."""
 
 MAX_TOKENS = 64
 """The most tokens of a reader's own text the page runs (as :data:`qkv.smollm2.MAX_TOKENS`);
@@ -241,7 +241,7 @@ def model_licence() -> bytes:
 
 def smollm2_files(sentences=SENTENCES) -> dict[str, bytes]:
     """Every trained-mode file, ``{name: bytes}``: ``index.json``, ``1-1.json.gz``, ...
-    (sentence 1, layers 1-10), and ``LICENSE.txt`` (the model's; the build adds the model
+    (sentence 1, its first block of layers), and ``LICENSE.txt`` (the model's; the build adds the model
     file itself).
 
     The gzip streams carry no name and no time stamp, so the same numbers give the same

@@ -302,12 +302,12 @@ def test_each_mode_fetches_only_its_own_data(page, site_url):
     fetched.clear()
     page.get_by_test_id("model").select_option("smollm2")
     page.wait_for_selector("#qkv-explorer.qx-ready .qx-trained[data-drawn]")
-    # the trained mode's script, the index, and the block of layers 11-20 of sentence 1
-    assert sorted(p.rsplit("/", 1)[1] for p in fetched) == ["1-2.json.gz", "index.json", "trained.js"]
+    # the trained mode's script, the index, and the block of layers 13-18 of sentence 1
+    assert sorted(p.rsplit("/", 1)[1] for p in fetched) == ["1-3.json.gz", "index.json", "trained.js"]
     assert url_state(page) == {"model": "smollm2", **{k: str(DEFAULTS[k]) for k in KEYS}}
     page.get_by_test_id("sentence").select_option("2")
     assert_shows(page, 2, 14, 9, 8, 3, 1)
-    assert fetched[-1].endswith("/2-2.json.gz")
+    assert fetched[-1].endswith("/2-3.json.gz")
     page.get_by_test_id("layer").fill("3")
     assert_shows(page, 2, 3, 9, 8, 3, 1)
     assert fetched[-1].endswith("/2-1.json.gz")

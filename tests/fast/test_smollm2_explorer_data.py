@@ -72,7 +72,7 @@ def test_index_lists_the_sentences_and_their_tokens(files, runs):
     assert index["sentences"][0]["text"] == "The cat sat on the mat because it was warm"
     assert len(index["sentences"]) >= 4
     for n, (item, trace) in enumerate(zip(index["sentences"], runs, strict=True), start=1):
-        assert item["files"] == [f"{n}-{b}.json.gz" for b in (1, 2, 3)]
+        assert item["files"] == [f"{n}-{b}.json.gz" for b in range(1, 6)]  # 30 layers, 6 a file
         assert item["labels"] == [p.strip() or p.replace(" ", "\u2423") for p in trace.pieces]
         assert "".join(trace.pieces) == item["text"]  # the tokens cover the text exactly
     assert (index["n_layers"], index["n_heads"], index["n_kv_heads"], index["d_head"]) == (30, 9, 3, 64)

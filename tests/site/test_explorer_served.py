@@ -26,7 +26,7 @@ def test_built_site_serves_the_trained_models_files(built_site):
     want = smollm2_files()
     model = smollm2.gguf_path()
     assert sorted(p.name for p in folder.iterdir()) == sorted([*want, model.name])
-    assert len(want) == 3 * len(SENTENCES) + 2  # per sentence 3 blocks of layers; index; licence
+    assert len(want) == 5 * len(SENTENCES) + 2  # per sentence 5 blocks of layers; index; licence
     for name, content in want.items():
         assert (folder / name).read_bytes() == content, name  # same numbers, same bytes
     assert (folder / model.name).read_bytes() == model.read_bytes()  # the file qkv reads
