@@ -252,11 +252,11 @@ function buildView(index) {
   v.caption = el("figcaption", { class: "qx-caption" });
   v.axisLow = el("span");
   v.axisHigh = el("span");
-  const axis = el("div", { class: "qx-axis", "aria-hidden": "true" }, [
+  v.axis = el("div", { class: "qx-axis", "aria-hidden": "true" }, [
     el("span", { class: "qx-axis-track" }, [v.axisLow, el("span", { class: "qx-axis-zero", text: "0" }), v.axisHigh])]);
   v.list = el("ul", { class: "qx-bars" });
   v.message = el("p", { class: "qx-note", "data-testid": "loading" });
-  v.figure = el("figure", { class: "qx-figure" }, [v.caption, axis, v.list]);
+  v.figure = el("figure", { class: "qx-figure" }, [v.caption, v.axis, v.list]);
   return v;
 }
 
@@ -296,7 +296,7 @@ function drawNothing(v, text) {
   v.maxKey.textContent = v.evenNote.textContent = "";
   h.replaceChildren(v.formula, []);
   v.caption.textContent = text;
-  v.axisLow.textContent = v.axisHigh.textContent = "";
+  v.axis.hidden = true;
   h.replaceChildren(v.list, []);
   v.summary = "";
 }
@@ -323,6 +323,7 @@ function drawNumbers(panel, v, index, s, src) {
   v.caption.textContent = "Keys 1 to " + s.query + " for the query \u201C" + labels[s.query - 1] +
     "\u201D (position " + s.query + "), layer " + s.layer + ", head " + s.head + ": " + what +
     " (scaling " + (s.scale ? "on" : "off") + ")";
+  v.axis.hidden = false;
   v.axisLow.textContent = isScore ? fmt(-axisMax, 0) : "";
   v.axisHigh.textContent = String(axisMax);
   panel.classList.toggle("qx-signed", isScore);
