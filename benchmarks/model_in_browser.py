@@ -99,23 +99,38 @@ def load() -> str:
     return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
 
 
+MARK = f"--qkv-benchmark={os.getpid()}"  # finds this run's browser among the machine's processes
+
+
 class RendererMemory:
-    """Samples the resident memory of Chromium's renderer processes every 50 ms; the page and
-    its worker live in one of them."""
+    """Samples, every 50 ms, the resident memory of the renderer processes of the browser this
+    script launched (the page and its worker live in one of them; other programs' browsers
+    on a shared machine are left out)."""
 
     def __init__(self):
         self.peak, self._stop = 0, threading.Event()
 
-    def renderers(self) -> list[int]:
-        found = []
+    @staticmethod
+    def _processes() -> dict[int, tuple[int, bytes]]:
+        found = {}
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
+                ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
                 continue
-            if b"--type=renderer" in cmd and b"chromium" in cmd.lower():
-                found.append(int(pid))
+            found[int(pid)] = (ppid, cmd)
         return found
+
+    def renderers(self) -> list[int]:
+        procs = self._processes()
+        ours = {pid for pid, (_, cmd) in procs.items() if MARK.encode() in cmd}
+        grew = True
+        while grew:  # every descendant of our browser
+            more = {pid for pid, (ppid, _) in procs.items() if ppid in ours} - ours
+            grew = bool(more)
+            ours |= more
+        return [pid for pid in ours if b"--type=renderer" in procs[pid][1]]
 
     def rss(self, pid: int) -> int:
         try:
@@ -196,7 +211,7 @@ def drawn_while_sampling(page, heaps: Heaps, count: int, timeout: float = 180.0)
 
 def timing(base: str, index: dict) -> None:
     with sync_playwright() as p, RendererMemory() as memory:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, MARK])
         context = browser.new_context()
         page = context.new_page()
         page.goto(base + "explorer/?model=smollm2&text=" + TEXT.replace(" ", "%20") + "&layer=14&head=9")
