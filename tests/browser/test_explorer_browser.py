@@ -13,14 +13,14 @@ import random
 import socket
 import threading
 from functools import cache
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, quote, urlparse
 
 import numpy as np
 import pytest
 from support import build_site
 
 import qkv
-from qkv import toy
+from qkv import smollm2, toy
 from qkv.explorer import D_V, DEFAULTS
 
 WORDS = toy.SENTENCE
@@ -384,6 +384,31 @@ def test_instant_navigation_from_things_to_try_opens_the_linked_state(page, inst
     page.wait_for_selector("#qkv-explorer.qx-ready")
     assert page.evaluate("window.__same_document") is True
     assert_shows(page, 3, "she", 64, True)
+
+
+@pytest.mark.claim("explorer-own-text-on-request")
+def test_instant_navigation_keeps_the_model_loaded_for_the_visit(page, instant_site_url):
+    """Once loaded, the model stays for the visit: back on the explorer by a link (Material
+    swaps pages in place), an address with text= runs at once, with no second download."""
+    model_files = []
+    page.on("request", lambda r: model_files.append(r.url) if r.url.endswith(".gguf") else None)
+    with page.expect_response("**/sitemap.xml"):  # Material reads it to turn instant on
+        page.goto(instant_site_url + "explorer/?model=smollm2&text=" + quote("A first text."))
+    page.evaluate("window.__same_document = true")
+    page.get_by_test_id("load-model").click()
+    page.wait_for_selector("#qkv-explorer .qx-trained[data-drawn^='own,']", timeout=90000)
+    page.locator('article a[href$="things-to-try/"]').last.click()
+    page.wait_for_url("**/things-to-try/**")
+    link = instant_site_url + "explorer/?model=smollm2&text=" + quote("Back again.") + "&layer=20"
+    page.evaluate("""href => { const a = document.createElement('a'); a.href = href; a.id = 'qkv-back';
+                               a.textContent = 'back'; document.querySelector('article').appendChild(a); }""",
+                  link)
+    page.click("#qkv-back")
+    n = len(smollm2.load().tokenizer.encode("Back again.", add_special_tokens=False).ids)
+    page.wait_for_selector(f"#qkv-explorer .qx-trained[data-drawn='own,20,9,{n},3,1']", timeout=60000)
+    assert page.evaluate("window.__same_document") is True
+    assert not page.get_by_test_id("load-model").is_visible()
+    assert len(model_files) == 1, model_files
 
 
 def test_negative_scores_are_drawn_differently(page, site_url):

@@ -1,6 +1,7 @@
-"""The explorer's trained mode (SmolLM2-135M) in headless Chromium: qkv's numbers on screen
-to the decimals shown, the URL contract, clamping of bad and hostile values, keyboard use,
-the shared key/value heads, lazy loading, and nothing leaving 127.0.0.1.
+"""The explorer's trained mode (SmolLM2-135M-Instruct) on its built sentences, in headless
+Chromium: qkv's numbers on screen to the decimals shown, each rounded once, the URL contract,
+clamping of bad and hostile values, keyboard use, the shared key/value heads, lazy loading,
+and nothing leaving 127.0.0.1. (The reader's own text: test_explorer_own_text_browser.py.)
 
 Expected numbers are recomputed here from the model's own queries and keys
 (``qkv.smollm2.run``), not read from the exported files.
@@ -16,10 +17,10 @@ import pytest
 from qkv_site.smollm2_data import DEFAULTS, SENTENCES
 from support import model_trace
 
-# shown to 1 decimal (scores) or 3 (weights, entropy), from data rounded to the same; float32.
-# The scaled score is the stored raw one divided by 8, so its storage error is an eighth.
+# shown to 1 decimal (scores) or 3 (weights, entropy), each rounded once from the unrounded
+# value; plus float32's error in q · k (scores reach ~300), an eighth of it once scaled.
 SCORE_SHOWN = 0.05 + 2e-3
-SCALED_SHOWN = 0.05 + SCORE_SHOWN / 8
+SCALED_SHOWN = 0.05 + 2e-3 / 8
 WEIGHT_SHOWN = 0.0005 + 1e-4
 KEYS = ("sentence", "layer", "head", "query", "stage", "scale")
 
@@ -130,6 +131,32 @@ def test_page_shows_qkvs_numbers(page, site_url, state):
     open_trained(page, site_url, query)
     assert_shows(page, *state)
     assert url_state(page) == {"model": "smollm2", **{k: str(v) for k, v in zip(KEYS, state, strict=True)}}
+
+
+def double_rounding_state() -> tuple:
+    """A state of sentence 1 at stage 2 where q · k / 8 rounded once to a tenth differs from
+    q · k rounded to a tenth, then divided by 8 and rounded again; and that key's position."""
+    t = trace(1)
+    for layer in range(1, 31):
+        for head in range(1, 10):
+            for query in range(1, len(t.ids) + 1):
+                raw = expected(1, layer, head, query, 1)["raw"]
+                once, twice = np.rint(raw / 8 * 10), np.rint(np.rint(raw * 10) / 8)
+                # beyond float32's noise
+                far_from_tie = np.abs(raw / 8 * 10 - np.floor(raw / 8 * 10) - 0.5) > 1e-2
+                hits = np.flatnonzero((once != twice) & far_from_tie)
+                if hits.size:
+                    return (1, layer, head, query, 2, 1), int(hits[0]) + 1, once[hits[0]] / 10
+    raise AssertionError("no state tells single from double rounding")
+
+
+@pytest.mark.claim("explorer-trained-rounded-once")
+def test_scaled_scores_are_rounded_once(page, site_url):
+    state, pos, once = double_rounding_state()
+    open_trained(page, site_url, "".join(f"&{k}={v}" for k, v in zip(KEYS, state, strict=True)))
+    assert_shows(page, *state)
+    bar = page.locator(f'[data-testid="bar"][data-pos="{pos}"]')
+    assert float(bar.get_attribute("data-value")) == pytest.approx(once, abs=1e-9)
 
 
 def test_default_state_is_written_to_the_url(page, site_url):
@@ -267,15 +294,20 @@ def test_each_mode_fetches_only_its_own_data(page, site_url):
     page.on("request", lambda r: fetched.append(urlparse(r.url).path) if "/explorer/" in r.url else None)
     page.goto(site_url + "explorer/")
     page.wait_for_selector("#qkv-explorer.qx-ready")
-    assert not [p for p in fetched if "smollm2" in p]
+    assert not [p for p in fetched if "smollm2" in p or "trained" in p]
     fetched.clear()
     page.get_by_test_id("model").select_option("smollm2")
     page.wait_for_selector("#qkv-explorer.qx-ready .qx-trained[data-drawn]")
-    assert sorted(p.rsplit("/", 1)[1] for p in fetched) == ["1.json.gz", "index.json"]
+    # the trained mode's script, the index, and the block of layers 13-18 of sentence 1
+    assert sorted(p.rsplit("/", 1)[1] for p in fetched) == ["1-3.json.gz", "index.json", "trained.js"]
     assert url_state(page) == {"model": "smollm2", **{k: str(DEFAULTS[k]) for k in KEYS}}
     page.get_by_test_id("sentence").select_option("2")
     assert_shows(page, 2, 14, 9, 8, 3, 1)
-    assert fetched[-1].endswith("/2.json.gz")
+    assert fetched[-1].endswith("/2-3.json.gz")
+    page.get_by_test_id("layer").fill("3")
+    assert_shows(page, 2, 3, 9, 8, 3, 1)
+    assert fetched[-1].endswith("/2-1.json.gz")
+    assert not [p for p in fetched if p.endswith(".gguf")]  # the model file waits for the reader
     page.get_by_test_id("model").select_option("toy")
     page.wait_for_selector("#qkv-explorer.qx-ready [data-testid=dk]")
     expect_url(page, query="she")

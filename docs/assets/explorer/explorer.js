@@ -1,16 +1,18 @@
 /* qkv attention explorer.
  *
  * Renders numbers that qkv computed while the site was built (explorer/data.json.gz, made by
- * hooks/explorer.py from qkv.explorer; the trained mode's files from qkv.smollm2). This
- * script does no attention maths beyond one division (a trained score by sqrt(d_k) = 8):
- * it looks a state up, formats it and draws bars. It starts on every page Material shows, including
- * pages reached by instant navigation (document$), and does nothing where there is no
- * #qkv-explorer element.
+ * qkv_site.explorer_data from qkv.explorer; the trained mode's files from qkv.smollm2) and,
+ * for a text the reader types, numbers that the trained model computes in this page: a Web
+ * Worker (model/worker.js) runs model/smollm2.js, a JavaScript mirror of qkv/smollm2.py,
+ * on the model file this site serves. This script itself does no attention maths: it
+ * looks a state up, rounds it once to the decimals shown, and draws bars. It starts on
+ * every page Material shows, including pages reached by instant navigation (document$),
+ * and does nothing where there is no #qkv-explorer element.
  *
  * State lives in the URL query: ?stage=1..4&query=WORD&dk=1..64&scale=1|0 for the toy, and
- * ?model=smollm2&sentence=..&layer=..&head=..&query=..&stage=..&scale=.. for the trained
- * model (see "trained mode" below). Values read from the URL are validated against the
- * data and only ever written as text, never HTML.
+ * ?model=smollm2&sentence=..(or text=..)&layer=..&head=..&query=..&stage=..&scale=.. for
+ * the trained model (see "trained mode" below). Values read from the URL are validated
+ * against the data and only ever written as text, never HTML.
  */
 (function () {
   "use strict";
@@ -379,19 +381,7 @@
     }));
   }
 
-  /* ==== trained mode: SmolLM2-135M (model=smollm2) ====================================
-   *
-   * The numbers come from qkv.smollm2, run at build on a few sentences
-   * (sitebuild/qkv_site/smollm2_data.py): a small index, then one gzip-compressed JSON file
-   * per sentence, fetched only when that sentence is shown. State lives in the URL query:
-   * ?model=smollm2&sentence=S&layer=L&head=H&query=P&stage=1..3&scale=1|0, all counted
-   * from 1 as on the page. Attention is causal, so the query at position P sees keys 1..P;
-   * each layer's and head's numbers are stored as one flat triangle, the keys of query P
-   * starting at P(P-1)/2. The page divides a raw score by sqrt(d_k) = 8 for stage 2 and
-   * picks the largest weight; everything else it shows is stored. */
-
-  var TRAINED_STAGES = ["raw scores", "scaled scores", "softmax weights"];
-  var TRAINED_KEYS = ["model", "sentence", "layer", "head", "query", "stage", "scale"];
+  /* ==== data files ===================================================================== */
 
   /* Fetch JSON, inflating it first when the file is gzip (its first two bytes 1f 8b). A
      server that already decoded it (Content-Encoding: gzip) hands over plain JSON. */
@@ -413,296 +403,24 @@
     return cache[url];
   }
 
-  function trainedReadUrl(index) {
-    var p = new URLSearchParams(window.location.search), d = index.defaults;
-    var sentence = intIn(p.get("sentence"), 1, index.sentences.length, d.sentence);
-    var T = index.sentences[sentence - 1].labels.length;
-    var scale = p.get("scale");
-    return {
-      sentence: sentence,
-      layer: intIn(p.get("layer"), 1, index.n_layers, d.layer),
-      head: intIn(p.get("head"), 1, index.n_heads, d.head),
-      query: intIn(p.get("query"), 1, T, Math.min(d.query, T)),
-      stage: intIn(p.get("stage"), 1, TRAINED_STAGES.length, d.stage),
-      scale: scale === "1" ? 1 : scale === "0" ? 0 : d.scale,
-    };
-  }
+  /* ==== trained mode: its own module (trained.js), imported when a reader opens it ====== */
 
-  function trainedWriteUrl(s) {
-    var url = window.location.pathname + "?" + TRAINED_KEYS.map(function (key) {
-      return key + "=" + encodeURIComponent(key === "model" ? "smollm2" : String(s[key]));
-    }).join("&");
-    window.history.replaceState(window.history.state, "", url);
-  }
-
-  /* The numbers of one state, from one sentence's file (see the comment at the top). */
-  function trainedState(data, s) {
-    var start = s.query * (s.query - 1) / 2, L = s.layer - 1, H = s.head - 1;
-    var scoreUnit = Math.pow(10, data.score_decimals), weightUnit = Math.pow(10, data.weight_decimals);
-    var raw = data.raw[L][H].slice(start, start + s.query).map(function (x) { return x / scoreUnit; });
-    var weights = data.weights[s.scale][L][H].slice(start, start + s.query).map(function (x) {
-      return x / weightUnit;
-    });
-    var root = Math.sqrt(data.d_head); // 8: the scale of stage 2
-    var maxWeight = Math.max.apply(null, weights);
-    return {
-      raw: raw,
-      scaled: raw.map(function (x) { return s.scale ? x / root : x; }),
-      weights: weights,
-      entropy: data.entropy[s.scale][L][H][s.query - 1] / weightUnit,
-      maxWeight: maxWeight,
-      top: weights.indexOf(maxWeight),
-      root: root,
-      // one axis per head: the largest raw score of any query, so moving the query keeps it
-      rawMax: niceCeiling(Math.max(1e-9, maxAbs(data.raw[L][H]) / scoreUnit)),
-    };
-  }
-
-  /* Which key/value head a query head reads, and which query heads share it (from 1). */
-  function kvGroup(index, head) {
-    var size = index.n_heads / index.n_kv_heads, kv = Math.floor((head - 1) / size);
-    var heads = [];
-    for (var h = kv * size + 1; h <= (kv + 1) * size; h++) heads.push(h);
-    return { kv: kv + 1, heads: heads };
-  }
-
-  function listText(numbers) {
-    return numbers.slice(0, -1).join(", ") + " and " + numbers[numbers.length - 1];
-  }
-
-  function buildTrained(root, panel, index, indexUrl) {
-    var ids = function (name) { return ROOT_ID + "-t-" + name; };
-    var slider = function (name, max) {
-      return el("input", { id: ids(name), type: "range", min: "1", max: String(max), step: "1",
-                           "data-testid": name });
-    };
-
-    var sentence = el("select", { id: ids("sentence"), "data-testid": "sentence" },
-                      index.sentences.map(function (item, i) {
-                        return el("option", { value: String(i + 1), text: (i + 1) + ". " + item.text });
-                      }));
-    var layer = slider("layer", index.n_layers), layerOut = el("output", { for: ids("layer"), class: "qx-value" });
-    var head = slider("head", index.n_heads), headOut = el("output", { for: ids("head"), class: "qx-value" });
-    var query = el("select", { id: ids("query"), "data-testid": "query" });
-    var stage = slider("stage", TRAINED_STAGES.length);
-    var stageOut = el("output", { for: ids("stage"), class: "qx-value" });
-    var ticks = el("ol", { class: "qx-ticks", "aria-hidden": "true" },
-                   TRAINED_STAGES.map(function (name, i) { return el("li", { text: (i + 1) + " " + name }); }));
-    var scale = el("input", { id: ids("scale"), type: "checkbox", "data-testid": "scale" });
-    var scaleLabel = el("label", { for: ids("scale") }, [
-      "Scale by 1/", maths(["\u221A", ["var", "d"], ["sub", "k"]]), " = 1/" + Math.sqrt(index.d_head)]);
-
-    var kvText = el("span", { "data-testid": "kv-head" });
-    var kvCells = [];
-    for (var h = 1; h <= index.n_heads; h++) kvCells.push(el("span", { class: "qx-kvcell", text: String(h) }));
-    var groups = [];
-    var size = index.n_heads / index.n_kv_heads;
-    for (var g = 0; g < index.n_kv_heads; g++) {
-      groups.push(el("span", { class: "qx-kvgroup" }, kvCells.slice(g * size, (g + 1) * size)));
-    }
-    var facts = el("div", { class: "qx-facts" }, [
-      el("p", { "data-testid": "dk-fixed" }, [maths([["var", "d"], ["sub", "k"]]),
-        " = " + index.d_head + ", fixed by the trained model (the head-dimension slider belongs to the toy)."]),
-      el("p", { class: "qx-kv" }, [el("span", { class: "qx-kvgroups", "aria-hidden": "true" }, groups), kvText]),
-    ]);
-
-    var form = el("form", { class: "qx-controls qx-trained-controls", "aria-label": "Trained model controls" }, [
-      el("div", { class: "qx-control qx-wide" }, [el("div", { class: "qx-head" }, [
-        el("label", { for: ids("sentence"), text: "Sentence" })]), sentence]),
-      control(["Layer"], layer, layerOut),
-      control(["Query head"], head, headOut),
-      control(["Query token"], query),
-      control(["Stage"], stage, stageOut, [ticks]),
-      el("div", { class: "qx-control qx-check" }, [scale, scaleLabel]),
-    ]);
-    form.addEventListener("submit", function (event) { event.preventDefault(); });
-
-    var entropy = el("span", { class: "qx-number", "data-testid": "entropy" });
-    var evenNote = el("span", { class: "qx-note" });
-    var maxWeight = el("span", { class: "qx-number", "data-testid": "max-weight" });
-    var maxKey = el("span", { class: "qx-note" });
-    var readouts = el("dl", { class: "qx-readouts" }, [
-      el("div", {}, [el("dt", { text: "Entropy of the weights" }), el("dd", {}, [entropy, " nats ", evenNote])]),
-      el("div", {}, [el("dt", { text: "Largest weight" }), el("dd", {}, [maxWeight, " ", maxKey])]),
-    ]);
-    // Screen readers hear one summary after the controls settle, not every slider step.
-    var status = el("p", { class: "qx-t-status", role: "status" });
-
-    var formula = el("p", { class: "qx-formula" });
-    var caption = el("figcaption", { class: "qx-caption" });
-    var axisLow = el("span"), axisHigh = el("span");
-    var axis = el("div", { class: "qx-axis", "aria-hidden": "true" }, [
-      el("span", { class: "qx-axis-track" }, [axisLow, el("span", { class: "qx-axis-zero", text: "0" }), axisHigh])]);
-    var list = el("ul", { class: "qx-bars" });
-    var message = el("p", { class: "qx-note", "data-testid": "loading" });
-    var figure = el("figure", { class: "qx-figure" }, [caption, axis, list]);
-
-    replaceChildren(panel, [form, facts, readouts, status, formula, message, figure]);
-    panel.classList.add("qx-trained");
-
-    var ui = { panel: panel, sentence: sentence, layer: layer, layerOut: layerOut, head: head,
-               headOut: headOut, query: query, stage: stage, stageOut: stageOut, ticks: ticks,
-               scale: scale, kvText: kvText, kvCells: kvCells, entropy: entropy, evenNote: evenNote,
-               maxWeight: maxWeight, maxKey: maxKey, status: status, formula: formula,
-               caption: caption, axisLow: axisLow, axisHigh: axisHigh, list: list, figure: figure,
-               message: message, index: index };
-
-    function fillQueries(n, chosen) {
-      var labels = index.sentences[n - 1].labels;
-      replaceChildren(query, labels.map(function (text, i) {
-        return el("option", { value: String(i + 1), text: (i + 1) + " \u00B7 " + text });
-      }));
-      query.value = String(Math.min(chosen, labels.length));
-    }
-    function fromControls() {
-      return { sentence: Number(sentence.value), layer: Number(layer.value), head: Number(head.value),
-               query: Number(query.value), stage: Number(stage.value), scale: scale.checked ? 1 : 0 };
-    }
-
-    var urlTimer = null, statusTimer = null, shown = "", filled = Number(sentence.value);
-    function show() {
-      var s = fromControls(), key = [s.sentence, s.layer, s.head, s.query, s.stage, s.scale].join();
-      if (key === shown) return;
-      shown = key;
-      var file = new URL(index.sentences[s.sentence - 1].file, indexUrl).href;
-      trainedControls(ui, s);
-      ui.message.textContent = "";
-      fetchJson(file).then(function (data) {
-        // draw only if this is still the state on screen (a slower fetch may finish late)
-        if (panel.isConnected && shown === key) {
-          renderTrained(ui, s, data);
-          panel.setAttribute("data-drawn", key); // the state on screen, for tests and styles
-        }
-      }).catch(function (error) {
-        if (panel.isConnected && shown === key) {
-          ui.message.textContent = "This sentence's numbers could not be loaded (" + error.message +
-                                   "). Choose it again to retry.";
-          shown = "";
-        }
-      });
-      clearTimeout(statusTimer);
-      statusTimer = setTimeout(function () { if (panel.isConnected) announceTrained(ui); }, ANNOUNCE_MS);
-    }
-    function onChange() {
-      if (Number(sentence.value) !== filled) { // a new sentence has other tokens
-        filled = Number(sentence.value);
-        fillQueries(filled, Number(query.value));
-      }
-      show();
-      clearTimeout(urlTimer);
-      urlTimer = setTimeout(function () {
-        if (panel.isConnected) trainedWriteUrl(fromControls());
-      }, URL_DELAY_MS);
-    }
-    form.addEventListener("input", onChange);
-    form.addEventListener("change", onChange);
-
-    var initial = trainedReadUrl(index);
-    sentence.value = String(initial.sentence);
-    filled = initial.sentence;
-    fillQueries(initial.sentence, initial.query);
-    layer.value = initial.layer;
-    head.value = initial.head;
-    stage.value = initial.stage;
-    scale.checked = initial.scale === 1;
-    show();
-    trainedWriteUrl(initial); // the canonical state: clamped or defaulted values are visible
-  }
-
-  var ANNOUNCE_MS = 700; // the spoken summary waits until the controls have been still this long
-
-  /* The parts that do not need the sentence's numbers: labels, outputs, group of heads. */
-  function trainedControls(ui, s) {
-    var index = ui.index;
-    ui.layerOut.textContent = s.layer + " of " + index.n_layers;
-    ui.headOut.textContent = s.head + " of " + index.n_heads;
-    ui.stage.setAttribute("aria-valuetext", s.stage + ": " + TRAINED_STAGES[s.stage - 1]);
-    ui.stageOut.textContent = s.stage + " \u00B7 " + TRAINED_STAGES[s.stage - 1];
-    Array.prototype.forEach.call(ui.ticks.children, function (li, i) {
-      li.classList.toggle("qx-on", i === s.stage - 1);
-    });
-    var group = kvGroup(index, s.head);
-    ui.kvText.textContent = "Query head " + s.head + " reads key/value head " + group.kv + " of " +
-      index.n_kv_heads + ", shared by query heads " + listText(group.heads) + ".";
-    ui.kvCells.forEach(function (cell, i) {
-      cell.classList.toggle("qx-kvsame", group.heads.indexOf(i + 1) >= 0);
-      cell.classList.toggle("qx-on", i + 1 === s.head);
-    });
-  }
-
-  function trainedFormula(s, root) {
-    var sj = [["var", "s"], ["sub", "j"]], sjp = [["var", "s\u2032"], ["sub", "j"]];
-    if (s.stage === 1) return [sj[0], sj[1], " = ", ["var", "q"], " \u00B7 ", ["var", "k"], ["sub", "j"],
-                               "   (64 numbers each; keys 1 to " + s.query + " only: causal)"];
-    if (s.stage === 2) {
-      if (!s.scale) return [sjp[0], sjp[1], " = ", sj[0], sj[1], "   (scaling off: divided by 1)"];
-      return [sjp[0], sjp[1], " = ", sj[0], sj[1], " / \u221A64 = ", sj[0], sj[1], " / " + root];
-    }
-    return [["var", "w"], ["sub", "j"], " = exp(", sjp[0], sjp[1], ") / \u03A3", ["sub", "i\u2264" + s.query],
-            " exp(", sjp[0], ["sub", "i"], ")"];
-  }
-
-  function renderTrained(ui, s, data) {
-    var st = trainedState(data, s), labels = data.labels;
-    var shown = [st.raw, st.scaled, st.weights][s.stage - 1];
-    var isScore = s.stage <= 2;
-    var digits = isScore ? data.score_decimals : data.weight_decimals;
-    var axisMax = !isScore ? 1 : s.stage === 2 && s.scale ? niceCeiling(st.rawMax / st.root) : st.rawMax;
-    var topLabel = labels[st.top];
-
-    ui.entropy.textContent = st.entropy.toFixed(data.weight_decimals);
-    ui.evenNote.textContent = "(0 is all weight on one key; an even spread over " + s.query +
-      (s.query === 1 ? " key is 0" : " keys is ln " + s.query + ")");
-    if (s.query === 1) ui.evenNote.textContent = "(the first token has one key only: its weight is 1)";
-    ui.maxWeight.textContent = st.maxWeight.toFixed(data.weight_decimals);
-    ui.maxKey.textContent = "on \u201C" + topLabel + "\u201D (position " + (st.top + 1) + ")";
-    replaceChildren(ui.formula, [maths(trainedFormula(s, st.root))]);
-
-    var what = ["raw scores q \u00B7 k", "scores after scaling", "softmax weights"][s.stage - 1];
-    ui.caption.textContent = "Keys 1 to " + s.query + " for the query \u201C" + labels[s.query - 1] +
-      "\u201D (position " + s.query + "), layer " + s.layer + ", head " + s.head + ": " + what +
-      " (scaling " + (s.scale ? "on" : "off") + ")";
-    ui.axisLow.textContent = isScore ? fmt(-axisMax, 0) : "";
-    ui.axisHigh.textContent = String(axisMax);
-    ui.panel.classList.toggle("qx-signed", isScore);
-
-    replaceChildren(ui.list, shown.map(function (x, j) {
-      var text = fmt(x, digits), frac = Math.min(1, Math.abs(x) / axisMax);
-      var fill = el("span", { class: "qx-fill" });
-      fill.style.left = (isScore ? (x < 0 ? 50 - 50 * frac : 50) : 0) + "%";
-      fill.style.width = (isScore ? 50 : 100) * frac + "%";
-      var li = el("li", {
-        class: "qx-row" + (x < 0 ? " qx-neg" : "") + (j === st.top && !isScore ? " qx-top" : ""),
-        "data-testid": "bar", "data-pos": String(j + 1), "data-key": labels[j],
-        "data-value": text.replace("\u2212", "-"),
-      }, [
-        el("span", { class: "qx-key" }, [el("span", { class: "qx-pos", text: String(j + 1) }), labels[j]]),
-        el("span", { class: "qx-track", "aria-hidden": "true" }, [el("span", { class: "qx-zero" }), fill]),
-        el("span", { class: "qx-num", text: text }),
-      ]);
-      return li;
-    }));
-    ui.summary = "Layer " + s.layer + ", head " + s.head + ", query \u201C" + labels[s.query - 1] +
-      "\u201D: largest weight " + ui.maxWeight.textContent + " on \u201C" + topLabel +
-      "\u201D, entropy " + ui.entropy.textContent + " nats.";
-  }
-
-  function announceTrained(ui) {
-    if (ui.summary && ui.status.textContent !== ui.summary) ui.status.textContent = ui.summary;
-  }
+  // This script's address: trained.js and the model's files sit beside it, wherever the site is.
+  var SCRIPT_URL = document.currentScript ? document.currentScript.src : window.location.href;
+  var HELPERS = { ROOT_ID: ROOT_ID, el: el, maths: maths, replaceChildren: replaceChildren, fmt: fmt,
+                  maxAbs: maxAbs, niceCeiling: niceCeiling, intIn: intIn, control: control,
+                  fetchJson: fetchJson };
 
   function startTrained(root, panel) {
-    var indexUrl = new URL(root.getAttribute("data-trained-src") || "smollm2/index.json",
-                           window.location.href).href;
-    return fetchJson(indexUrl).then(function (index) {
-      if (panel.isConnected) buildTrained(root, panel, index, indexUrl);
+    return import(new URL("trained.js", SCRIPT_URL).href).then(function (trained) {
+      return trained.startTrained(root, panel, HELPERS);
     });
   }
 
   /* ==== modes: the toy and the trained model share one page ============================ */
 
   var MODES = [["toy", "Toy: six words, seeded random weights"],
-               ["smollm2", "SmolLM2-135M: a trained model"]];
+               ["smollm2", "SmolLM2-135M-Instruct: a trained model"]];
 
   function modeFromUrl() {
     var model = (new URLSearchParams(window.location.search).get("model") || "").trim().toLowerCase();

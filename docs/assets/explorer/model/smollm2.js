@@ -1,0 +1,410 @@
+/* SmolLM2-135M-Instruct's forward pass in the browser: qkv/smollm2.py, function by function.
+ *
+ * Python (qkv.smollm2)            JavaScript (this file)
+ *   Config.from_metadata            configFromMetadata
+ *   _assemble (+ shape checks)      assemble
+ *   rms_norm, silu                  rmsNorm, silu
+ *   qkv.rope                        rope
+ *   qkv.split_heads / merge_heads   splitHeads / mergeHeads
+ *   qkv.grouped_attention           groupedAttention (causal mask, softmax of q·k/√d_head)
+ *   decoder_layer                   decoderLayer
+ *   forward                         forward (no output matrix: the explorer shows attention)
+ *
+ * The weights stay as the file stores them (4-bit Q4_1 blocks, the 8-bit Q8_0 embedding),
+ * about 95 MB instead of 540 MB of float32. A matrix product dequantizes one row of a weight
+ * matrix at a time (18 to 48 blocks of 32 weights) into a small buffer and uses it for every
+ * token. Dequantizing gives the same float32 numbers as gguf.quants.dequantize, which qkv
+ * uses: a Q4_1 weight is scale·nibble + minimum, the product exact in float32 and the sum
+ * rounded to float32; a Q8_0 weight is scale·int8, exact.
+ *
+ * Activations are kept in float32 (Float32Array), as qkv keeps them; sums are accumulated in
+ * float64 (JavaScript numbers), which is at least as accurate as NumPy's float32 products.
+ *
+ * Shapes follow qkv: T tokens, rows first. A (T, n) array is a Float32Array of T*n numbers,
+ * row after row; per-head arrays are (heads, T, d_head).
+ */
+
+import { FileError } from "./gguf.js";
+
+/* ---- float16, as the blocks store their scales --------------------------------------- */
+
+const F16 = (function () { // all 65,536 half-precision values, looked up by their bits
+  const table = new Float32Array(65536);
+  for (let h = 0; h < 65536; h++) {
+    const sign = h & 0x8000 ? -1 : 1, exp = (h >> 10) & 0x1f, frac = h & 0x3ff;
+    if (exp === 0) table[h] = sign * frac * Math.pow(2, -24); // subnormal
+    else if (exp === 31) table[h] = frac ? NaN : sign * Infinity;
+    else table[h] = sign * (1 + frac / 1024) * Math.pow(2, exp - 15);
+  }
+  return table;
+})();
+
+/* ---- configuration: Config.from_metadata ---------------------------------------------- */
+
+export function configFromMetadata(meta) {
+  if (meta["general.architecture"] !== "llama") {
+    throw new FileError("Expected a llama model; the file says " + JSON.stringify(meta["general.architecture"]) + ".");
+  }
+  function need(key) {
+    if (meta[key] === undefined) throw new FileError("The model file has no metadata entry " + key + ".");
+    return Number(meta[key]);
+  }
+  const dModel = need("llama.embedding_length"), nHeads = need("llama.attention.head_count");
+  const config = {
+    nLayers: need("llama.block_count"),
+    dModel: dModel,
+    nHeads: nHeads,
+    nKvHeads: need("llama.attention.head_count_kv"),
+    dHead: dModel / nHeads,
+    dMlp: need("llama.feed_forward_length"),
+    vocabSize: need("llama.vocab_size"),
+    ropeBase: need("llama.rope.freq_base"),
+    normEps: need("llama.attention.layer_norm_rms_epsilon"),
+  };
+  if (!Number.isInteger(config.dHead) || config.nHeads % config.nKvHeads) {
+    throw new FileError("The model's heads do not fit: width " + dModel + ", " + nHeads + " query heads, " +
+                        config.nKvHeads + " key/value heads.");
+  }
+  if (need("llama.rope.dimension_count") !== config.dHead) {
+    throw new FileError("This forward pass rotates every dimension of a head; the file rotates " +
+                        meta["llama.rope.dimension_count"] + " of " + config.dHead + ".");
+  }
+  config.group = config.nHeads / config.nKvHeads; // query heads per key/value head
+  return config;
+}
+
+/* ---- the weights, checked and kept quantized: _assemble -------------------------------- */
+
+/* Every tensor SmolLM2 needs, with GGUF's shape (fastest dimension first: [in, out]). */
+export function expectedTensors(c) {
+  const want = { "token_embd.weight": [c.dModel, c.vocabSize], "output_norm.weight": [c.dModel] };
+  for (let i = 0; i < c.nLayers; i++) {
+    const b = "blk." + i + ".";
+    want[b + "attn_norm.weight"] = [c.dModel];
+    want[b + "attn_q.weight"] = [c.dModel, c.nHeads * c.dHead];
+    want[b + "attn_k.weight"] = [c.dModel, c.nKvHeads * c.dHead];
+    want[b + "attn_v.weight"] = [c.dModel, c.nKvHeads * c.dHead];
+    want[b + "attn_output.weight"] = [c.nHeads * c.dHead, c.dModel];
+    want[b + "ffn_norm.weight"] = [c.dModel];
+    want[b + "ffn_gate.weight"] = [c.dModel, c.dMlp];
+    want[b + "ffn_up.weight"] = [c.dModel, c.dMlp];
+    want[b + "ffn_down.weight"] = [c.dMlp, c.dModel];
+  }
+  return want;
+}
+
+/* A weight matrix of shape (out, in) as the file stores it, row by row. */
+class Matrix {
+  constructor(tensor) {
+    this.name = tensor.name;
+    this.type = tensor.typeName;
+    this.nIn = tensor.dims[0];
+    this.nOut = tensor.dims[1];
+    this.bytes = tensor.bytes;
+    this.view = new DataView(tensor.bytes.buffer, tensor.bytes.byteOffset, tensor.bytes.byteLength);
+    this.rowBytes = tensor.size / this.nOut;
+  }
+
+  /* Dequantize row `o` (the `nIn` weights of output `o`) into `out`, a Float32Array. */
+  row(o, out) {
+    const b = this.bytes, p0 = o * this.rowBytes, n = this.nIn;
+    if (this.type === "Q4_1") {
+      for (let blk = 0, p = p0; blk < n; blk += 32, p += 20) {
+        const d = F16[b[p] | (b[p + 1] << 8)], m = F16[b[p + 2] | (b[p + 3] << 8)];
+        for (let j = 0; j < 16; j++) { // low nibbles are weights 0-15, high nibbles 16-31
+          const q = b[p + 4 + j];
+          out[blk + j] = d * (q & 15) + m;
+          out[blk + j + 16] = d * (q >> 4) + m;
+        }
+      }
+    } else if (this.type === "Q8_0") {
+      for (let blk = 0, p = p0; blk < n; blk += 32, p += 34) {
+        const d = F16[b[p] | (b[p + 1] << 8)];
+        for (let j = 0; j < 32; j++) out[blk + j] = d * ((b[p + 2 + j] << 24) >> 24); // signed byte
+      }
+    } else if (this.type === "F32") {
+      for (let j = 0; j < n; j++) out[j] = this.view.getFloat32(p0 + 4 * j, true);
+    } else { // F16
+      for (let j = 0; j < n; j++) out[j] = F16[this.view.getUint16(p0 + 2 * j, true)];
+    }
+    return out;
+  }
+}
+
+/* A vector (a norm's gain), dequantized once: it is tiny. */
+function vector(tensor) {
+  const m = new Matrix({ name: tensor.name, typeName: tensor.typeName, dims: [tensor.dims[0], 1],
+                         bytes: tensor.bytes, size: tensor.size });
+  return m.row(0, new Float32Array(tensor.dims[0]));
+}
+
+const MATRIX_TYPES = ["Q4_1", "Q8_0", "F16", "F32"];
+const VECTOR_TYPES = ["F32", "F16"];
+
+/**
+ * Check the file's tensors against what SmolLM2 needs and put them in the model's shape.
+ * @param {{metadata, tensors}} file what readGGUF returned
+ * @returns {{config, embedding: Matrix, layers: Array, finalNorm: Float32Array}}
+ * @throws {FileError} naming the first tensor that is missing or wrong
+ */
+export function assemble(file) {
+  const config = configFromMetadata(file.metadata);
+  const want = expectedTensors(config), t = file.tensors;
+  if (t["output.weight"]) {
+    throw new FileError("This file has a separate output matrix; SmolLM2 ties it to the token embeddings.");
+  }
+  Object.keys(want).forEach(function (name) {
+    const tensor = t[name];
+    if (!tensor) throw new FileError("The model file has no tensor named " + name + ".");
+    if (tensor.dims.join() !== want[name].join()) {
+      throw new FileError("Tensor " + name + " has shape [" + tensor.dims.join(", ") + "]; SmolLM2 needs [" +
+                          want[name].join(", ") + "] (GGUF lists the fastest dimension first).");
+    }
+    const allowed = want[name].length === 1 ? VECTOR_TYPES : MATRIX_TYPES;
+    if (allowed.indexOf(tensor.typeName) < 0) {
+      throw new FileError("Tensor " + name + " is stored as " + tensor.typeName + "; expected one of " +
+                          allowed.join(", ") + ".");
+    }
+  });
+  const layers = [];
+  for (let i = 0; i < config.nLayers; i++) {
+    const w = function (name) { return t["blk." + i + "." + name + ".weight"]; };
+    layers.push({
+      attnNorm: vector(w("attn_norm")),
+      wQ: new Matrix(w("attn_q")), wK: new Matrix(w("attn_k")), wV: new Matrix(w("attn_v")),
+      wO: new Matrix(w("attn_output")),
+      mlpNorm: vector(w("ffn_norm")),
+      wGate: new Matrix(w("ffn_gate")), wUp: new Matrix(w("ffn_up")), wDown: new Matrix(w("ffn_down")),
+    });
+  }
+  return { config: config, embedding: new Matrix(t["token_embd.weight"]), layers: layers,
+           finalNorm: vector(t["output_norm.weight"]) };
+}
+
+/* ---- the maths ---------------------------------------------------------------------- */
+
+/* x @ W.T for a (T, nIn) x and a (nOut, nIn) matrix W: (T, nOut). One dequantized row of W
+   serves all T tokens, four at a time (each weight read once per four products). */
+export function matmul(x, T, W) {
+  const nIn = W.nIn, nOut = W.nOut, y = new Float32Array(T * nOut), w = new Float32Array(nIn);
+  for (let o = 0; o < nOut; o++) {
+    W.row(o, w);
+    let t = 0;
+    for (; t + 4 <= T; t += 4) {
+      const a = t * nIn, b = a + nIn, c = b + nIn, d = c + nIn;
+      let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (let i = 0; i < nIn; i++) {
+        const wi = w[i];
+        s0 += x[a + i] * wi; s1 += x[b + i] * wi; s2 += x[c + i] * wi; s3 += x[d + i] * wi;
+      }
+      y[t * nOut + o] = s0; y[(t + 1) * nOut + o] = s1; y[(t + 2) * nOut + o] = s2; y[(t + 3) * nOut + o] = s3;
+    }
+    for (; t < T; t++) {
+      const a = t * nIn;
+      let s = 0;
+      for (let i = 0; i < nIn; i++) s += x[a + i] * w[i];
+      y[t * nOut + o] = s;
+    }
+  }
+  return y;
+}
+
+/* --8<-- [start:rms_norm] */
+/* Scale each row to root-mean-square 1, then multiply by a learned gain. */
+export function rmsNorm(x, T, d, gain, eps) {
+  const out = new Float32Array(T * d);
+  for (let t = 0; t < T; t++) {
+    let ss = 0;
+    for (let i = 0; i < d; i++) ss += x[t * d + i] * x[t * d + i];
+    const scale = 1 / Math.sqrt(ss / d + eps);
+    for (let i = 0; i < d; i++) out[t * d + i] = x[t * d + i] * scale * gain[i];
+  }
+  return out;
+}
+/* --8<-- [end:rms_norm] */
+
+/* x · sigmoid(x), the gate of SwiGLU (sigmoid via tanh, which cannot overflow). */
+export function silu(x) {
+  return x * 0.5 * (1 + Math.tanh(0.5 * x));
+}
+
+/* (T, heads*dHead) -> (heads, T, dHead): cut each row into one slice per head. */
+export function splitHeads(x, T, heads, dHead) {
+  const out = new Float32Array(x.length);
+  for (let h = 0; h < heads; h++) {
+    for (let t = 0; t < T; t++) {
+      for (let i = 0; i < dHead; i++) out[(h * T + t) * dHead + i] = x[t * heads * dHead + h * dHead + i];
+    }
+  }
+  return out;
+}
+
+/* (heads, T, dHead) -> (T, heads*dHead): put the heads back side by side. */
+export function mergeHeads(x, T, heads, dHead) {
+  const out = new Float32Array(x.length);
+  for (let h = 0; h < heads; h++) {
+    for (let t = 0; t < T; t++) {
+      for (let i = 0; i < dHead; i++) out[t * heads * dHead + h * dHead + i] = x[(h * T + t) * dHead + i];
+    }
+  }
+  return out;
+}
+
+/* --8<-- [start:rope] */
+/* Rotate each adjacent pair (0, 1), (2, 3), ... of every row of (heads, T, dHead) by the
+   angle position · base^(-2i/dHead), as qkv.rope does (llama.cpp's order of dimensions). */
+export function rope(x, heads, T, dHead, positions, base) {
+  const out = new Float32Array(x.length);
+  for (let t = 0; t < T; t++) {
+    for (let i = 0; i < dHead / 2; i++) {
+      const angle = positions[t] * Math.pow(base, -(2 * i) / dHead);
+      const cos = Math.cos(angle), sin = Math.sin(angle);
+      for (let h = 0; h < heads; h++) {
+        const p = (h * T + t) * dHead + 2 * i, even = x[p], odd = x[p + 1];
+        out[p] = even * cos - odd * sin;
+        out[p + 1] = even * sin + odd * cos;
+      }
+    }
+  }
+  return out;
+}
+/* --8<-- [end:rope] */
+
+/* --8<-- [start:grouped_attention] */
+/* Causal attention in every query head, each reading the key/value head of its group
+   (query head h reads key/value head floor(h / group)). Returns the weights
+   (heads, T, T; zero above the diagonal), the raw scores q · k (heads, T, T; the causal
+   part only) and each head's output (heads, T, dHead). */
+export function groupedAttention(q, k, v, c, T) {
+  const d = c.dHead, scale = 1 / Math.sqrt(d);
+  const weights = new Float64Array(c.nHeads * T * T), raw = new Float64Array(c.nHeads * T * T);
+  const heads = new Float32Array(c.nHeads * T * d);
+  for (let h = 0; h < c.nHeads; h++) {
+    const kv = Math.floor(h / c.group);
+    for (let i = 0; i < T; i++) {
+      const qi = (h * T + i) * d, row = (h * T + i) * T;
+      let peak = -Infinity;
+      for (let j = 0; j <= i; j++) { // the causal mask: keys 0..i only
+        const kj = (kv * T + j) * d;
+        let s = 0;
+        for (let e = 0; e < d; e++) s += q[qi + e] * k[kj + e];
+        raw[row + j] = s;
+        if (s * scale > peak) peak = s * scale;
+      }
+      let sum = 0;
+      for (let j = 0; j <= i; j++) { // softmax of the scaled scores, largest first set to 0
+        const w = Math.exp(raw[row + j] * scale - peak);
+        weights[row + j] = w;
+        sum += w;
+      }
+      for (let j = 0; j <= i; j++) weights[row + j] /= sum;
+      for (let e = 0; e < d; e++) { // the output: the values, weighted
+        let o = 0;
+        for (let j = 0; j <= i; j++) o += weights[row + j] * v[(kv * T + j) * d + e];
+        heads[qi + e] = o;
+      }
+    }
+  }
+  return { weights: weights, raw: raw, heads: heads };
+}
+/* --8<-- [end:grouped_attention] */
+
+/* --8<-- [start:decoder_layer] */
+/* One Llama decoder layer: attention, then an MLP, each added back to the stream. */
+export function decoderLayer(x, layer, c, T, positions) {
+  const h = rmsNorm(x, T, c.dModel, layer.attnNorm, c.normEps); // (T, d_model)
+  let q = splitHeads(matmul(h, T, layer.wQ), T, c.nHeads, c.dHead); // (9, T, 64)
+  let k = splitHeads(matmul(h, T, layer.wK), T, c.nKvHeads, c.dHead); // (3, T, 64)
+  const v = splitHeads(matmul(h, T, layer.wV), T, c.nKvHeads, c.dHead); // (3, T, 64)
+  // position enters by rotating queries and keys; values are never rotated
+  q = rope(q, c.nHeads, T, c.dHead, positions, c.ropeBase);
+  k = rope(k, c.nKvHeads, T, c.dHead, positions, c.ropeBase);
+  // each group of 3 query heads reads one key/value head; scores are scaled by 1/√64
+  const att = groupedAttention(q, k, v, c, T); // weights (9, T, T), heads (9, T, 64)
+  const o = matmul(mergeHeads(att.heads, T, c.nHeads, c.dHead), T, layer.wO); // (T, d_model)
+  const x2 = new Float32Array(x.length);
+  for (let i = 0; i < x.length; i++) x2[i] = x[i] + o[i]; // back into the residual stream
+  const h2 = rmsNorm(x2, T, c.dModel, layer.mlpNorm, c.normEps); // (T, d_model)
+  const gate = matmul(h2, T, layer.wGate), up = matmul(h2, T, layer.wUp); // (T, d_mlp): SwiGLU
+  for (let i = 0; i < gate.length; i++) gate[i] = silu(gate[i]) * up[i];
+  const down = matmul(gate, T, layer.wDown); // (T, d_model)
+  for (let i = 0; i < x2.length; i++) x2[i] += down[i];
+  return { x: x2, q: q, k: k, weights: att.weights, raw: att.raw };
+}
+/* --8<-- [end:decoder_layer] */
+
+/**
+ * Run the model on token ids (all at once, causal mask); keep each layer's attention.
+ * @param model what assemble returned
+ * @param {number[]} ids 1 to maxTokens token ids
+ * @param {function(number)} [onLayer] called after each layer with its number (from 1)
+ * @returns {{T, weights: Float64Array[], raw: Float64Array[]}} one (heads, T, T) array per layer
+ */
+export function forward(model, ids, onLayer) {
+  const c = model.config, T = ids.length;
+  ids.forEach(function (id, t) {
+    if (!(Number.isInteger(id) && id >= 0 && id < c.vocabSize)) {
+      throw new RangeError("token id " + id + " at position " + t + " is out of range: ids must be in 0.." + (c.vocabSize - 1));
+    }
+  });
+  const positions = ids.map(function (_, t) { return t; });
+  let x = new Float32Array(T * c.dModel); // (T, d_model): each token's row of the embedding
+  ids.forEach(function (id, t) { model.embedding.row(id, x.subarray(t * c.dModel, (t + 1) * c.dModel)); });
+  const weights = [], raw = [];
+  model.layers.forEach(function (layer, i) {
+    const seen = decoderLayer(x, layer, c, T, positions);
+    x = seen.x;
+    weights.push(seen.weights);
+    raw.push(seen.raw);
+    if (onLayer) onLayer(i + 1);
+  });
+  return { T: T, weights: weights, raw: raw };
+}
+
+/* ---- what the explorer shows: qkv_site.smollm2_data.sentence_data, unrounded ------------ */
+
+/* Causal softmax of one row of scores (keys 0..i), in float64. */
+function softmaxRow(scores, from, n, scale, out, at) {
+  let peak = -Infinity;
+  for (let j = 0; j < n; j++) peak = Math.max(peak, scores[from + j] * scale);
+  let sum = 0;
+  for (let j = 0; j < n; j++) { out[at + j] = Math.exp(scores[from + j] * scale - peak); sum += out[at + j]; }
+  for (let j = 0; j < n; j++) out[at + j] /= sum;
+}
+
+/**
+ * The explorer's tables for one run, like the built sentences' files but not rounded:
+ * per layer and head a flat causal triangle (query P's keys start at P(P-1)/2, P from 1).
+ * raw: q · k; scaled: q · k / √d_head (what the model's softmax sees); weights[s]: s = 0 the
+ * softmax of the raw scores, s = 1 of the scaled ones (the model's own weights); entropy[s]:
+ * one per query, in nats.
+ */
+export function attentionTables(trace, c) {
+  const T = trace.T, tri = T * (T + 1) / 2, n = c.nLayers * c.nHeads;
+  const raw = new Float64Array(n * tri), scaled = new Float64Array(n * tri);
+  const weights = [new Float64Array(n * tri), new Float64Array(n * tri)];
+  const entropy = [new Float64Array(n * T), new Float64Array(n * T)];
+  const scales = [1, 1 / Math.sqrt(c.dHead)];
+  for (let l = 0; l < c.nLayers; l++) {
+    for (let h = 0; h < c.nHeads; h++) {
+      const table = l * c.nHeads + h, src = trace.raw[l];
+      for (let i = 0; i < T; i++) {
+        const from = (h * T + i) * T, at = table * tri + i * (i + 1) / 2;
+        for (let j = 0; j <= i; j++) {
+          raw[at + j] = src[from + j];
+          scaled[at + j] = src[from + j] * scales[1];
+        }
+        for (let s = 0; s < 2; s++) {
+          softmaxRow(src, from, i + 1, scales[s], weights[s], at);
+          let e = 0;
+          for (let j = 0; j <= i; j++) {
+            const w = weights[s][at + j];
+            if (w > 0) e -= w * Math.log(w);
+          }
+          entropy[s][table * T + i] = e;
+        }
+      }
+    }
+  }
+  return { raw: raw, scaled: scaled, weights: weights, entropy: entropy };
+}

@@ -1,0 +1,180 @@
+/* The explorer's model worker: downloads SmolLM2's GGUF file from this site, reads it, and
+ * runs the model on the reader's text, off the page's thread so the page stays responsive.
+ * Started by explorer.js as `new Worker(URL of this file, { type: "module" })`.
+ *
+ * Messages in:
+ *   { type: "load", url, bytes }       fetch the file (`bytes`: its size, from the site's
+ *                                      index; null to go by the server's Content-Length)
+ *   { type: "cancel" }                 stop a download
+ *   { type: "run", id, text, maxTokens }    tokenize, cut to maxTokens, run, tabulate
+ *   { type: "tokenize", id, text }     only the ids, pieces and labels (for the tests)
+ * Messages out:
+ *   { type: "progress", received, total }   while downloading, a few times a second
+ *   { type: "loaded", bytes, seconds }
+ *   { type: "layer", id, layer, of }         while running
+ *   { type: "result", id, ... }              see `run` below
+ *   { type: "tokens", id, ids, pieces, labels }
+ *   { type: "error", id, kind, message }     kind: "memory", "file", "network", "cancelled",
+ *                                            "not-loaded", "input"
+ */
+
+import { FileError, readGGUF } from "./gguf.js";
+import { assemble, attentionTables, forward } from "./smollm2.js";
+import { buildTokenizer, encode, label, pieces } from "./tokenizer.js";
+
+let model = null; // what assemble returned, once loaded
+let tokenizer = null;
+let download = null; // the AbortController of the download under way
+
+const PROGRESS_EVERY_MS = 150;
+
+function isMemoryError(err) {
+  return err instanceof RangeError && /alloc|memory|invalid (typed )?array length|array buffer/i.test(err.message);
+}
+
+function memoryMessage(bytes) {
+  return "This browser could not set aside the memory the model needs (" +
+    (bytes ? Math.round(bytes / 1e6) + " MB for the file, more while it runs" : "more than it had free") +
+    "). Close other tabs or use a device with more memory; the built sentences still work.";
+}
+
+/* Read the response's body into one buffer, reporting progress; the size is known ahead. */
+async function readBody(response, expected, signal) {
+  const total = expected || Number(response.headers.get("Content-Length")) || 0;
+  let buffer, received = 0, lastReport = 0;
+  try {
+    buffer = new Uint8Array(total || 1 << 24);
+  } catch (err) {
+    if (isMemoryError(err)) throw Object.assign(new Error(memoryMessage(total)), { kind: "memory" });
+    throw err;
+  }
+  const reader = response.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (received + value.length > buffer.length) {
+      if (expected) {
+        reader.cancel();
+        throw new FileError("The server sent more than the " + expected + " bytes of the model file this " +
+                            "site was built with: it is not the same file.");
+      }
+      let bigger; // the size was not known: grow
+      try {
+        bigger = new Uint8Array(Math.max(buffer.length * 2, received + value.length));
+      } catch (err) {
+        if (isMemoryError(err)) throw Object.assign(new Error(memoryMessage(received)), { kind: "memory" });
+        throw err;
+      }
+      bigger.set(buffer.subarray(0, received));
+      buffer = bigger;
+    }
+    buffer.set(value, received);
+    received += value.length;
+    const now = performance.now();
+    if (now - lastReport > PROGRESS_EVERY_MS) {
+      lastReport = now;
+      postMessage({ type: "progress", received: received, total: total });
+    }
+    if (signal.aborted) break;
+  }
+  postMessage({ type: "progress", received: received, total: total });
+  return buffer.subarray(0, received);
+}
+
+async function load(url, expected) {
+  if (model) { postMessage({ type: "loaded", bytes: 0, seconds: 0 }); return; }
+  if (download) return; // already under way; its messages will come
+  const controller = new AbortController();
+  download = controller;
+  const started = performance.now();
+  try {
+    let response;
+    try {
+      response = await fetch(url, { signal: controller.signal });
+    } catch (err) {
+      if (controller.signal.aborted) throw err;
+      throw Object.assign(new Error("The model file could not be fetched (" + err.message + ")."), { kind: "network" });
+    }
+    if (!response.ok) {
+      throw Object.assign(new Error("The server answered HTTP " + response.status + " for the model file."),
+                          { kind: "network" });
+    }
+    const bytes = await readBody(response, expected, controller.signal);
+    if (controller.signal.aborted) throw new DOMException("cancelled", "AbortError");
+    const file = readGGUF(bytes);
+    const assembled = assemble(file);
+    const tok = buildTokenizer(file.metadata);
+    if (expected && bytes.byteLength !== expected) {
+      throw new FileError("The model file has " + bytes.byteLength + " bytes; this site was built with one of " +
+                          expected + " bytes.");
+    }
+    model = assembled;
+    tokenizer = tok;
+    postMessage({ type: "loaded", bytes: bytes.byteLength, seconds: (performance.now() - started) / 1000 });
+  } catch (err) {
+    let kind = err.kind || (err instanceof FileError ? "file" : isMemoryError(err) ? "memory" : "file");
+    let message = err.message;
+    if (controller.signal.aborted || err.name === "AbortError") {
+      kind = "cancelled";
+      message = "Download cancelled.";
+    } else if (kind === "memory" && !err.kind) {
+      message = memoryMessage(expected);
+    } else if (!(err instanceof FileError) && !err.kind) {
+      message = "The model file could not be read: " + err.message;
+    }
+    postMessage({ type: "error", kind: kind, message: message });
+  } finally {
+    download = null;
+  }
+}
+
+function tokenize(text, maxTokens) {
+  const all = encode(tokenizer, text);
+  const ids = maxTokens ? all.slice(0, maxTokens) : all;
+  const ps = ids.length ? pieces(tokenizer, ids) : [];
+  return { ids: ids, total: all.length, pieces: ps, labels: ps.map(label) };
+}
+
+/* Tokenize the text, keep its first maxTokens tokens, run the model, tabulate its attention. */
+function run(id, text, maxTokens) {
+  const t = tokenize(text, maxTokens);
+  if (!t.ids.length) {
+    postMessage({ type: "error", id: id, kind: "input", message: "The text is empty: type at least one character." });
+    return;
+  }
+  const started = performance.now(), c = model.config;
+  const trace = forward(model, t.ids, function (layer) {
+    postMessage({ type: "layer", id: id, layer: layer, of: c.nLayers });
+  });
+  const tables = attentionTables(trace, c);
+  const seconds = (performance.now() - started) / 1000;
+  postMessage({
+    type: "result", id: id, text: text, ids: t.ids, total: t.total, pieces: t.pieces, labels: t.labels,
+    n_layers: c.nLayers, n_heads: c.nHeads, n_kv_heads: c.nKvHeads, d_head: c.dHead,
+    raw: tables.raw, scaled: tables.scaled, weights: tables.weights, entropy: tables.entropy,
+    seconds: seconds,
+  }, [tables.raw.buffer, tables.scaled.buffer, tables.weights[0].buffer, tables.weights[1].buffer,
+      tables.entropy[0].buffer, tables.entropy[1].buffer]);
+}
+
+self.onmessage = function (event) {
+  const msg = event.data || {};
+  if (msg.type === "load") { load(String(msg.url), Number(msg.bytes) || 0); return; }
+  if (msg.type === "cancel") { if (download) download.abort(); return; }
+  if (msg.type !== "run" && msg.type !== "tokenize") return;
+  if (!model) {
+    postMessage({ type: "error", id: msg.id, kind: "not-loaded", message: "The model is not loaded yet." });
+    return;
+  }
+  try {
+    if (msg.type === "tokenize") {
+      postMessage(Object.assign({ type: "tokens", id: msg.id }, tokenize(String(msg.text), 0)));
+    } else {
+      run(msg.id, String(msg.text), Number(msg.maxTokens) || 64);
+    }
+  } catch (err) {
+    const memory = isMemoryError(err);
+    postMessage({ type: "error", id: msg.id, kind: memory ? "memory" : "input",
+                  message: memory ? memoryMessage(0) : String(err.message) });
+  }
+};
