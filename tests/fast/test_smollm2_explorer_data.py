@@ -18,6 +18,8 @@ import pytest
 from qkv_site import smollm2_data as export
 from support import model_trace
 
+from qkv import smollm2
+
 SCORE_HALF = 0.5 * 10**-export.SCORE_DECIMALS
 WEIGHT_HALF = 0.5 * 10**-export.WEIGHT_DECIMALS
 FLOAT32 = 2e-3  # float32 q · k of scores up to ~300 differs from float64 by far less
