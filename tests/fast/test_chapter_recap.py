@@ -128,8 +128,8 @@ def test_scores_grow_like_sqrt_d_k_and_scaling_brings_them_back(rng):
         assert abs(scaled_var[d_k] - 1) < 0.05
     ratio = std[wide] / std[narrow]
     assert abs(ratio - np.sqrt(wide / narrow)) < 0.5
-    # "8 times larger at d_k = 64 than at d_k = 1; ... variance back to 1"
-    check_prose("recap-scale", ratio, wide, narrow, scaled_var[wide])
+    # "(measured: 8 in a head of 64); ... variance back to 1"
+    check_prose("recap-scale", std[wide], wide, scaled_var[wide])
 
 
 @pytest.mark.claim("recap-masks-zero")
@@ -189,9 +189,8 @@ def test_eight_heads_cost_what_one_wide_head_costs_and_store_eight_maps(rng):
     maps = {w.n_heads: qkv.multi_head_attention(x, x, w).weights for w in (eight, one)}
     assert flops[heads] == flops[1] and params[heads] == params[1]
     rows_per_token = {n: m.shape[0] for n, m in maps.items()}  # one row of weights per head
-    # "8 heads of 64 ... one head of 512 ... 8 rows of weights where one head gives 1; ...
-    # 8 times the memory"
-    check_prose("recap-heads-cost", heads, eight.d_head, one.d_head, rows_per_token[heads],
+    # "8 heads of 64 give every token 8 rows ... where one head of 512 gives 1 ... 8 times"
+    check_prose("recap-heads-cost", heads, eight.d_head, rows_per_token[heads], one.d_head,
                 rows_per_token[1], maps[heads].nbytes / maps[1].nbytes)
 
 
