@@ -60,6 +60,13 @@ def test_tying_query_and_key_symmetrises_tying_key_and_value_changes_only_the_ou
     assert np.abs(cycle_sums(tied.weights)).max() < 1e-9
     assert np.abs(cycle_sums(separate.weights)).max() > 1e-3
     q, k, v = qkv.project(x, p)
+    # "RoPE keeps them so; a bias on the queries alone does not", on the scores themselves
+    # (a query bias adds b.k_j, which cancels around a cycle, so cycle_sums cannot see it)
+    k_tied = x @ p.w_k
+    rotated = qkv.rope(k_tied, np.arange(6))
+    assert np.allclose(rotated @ rotated.T, (rotated @ rotated.T).T, rtol=0, atol=1e-12)
+    biased = (k_tied + rng.normal(size=8)) @ k_tied.T
+    assert np.abs(biased - biased.T).max() > 1e-3
     full = qkv.attention(q, k, v)
     kv_tied = qkv.attention(q, k, k)  # W_V = W_K
     assert np.array_equal(kv_tied.weights, full.weights)
