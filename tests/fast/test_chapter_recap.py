@@ -60,6 +60,13 @@ def test_tying_query_and_key_symmetrises_tying_key_and_value_changes_only_the_ou
     assert np.abs(cycle_sums(tied.weights)).max() < 1e-9
     assert np.abs(cycle_sums(separate.weights)).max() > 1e-3
     q, k, v = qkv.project(x, p)
+    # "RoPE keeps them so; a bias on the queries alone does not", on the scores themselves
+    # (a query bias adds b.k_j, which cancels around a cycle, so cycle_sums cannot see it)
+    k_tied = x @ p.w_k
+    rotated = qkv.rope(k_tied, np.arange(6))
+    assert np.allclose(rotated @ rotated.T, (rotated @ rotated.T).T, rtol=0, atol=1e-12)
+    biased = (k_tied + rng.normal(size=8)) @ k_tied.T
+    assert np.abs(biased - biased.T).max() > 1e-3
     full = qkv.attention(q, k, v)
     kv_tied = qkv.attention(q, k, k)  # W_V = W_K
     assert np.array_equal(kv_tied.weights, full.weights)
@@ -128,8 +135,8 @@ def test_scores_grow_like_sqrt_d_k_and_scaling_brings_them_back(rng):
         assert abs(scaled_var[d_k] - 1) < 0.05
     ratio = std[wide] / std[narrow]
     assert abs(ratio - np.sqrt(wide / narrow)) < 0.5
-    # "8 times larger at d_k = 64 than at d_k = 1; ... variance back to 1"
-    check_prose("recap-scale", ratio, wide, narrow, scaled_var[wide])
+    # "(measured: 8 in a head of 64); ... variance back to 1"
+    check_prose("recap-scale", std[wide], wide, scaled_var[wide])
 
 
 @pytest.mark.claim("recap-masks-zero")
@@ -189,9 +196,8 @@ def test_eight_heads_cost_what_one_wide_head_costs_and_store_eight_maps(rng):
     maps = {w.n_heads: qkv.multi_head_attention(x, x, w).weights for w in (eight, one)}
     assert flops[heads] == flops[1] and params[heads] == params[1]
     rows_per_token = {n: m.shape[0] for n, m in maps.items()}  # one row of weights per head
-    # "8 heads of 64 ... one head of 512 ... 8 rows of weights where one head gives 1; ...
-    # 8 times the memory"
-    check_prose("recap-heads-cost", heads, eight.d_head, one.d_head, rows_per_token[heads],
+    # "8 heads of 64 give every token 8 rows ... where one head of 512 gives 1 ... 8 times"
+    check_prose("recap-heads-cost", heads, eight.d_head, rows_per_token[heads], one.d_head,
                 rows_per_token[1], maps[heads].nbytes / maps[1].nbytes)
 
 
