@@ -783,7 +783,7 @@ def test_a_second_liquid_key_splits_drank_between_milk_and_cup(shown_kv, hand_bu
                                                         strict=True)}
 
 
-# ---- 4. What the matrices pin down, and what tying them breaks -------------------------
+# ---- 4. Only two products matter: query-key and value-output -------------------------
 
 
 @pytest.fixture(scope="module")
