@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from qkv._checks import as_float_array, whole_number
 from qkv.dot_product import attention
 from qkv.masks import causal_mask
 from qkv.multihead import (
@@ -80,6 +81,8 @@ class KVCache:
         >>> KVCache.empty(n_kv_heads=3, d_head=64, dtype=np.float32).keys.shape
         (3, 0, 64)
         """
+        n_kv_heads = whole_number("n_kv_heads", n_kv_heads, minimum=1)
+        d_head = whole_number("d_head", d_head, minimum=1)
         return cls(
             np.zeros((n_kv_heads, 0, d_head), dtype=dtype),
             np.zeros((n_kv_heads, 0, d_head), dtype=dtype),
@@ -90,6 +93,7 @@ class KVCache:
 
     def append(self, k, v) -> None:
         """Add the key and value of new positions, each ``(n_kv_heads, t_new, d_head)``."""
+        k, v = as_float_array("k", k, min_ndim=3), as_float_array("v", v, min_ndim=3)
         if (
             np.shape(k) != np.shape(v)
             or np.shape(k)[::2] != self.keys.shape[::2]
@@ -108,7 +112,9 @@ class KVCache:
 
 
 def _check_sequence(x, w: MultiHeadWeights) -> np.ndarray:
-    x = np.asarray(x, dtype=float)
+    if not isinstance(w, MultiHeadWeights):
+        raise ValueError(f"w must be a qkv.MultiHeadWeights, got {type(w).__name__}")
+    x = as_float_array("x", x)
     if x.ndim != 2 or x.shape[1] != w.d_model:
         raise ValueError(
             f"x must be (T, d_model={w.d_model}), got shape {x.shape}"

@@ -17,11 +17,12 @@ from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import pytest
+from qkv_site.explorer_data import DEFAULTS
 from support import build_site
 
 import qkv
 from qkv import toy
-from qkv.explorer import D_V, DEFAULTS
+from qkv.toy import D_V
 
 WORDS = toy.SENTENCE
 SHOWN = 5e-5 + 1e-6  # a number shown to 4 decimals, from data rounded to 6

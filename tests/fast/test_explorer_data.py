@@ -12,12 +12,13 @@ from functools import cache
 
 import numpy as np
 import pytest
-from qkv_site.explorer_data import explorer_data, explorer_json, to_fixed
+from qkv_site.explorer_data import DEFAULTS, STAGES, explorer_data, explorer_json, to_fixed
 
 import qkv
 from qkv import toy
-from qkv.explorer import D_K_MAX, D_V, DEFAULTS, STAGES, explorer_state
+from qkv.explorer import explorer_state
 from qkv.scaling import saturation, score_std
+from qkv.toy import D_K_MAX, D_V
 
 WORDS = toy.SENTENCE
 HALF_UNIT = 0.5e-6 + 1e-12  # rounding to 6 decimals moves a number by at most this
