@@ -13,12 +13,12 @@ import random
 import socket
 import threading
 from functools import cache
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import urlparse
 
 import numpy as np
 import pytest
 from qkv_site.explorer_data import DEFAULTS
-from support import build_site
+from support import build_site, expect_url, url_state
 
 import qkv
 from qkv import toy
@@ -83,16 +83,6 @@ def number(page, testid: str) -> float:
     return float(page.get_by_test_id(testid).text_content())
 
 
-def url_state(page) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
-
-
-def expect_url(page, **want):
-    """Wait until the URL query holds these values (the page writes it 100 ms after a change)."""
-    want = {k: str(v) for k, v in want.items()}
-    page.wait_for_function(
-        "want => Object.entries(want).every("
-        "([k, v]) => new URLSearchParams(location.search).get(k) === v)", arg=want, timeout=3000)
 
 
 def controls(page) -> dict:

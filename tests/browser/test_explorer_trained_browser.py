@@ -9,12 +9,12 @@ Expected numbers are recomputed here from the model's own queries and keys
 from __future__ import annotations
 
 from functools import cache
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import urlparse
 
 import numpy as np
 import pytest
 from qkv_site.smollm2_data import DEFAULTS, SENTENCES
-from support import model_trace
+from support import expect_url, model_trace, url_state
 
 # shown to 1 decimal (scores) or 3 (weights, entropy), from data rounded to the same; float32.
 # The scaled score is the stored raw one divided by 8, so its storage error is an eighth.
@@ -70,15 +70,6 @@ def open_trained(page, site_url, query: str = ""):
     page.wait_for_selector("#qkv-explorer.qx-ready .qx-trained[data-drawn]")
 
 
-def url_state(page) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
-
-
-def expect_url(page, **want):
-    want = {k: str(v) for k, v in want.items()}
-    page.wait_for_function(
-        "want => Object.entries(want).every("
-        "([k, v]) => new URLSearchParams(location.search).get(k) === v)", arg=want, timeout=3000)
 
 
 def controls(page) -> tuple:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch  # pinned in the test extra: a missing torch fails here, it is not skipped
 import torch.nn.functional as F
-from support import numbers, shapes
+from support import attention_product_flops, numbers, shapes
 
 import qkv
 
@@ -93,6 +93,9 @@ def test_eight_heads_of_64_cost_what_one_head_of_512_costs(t):
     assert eight == one
     # Derived by hand: Q K^T and weights @ V are each 2 * t * t * 512 flops in total.
     assert one == 2 * (2 * t * t * 512)
+    if t <= 512:  # and counted on the arrays attention computes (8192 tokens: 4 GiB of weights)
+        assert eight == attention_product_flops(t, t, 64, 64, n_heads=8)
+        assert one == attention_product_flops(t, t, 512, 512)
 
 
 @pytest.mark.claim("heads-params-equal", "recap-heads-cost")
@@ -129,6 +132,8 @@ def test_the_cost_table_shows_equal_flops_and_parameters_and_8x_the_maps(shown):
 def test_softmax_work_is_one_per_256_flops_of_the_products(t):
     exponentials = 8 * t * t  # one per entry of the eight T x T score maps
     assert qkv.attention_flops(t, t, 64, 64, n_heads=8) == 256 * exponentials
+    if t <= 1024:  # the products counted on the arrays attention computes
+        assert attention_product_flops(t, t, 64, 64, n_heads=8) == 256 * exponentials
 
 
 @pytest.mark.claim("heads-1gib-maps")

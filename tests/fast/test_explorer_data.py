@@ -13,6 +13,7 @@ from functools import cache
 import numpy as np
 import pytest
 from qkv_site.explorer_data import DEFAULTS, STAGES, explorer_data, explorer_json, to_fixed
+from support import softmax_by_hand
 
 import qkv
 from qkv import toy
@@ -289,8 +290,7 @@ def _median_query_gradient_ratio(d_k, n_draws=10_000, n_keys=6, seed=123):
     norms = {}
     for c in (1.0, 1 / np.sqrt(d_k)):
         s = c * np.einsum("nkd,nd->nk", k, q)
-        e = np.exp(s - s.max(axis=1, keepdims=True))
-        w = e / e.sum(axis=1, keepdims=True)
+        w = softmax_by_hand(s, axis=1)
         jac = w[:, :, None] * np.eye(n_keys) - w[:, :, None] * w[:, None, :]
         grad = c * jac @ k  # (n_draws, n_keys, d_k)
         norms[c] = np.median(np.sqrt((grad**2).sum(axis=(1, 2))))

@@ -28,7 +28,7 @@ def test_stored_notebook_is_valid_and_has_no_outputs():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbformat.validate(nb)
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert len(code) >= 10
+    assert code and all(cell.source.strip() for cell in code)
     assert [c.id for c in code if c.outputs] == []
     assert [c.id for c in code if c.execution_count is not None] == []
     assert nb.metadata.kernelspec.name == "python3"

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import numbers
+from support import softmax_by_hand as softmax
 
 import qkv
 from qkv import toy
@@ -28,12 +29,6 @@ SHE, FROM, CUP = (toy.SENTENCE.index(w) for w in ("she", "from", "cup"))
 @pytest.fixture(scope="module")
 def shown(page_output):
     return page_output("step-by-step.md")
-
-
-def softmax(s, axis=-1):
-    """Softmax written out with np.exp, independent of qkv."""
-    e = np.exp(s - s.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
 
 
 @pytest.fixture(scope="module")

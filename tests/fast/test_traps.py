@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from support import numbers
+from support import numbers, softmax_by_hand
 
 import qkv
 from qkv import toy
@@ -35,11 +35,6 @@ def shown(page_output):
 def printed(shown, section, label):
     """The numbers the page prints after ``label`` (a line's start, up to its colon)."""
     return numbers(shown.line(section, label).split(":", 1)[1])
-
-
-def softmax_by_hand(scores, axis):
-    e = np.exp(scores - scores.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
 
 
 # ---- 1. the same vector for Q, K and V ----------------------------------------------------
