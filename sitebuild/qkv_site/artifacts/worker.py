@@ -1,18 +1,20 @@
-"""The process that computes artifacts: ``python -m qkv_site.artifacts.worker ROOT``.
+"""The process that computes artifacts: ``python -m qkv_site.artifacts.worker ROOT [--session]``.
 
-It imports the heavy libraries once (numpy, matplotlib), then reads one job per line on
-stdin (JSON: ``task``, ``args``, ``out``, ``log``, ``packages``) and runs each in a forked child, so every
-job starts from the same clean state: matplotlib's default settings and no module of the
-project imported yet (an edit to ``qkv/`` is seen by the next job). The child writes its
-stdout and stderr to ``log`` and, when the task succeeds, ``_deps.json`` into ``out``: every
-file of the project it imported (with its hash) and the version of every installed
-distribution it imported or the job names in ``packages`` (``null`` when not installed).
-The parent answers each job with one line: the child's exit code.
+One protocol for every kind of job. The worker reads one job per line on stdin (JSON:
+``task``, ``args``, ``out``, ``log``, ``packages``), runs the task ``task(out, **args)`` named
+``"module:function"`` with its stdout and stderr going to ``log``, and answers with one line:
+``0`` when it succeeded, another exit code when it did not (the traceback is in ``log``). A
+task writes its files into ``out``; the worker adds ``_deps.json``: every file of the project
+the process has imported (with its hash), plus any the task returns, and the version of
+every installed distribution imported or named in ``packages`` (``null`` when not installed).
 
-A task is a function ``task(out: Path, **args)`` named ``"module:function"``; it writes its
-files into ``out`` and may return more paths it read (files that are not imported modules).
+The worker imports numpy and matplotlib once, then either
 
-Where ``os.fork`` does not exist, ``--once`` runs one job in this process and exits.
+- runs each job in a child forked for it (the default): every job starts from the same clean
+  state (matplotlib's default settings, no module of the project imported yet, so an edit
+  to ``qkv/`` is seen by the next job); or, with ``--session``,
+- runs each job in the worker itself, so the jobs share what they leave: the blocks of one
+  snippet session (:mod:`qkv_site.artifacts.session`).
 """
 
 from __future__ import annotations
@@ -74,23 +76,20 @@ def versions_imported(packages=(), version=installed_version) -> dict[str, str |
     return dict(sorted(versions.items()))
 
 
-def run_job(root: Path, job: dict) -> None:
-    """Run one task in this process and record what it depended on."""
-    module_name, _, function = job["task"].partition(":")
-    task = getattr(importlib.import_module(module_name), function)
-    out = Path(job["out"])
-    extra = task(out, **job["args"])
-    deps = {"files": project_files(root, extra or ()),
-            "versions": versions_imported(job.get("packages", ()))}
-    (out / DEPS).write_text(json.dumps(deps, indent=1), encoding="utf-8")
-
-
-def _child(root: Path, job: dict) -> int:
-    fd = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
+def run_job(root: Path, job: dict, version=installed_version) -> int:
+    """Run one job in this process, its output going to its log; its exit code."""
+    log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
     try:
-        run_job(root, job)
+        module_name, _, function = job["task"].partition(":")
+        task = getattr(importlib.import_module(module_name), function)
+        out = Path(job["out"])
+        extra = task(out, **job["args"])
+        deps = {"files": project_files(root, extra or ()),
+                "versions": versions_imported(job.get("packages", ()), version)}
+        (out / DEPS).write_text(json.dumps(deps, indent=1), encoding="utf-8")
         return 0
     except SystemExit as stop:
         return stop.code if isinstance(stop.code, int) else 1
@@ -103,23 +102,27 @@ def _child(root: Path, job: dict) -> int:
 
 
 def main(argv: list[str]) -> int:
-    once = "--once" in argv
-    root = Path(next(a for a in argv if a != "--once")).resolve()
+    session = "--session" in argv
+    root = Path(next(a for a in argv if a != "--session")).resolve()
     sys.path[:0] = [str(root), str(root / "sitebuild")]  # the tree being built comes first
+    os.chdir(root)
     os.environ.setdefault("MPLBACKEND", "svg")
     for name in PRELOAD:
         importlib.import_module(name)
     _distribution_index()  # once, before forking
-    if once:
-        return _child(root, json.loads(sys.stdin.readline()))
+    # a session lasts one page of one build: read each version once (~2 ms a read)
+    version = functools.cache(installed_version) if session else installed_version
+    answers = os.fdopen(os.dup(1), "w")  # fds 1 and 2 go to each job's log
     for line in sys.stdin:
         job = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            os._exit(_child(root, job))
-        _, status = os.waitpid(pid, 0)
-        sys.stdout.write(f"{os.waitstatus_to_exitcode(status)}\n")
-        sys.stdout.flush()
+        if session:
+            code = run_job(root, job, version)
+        elif (pid := os.fork()) == 0:
+            os._exit(run_job(root, job))
+        else:
+            code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        answers.write(f"{code}\n")
+        answers.flush()
     return 0
 
 
