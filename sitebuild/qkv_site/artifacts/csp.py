@@ -19,6 +19,9 @@ What a policy in a ``<meta>`` cannot do, and only an HTTP header could (a static
 as GitHub Pages sets no custom header): ``frame-ancestors`` (refusing to be framed),
 ``report-uri``/``report-to`` (reports of violations) and ``sandbox`` are ignored in a meta
 element, and the policy holds from the element on, which is why it comes first.
+
+``mkdocs serve`` gets no policy: it puts a script of its own into every page it serves (the
+live reload, a different one for each request), which a policy would block.
 """
 
 from __future__ import annotations

@@ -68,8 +68,10 @@ class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
     def __init__(self):
         self.runner: Runner | None = None
         self.kinds = []
+        self.serving = False
 
     def on_startup(self, *, command, dirty):
+        self.serving = command == "serve"
         # Defining on_startup keeps this plugin (and its worker processes) across the rebuilds
         # of `mkdocs serve`. A dirty serve is what ./dev serve runs on purpose (PageInputs
         # rebuilds the pages an edit touches); its warning about it would fail --strict.
@@ -96,7 +98,9 @@ class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
         if not self.kinds:
             self.page_inputs = PageInputs(self)  # for `mkdocs serve --dirty`
             self.kinds = [self.page_inputs, *(kind(self) for kind in KINDS)]
-            if self.config.content_security_policy:
+            # `mkdocs serve` puts an inline script of its own into every page it serves (the
+            # live reload, different for each request): no policy there
+            if self.config.content_security_policy and not self.serving:
                 self.kinds.append(ContentSecurityPolicy(self))  # last: after the pages are made
         return self._chain("on_config", config)
 

@@ -10,8 +10,8 @@ recomputes exactly the artifacts that imported it, and nothing else.
 
 Up to ``concurrency`` jobs run at once, each in a worker process kept between jobs (and
 between the rebuilds of ``mkdocs serve``) that forks a fresh child for every job. A snippet
-session gets a worker of its own (:meth:`Runner.session`), which runs its jobs one after
-the other in one process.
+session borrows a worker (:meth:`Runner.session`), whose one child runs the session's jobs
+one after the other.
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ class Runner:
             self.computed.append(job)
         return Result(job, folder, fresh=True)
 
-    def _compute(self, job: Job, out: Path) -> None:
+    def _borrow(self) -> Worker:
         try:
             worker = self._workers.get_nowait()
         except queue.Empty:
@@ -173,14 +173,19 @@ class Runner:
         if worker is None or worker.process.poll() is not None:  # none idle, or it died
             worker = Worker(self.root)
             self._all_workers.append(worker)
+        return worker
+
+    def _compute(self, job: Job, out: Path) -> None:
+        worker = self._borrow()
         try:
             worker.compute(job, out)
         finally:
             self._workers.put(worker)
 
-    def session(self) -> Worker:
-        """A worker of its own for one snippet session: its jobs share one process."""
-        return Worker(self.root, session=True)
+    def session(self) -> Session:
+        """A snippet session: a borrowed worker whose one child runs the jobs given to it,
+        in one process; ``close()`` ends it."""
+        return Session(self._borrow(), self._workers.put)
 
     # ---- housekeeping ----------------------------------------------------------------------
 
@@ -205,26 +210,28 @@ class Runner:
 class Worker:
     """A worker process (:mod:`qkv_site.artifacts.worker`): a job in, its exit code out."""
 
-    def __init__(self, root: Path, session: bool = False):
+    def __init__(self, root: Path):
         paths = [str(root), str(root / "sitebuild"), os.environ.get("PYTHONPATH")]
         # PYTHONHASHSEED: sets of strings iterate (print, pickle) the same in every process
         env = {**os.environ, "MPLBACKEND": "svg", "PYTHONHASHSEED": "0",
                "PYTHONPATH": os.pathsep.join(filter(None, paths))}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "qkv_site.artifacts.worker", str(root),
-             *(["--session"] if session else [])],
+            [sys.executable, "-m", "qkv_site.artifacts.worker", str(root)],
             cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def send(self, request: dict) -> str:
+        """Write one request line; the answer line ("" when the worker has died)."""
+        if self.process.poll() is not None:
+            return ""
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return self.process.stdout.readline().strip()
 
     def compute(self, job: Job, out: Path) -> None:
         """Run ``job``, its files going to ``out``; ArtifactError with its log if it fails."""
         log = out / "_log.txt"
-        request = {"task": job.task, "args": job.args, "out": str(out), "log": str(log),
-                   "packages": list(job.packages)}
-        answer = ""
-        if self.process.poll() is None:
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-            answer = self.process.stdout.readline().strip()
+        answer = self.send({"task": job.task, "args": job.args, "out": str(out), "log": str(log),
+                            "packages": list(job.packages)})
         if answer != "0":
             output = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
             raise ArtifactError(f"{job.source or job.task}: computing this {job.kind} artifact "
@@ -237,3 +244,21 @@ class Worker:
         except OSError:
             pass
         self.process.wait()
+
+
+class Session:
+    """A worker lent to one snippet session: its jobs run in one forked child, in order."""
+
+    def __init__(self, worker: Worker, give_back):
+        self.worker, self.give_back = worker, give_back
+        if worker.send({"session": True}) != "0":
+            raise ArtifactError("a worker process could not start a snippet session")
+
+    def compute(self, job: Job, out: Path) -> None:
+        self.worker.compute(job, out)
+
+    def close(self) -> None:
+        """End the session (its child exits; if it died already, the worker ignores the line)
+        and give the worker back."""
+        self.worker.send({"end": True})
+        self.give_back(self.worker)

@@ -1,4 +1,4 @@
-"""The process that computes artifacts: ``python -m qkv_site.artifacts.worker ROOT [--session]``.
+"""The process that computes artifacts: ``python -m qkv_site.artifacts.worker ROOT``.
 
 One protocol for every kind of job. The worker reads one job per line on stdin (JSON:
 ``task``, ``args``, ``out``, ``log``, ``packages``), runs the task ``task(out, **args)`` named
@@ -8,13 +8,16 @@ task writes its files into ``out``; the worker adds ``_deps.json``: every file o
 the process has imported (with its hash), plus any the task returns, and the version of
 every installed distribution imported or named in ``packages`` (``null`` when not installed).
 
-The worker imports numpy and matplotlib once, then either
-
-- runs each job in a child forked for it (the default): every job starts from the same clean
-  state (matplotlib's default settings, no module of the project imported yet, so an edit
-  to ``qkv/`` is seen by the next job); or, with ``--session``,
-- runs each job in the worker itself, so the jobs share what they leave: the blocks of one
-  snippet session (:mod:`qkv_site.artifacts.session`).
+The worker imports numpy and matplotlib and indexes the installed distributions once, then
+runs each job in a child forked for it, so every job starts from the same clean state
+(matplotlib's default settings, no module of the project imported yet: an edit to ``qkv/``
+is seen by the next job) without paying for those imports again. The one exception is a
+snippet session, whose blocks must share what they leave (:mod:`qkv_site.artifacts.session`):
+the line ``{"session": true}`` forks one child that answers ``0`` and runs the jobs that
+follow, one after the other in itself, until the line ``{"end": true}``; the worker answers
+that line with the child's exit code (or, if the child died, the job it was running), and
+goes on as before. Every line gets one answer, so no line is ever waiting in the pipe when a
+child is forked or ends.
 """
 
 from __future__ import annotations
@@ -101,28 +104,41 @@ def run_job(root: Path, job: dict, version=installed_version) -> int:
         sys.stderr.flush()
 
 
+def _session(root: Path, answer) -> int:
+    """Run the jobs that follow in this process, until ``{"end": true}`` (a forked child)."""
+    version = functools.cache(installed_version)  # one page of one build: read each once
+    answer(0)  # ready
+    while line := sys.stdin.readline():
+        job = json.loads(line)
+        if job.get("end"):
+            break
+        answer(run_job(root, job, version))
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    session = "--session" in argv
-    root = Path(next(a for a in argv if a != "--session")).resolve()
+    root = Path(argv[0]).resolve()
     sys.path[:0] = [str(root), str(root / "sitebuild")]  # the tree being built comes first
     os.chdir(root)
     os.environ.setdefault("MPLBACKEND", "svg")
     for name in PRELOAD:
         importlib.import_module(name)
-    _distribution_index()  # once, before forking
-    # a session lasts one page of one build: read each version once (~2 ms a read)
-    version = functools.cache(installed_version) if session else installed_version
+    _distribution_index()  # once, before forking (it reads every installed distribution)
     answers = os.fdopen(os.dup(1), "w")  # fds 1 and 2 go to each job's log
-    for line in sys.stdin:
-        job = json.loads(line)
-        if session:
-            code = run_job(root, job, version)
-        elif (pid := os.fork()) == 0:
-            os._exit(run_job(root, job))
-        else:
-            code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+    def answer(code: int) -> None:
         answers.write(f"{code}\n")
         answers.flush()
+
+    # one line at a time: nothing read ahead is left in a buffer a forked child copies
+    while line := sys.stdin.readline():
+        job = json.loads(line)
+        if job.get("end"):
+            answer(0)  # the end of a session whose child had died
+            continue
+        if (pid := os.fork()) == 0:
+            os._exit(_session(root, answer) if job.get("session") else run_job(root, job))
+        answer(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
     return 0
 
 
