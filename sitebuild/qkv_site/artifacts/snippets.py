@@ -54,7 +54,8 @@ class Session:
 
     def close(self):
         if self.worker is not None:
-            self.worker.close()
+            self.worker.close()  # the worker goes back to the runner's pool
+        self.worker, self.worker_ran = None, []
 
 
 class Snippets:
