@@ -319,7 +319,7 @@ def test_status_speaks_once_after_the_slider_settles(page, site_url):
     for _ in range(6):
         page.keyboard.press("ArrowRight")
     assert controls(page)["dk"] == 14
-    page.wait_for_function("window.__spoken.length > 0", timeout=3000)
+    page.wait_for_function("() => window.__spoken.length > 0", timeout=3000)
     page.wait_for_timeout(300)  # nothing more is coming
     spoken = page.evaluate("window.__spoken")
     assert len(spoken) == 1, spoken

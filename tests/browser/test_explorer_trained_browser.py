@@ -235,7 +235,7 @@ def test_controls_are_labelled_and_the_summary_waits_for_the_controls_to_settle(
         layer.dispatchEvent(new Event("input", { bubbles: true }));
       }
     }""")
-    page.wait_for_function("window.__spoken.length > 0", timeout=3000)  # it speaks, once the
+    page.wait_for_function("() => window.__spoken.length > 0", timeout=3000)  # it speaks, once the
     page.wait_for_timeout(300)  # burst has settled; and nothing more is coming after it
     spoken = page.evaluate("window.__spoken")
     assert len(spoken) == 1 and spoken[0].startswith("Layer 30, head 9"), spoken
