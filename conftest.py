@@ -8,7 +8,10 @@ checked: the docs build installs no torch, the test extra does). Blocks shown wi
 A ``>>>`` block may use what the page's earlier blocks defined, as a reader pasting the page
 in order would. So on a page that has such a block, the blocks the build runs
 (markdown-exec's ``exec="on"``, their ``--8<--`` lines resolved as pymdownx.snippets does)
-run first, in page order, in the same namespace.
+run first, in page order, in the same namespace. Because they share one namespace, a page's
+examples are one test (``docs/PAGE.md::examples``), not one test each as Sybil's own pytest
+plugin makes them: pytest-xdist hands out tests, and two examples of one page given to two
+workers would each miss what the other defined.
 
 The ``page_output`` fixture gives tests what a page shows: the text each of its executed
 blocks prints, as the build prints it (tests/site/test_page_output.py checks it against the
@@ -29,6 +32,7 @@ import pytest
 from sybil import Document, Lexeme, Region, Sybil
 from sybil.evaluators.doctest import NUMBER
 from sybil.evaluators.python import PythonEvaluator
+from sybil.example import SybilFailure
 from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
 from sybil.parsers.markdown.codeblock import CodeBlockParser
 from sybil.parsers.markdown.lexers import RawFencedCodeBlockLexer
@@ -92,7 +96,40 @@ PARSERS = [
     SkipParser(),
 ]
 
-pytest_collect_file = Sybil(parsers=PARSERS, path="docs", patterns=["*.md", "**/*.md"]).pytest()
+SYBIL = Sybil(parsers=PARSERS, path="docs", patterns=["*.md", "**/*.md"])
+
+
+class PageExamples(pytest.Item):
+    """Every example of one page, evaluated in page order in the page's one namespace."""
+
+    def __init__(self, *, document: Document, **kwargs):
+        super().__init__(**kwargs)
+        self.document = document
+
+    def runtest(self):
+        for example in self.document.examples():
+            example.evaluate()  # SybilFailure (an AssertionError) names the example's line
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, SybilFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        return self.path, 0, f"{self.path.name}: its examples, in order"
+
+
+class MarkdownPage(pytest.File):
+    def collect(self):
+        document = SYBIL.parse(self.path)
+        if next(iter(document.examples()), None) is not None:
+            yield PageExamples.from_parent(self, name="examples", document=document)
+
+
+def pytest_collect_file(file_path: Path, parent):
+    if SYBIL.should_parse(file_path):
+        return MarkdownPage.from_parent(parent, path=file_path)
+    return None
 
 
 # ---- what a page shows ----------------------------------------------------------------------

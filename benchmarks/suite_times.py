@@ -4,7 +4,7 @@ Runs pytest on this tree as ``./dev`` runs it (every core, pytest-xdist), with a
 in a temporary folder, and prints for each tier: the wall time, how busy the machine's cores
 were meanwhile (from /proc/stat, so the build and Chromium processes count), the time the
 tests took by folder, and the slowest test files. Goals on the 2-core machine: ``check``
-<= 60 s, ``test`` <= 180 s of pytest.
+<= 60 s, ``test`` <= 450 s of pytest.
 
     python benchmarks/suite_times.py [--tier check|test|both]
 
@@ -25,7 +25,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-GOALS = {"check": 60.0, "test": 180.0}
+GOALS = {"check": 60.0, "test": 450.0}
 ARGS = {"check": ["-m", "not build"], "test": []}
 
 

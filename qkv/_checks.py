@@ -9,25 +9,57 @@ from __future__ import annotations
 import numpy as np
 
 
-def as_float_array(name: str, x, min_ndim: int = 2) -> np.ndarray:
-    """Return ``x`` as a floating-point array, refusing NaN, inf and too few dims."""
-    arr = np.asarray(x)
+def whole_number(name: str, value, minimum: int = 0) -> int:
+    """Return ``value`` as an ``int``, refusing floats, bools, strings and values below ``minimum``.
+
+    >>> whole_number("n_heads", np.int64(4), minimum=1)
+    4
+    """
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) \
+            or value < minimum:
+        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def real_array(name: str, x) -> np.ndarray:
+    """Return ``x`` as an array of real numbers (ints become float64); NaN and inf pass."""
+    try:
+        arr = np.asarray(x)
+    except ValueError as error:  # ragged nested lists
+        raise ValueError(f"{name} must be an array of numbers: {error}") from None
     if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
         raise ValueError(f"{name} must hold numbers, got dtype {arr.dtype}")
     if np.issubdtype(arr.dtype, np.complexfloating):
         raise ValueError(f"{name} must be real, got dtype {arr.dtype}")
     if not np.issubdtype(arr.dtype, np.floating):
         arr = arr.astype(np.float64)
+    return arr
+
+
+def as_float_array(name: str, x, min_ndim: int = 2, width: int | None = None) -> np.ndarray:
+    """Return ``x`` as a floating-point array, refusing NaN, inf and too few dims.
+
+    With ``min_ndim >= 2`` the array is read as ``(..., T, d)`` and must have at least one
+    position and one feature; ``width`` is the ``d`` it must have, when one is required.
+    """
+    arr = real_array(name, x)
     if arr.ndim < min_ndim:
         raise ValueError(
             f"{name} must have at least {min_ndim} dimensions (..., T, d), "
             f"got shape {arr.shape}"
         )
+    if min_ndim >= 2 and 0 in arr.shape[-2:]:
+        raise ValueError(
+            f"{name} has shape {arr.shape}: it needs at least one position (T) and "
+            f"one feature (d) in its last two dimensions"
+        )
+    if width is not None and arr.shape[-1] != width:
+        raise ValueError(f"{name} must be (..., T, {width}), got shape {arr.shape}")
     if not np.isfinite(arr).all():
         bad = np.argwhere(~np.isfinite(arr))[0]
         raise ValueError(
             f"{name} contains NaN or inf (first at index {tuple(int(i) for i in bad)}); "
-            f"attention needs finite queries, keys and values"
+            f"attention needs finite numbers"
         )
     return arr
 

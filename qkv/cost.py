@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from qkv._checks import whole_number
+
 
 # --8<-- [start:attention_flops]
 def attention_flops(
@@ -22,6 +24,9 @@ def attention_flops(
     >>> eight_heads == attention_flops(1000, 1000, 512, 512)
     True
     """
+    for name, value in (("t_q", t_q), ("t_k", t_k), ("d_k", d_k), ("d_v", d_v)):
+        whole_number(name, value)  # ValueError unless an int >= 0
+    whole_number("n_heads", n_heads, minimum=1)
     return n_heads * (2 * t_q * t_k * d_k + 2 * t_q * t_k * d_v)
 
 
@@ -45,6 +50,13 @@ class ModelConfig:
     n_kv_heads: int
     d_head: int
     source: str
+
+    def __post_init__(self):
+        for name in ("n_layers", "n_heads", "n_kv_heads", "d_head"):
+            whole_number(name, getattr(self, name), minimum=1)
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_heads ({self.n_heads}) must be a multiple of "
+                             f"n_kv_heads ({self.n_kv_heads})")
 
     @property
     def kind(self) -> str:
@@ -111,10 +123,7 @@ def kv_cache_bytes(
         ("bytes_per_value", bytes_per_value),
         ("batch", batch),
     ):
-        if value < 0 or int(value) != value:
-            raise ValueError(
-                f"{name} must be a non-negative whole number, got {value!r}"
-            )
+        whole_number(name, value)  # ValueError unless an int >= 0
     return (
         2
         * n_layers

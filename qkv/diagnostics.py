@@ -6,6 +6,20 @@ from typing import NamedTuple
 
 import numpy as np
 
+from qkv._checks import as_float_array, real_array
+
+
+def checked_weights(weights) -> np.ndarray:
+    """``weights`` as a float array of rows that are non-negative and sum to 1, or a ValueError."""
+    w = as_float_array("weights", weights, min_ndim=1)
+    if w.shape[-1] == 0 or (w < 0).any() or not np.allclose(w.sum(axis=-1), 1.0, atol=1e-6):
+        raise ValueError(
+            f"weights must be non-negative rows that sum to 1 along the last axis "
+            f"(softmax's output); got shape {w.shape} with row sums "
+            f"{np.round(w.sum(axis=-1), 6).ravel()[:4].tolist()}..."
+        )
+    return w
+
 
 # --8<-- [start:entropy]
 def entropy(weights) -> np.ndarray:
@@ -30,12 +44,7 @@ def entropy(weights) -> np.ndarray:
     >>> print(entropy([0.25, 0.25, 0.25, 0.25]).round(4))
     1.3863
     """
-    w = np.asarray(weights, dtype=float)
-    if (w < 0).any() or not np.allclose(w.sum(axis=-1), 1.0, atol=1e-6):
-        raise ValueError(
-            "weights must be non-negative rows that sum to 1 along the last "
-            "axis"
-        )
+    w = checked_weights(weights)
     safe = np.where(w > 0, w, 1.0)  # log(1) = 0, so zero weights add nothing
     # 0.0 - x turns -0.0 into 0.0
     return 0.0 - (w * np.log(safe)).sum(axis=-1)
@@ -66,7 +75,9 @@ def score_stats(scores) -> ScoreStats:
     >>> score_stats([[1.0, -1.0], [3.0, -3.0]])
     ScoreStats(mean=0.0, std=2.23606797749979, max_abs=3.0)
     """
-    s = np.asarray(scores, dtype=float)
+    s = real_array("scores", scores)
+    if s.size == 0 or np.isnan(s).any():
+        raise ValueError(f"scores must be a non-empty array without NaN, got shape {s.shape}")
     return ScoreStats(float(s.mean()), float(s.std()), float(np.abs(s).max()))
 
 
@@ -95,7 +106,7 @@ def softmax_jacobian(weights) -> np.ndarray:
     >>> print(np.abs(softmax_jacobian([0.999, 0.001])).max().round(4))
     0.001
     """
-    w = np.asarray(weights, dtype=float)
+    w = checked_weights(weights)
     return w[..., :, None] * (np.eye(w.shape[-1]) - w[..., None, :])
 
 

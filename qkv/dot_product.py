@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from qkv._checks import as_float_array, check_mask
+from qkv._checks import as_float_array, check_mask, real_array, whole_number
 
 
 # --8<-- [start:softmax]
@@ -49,7 +49,9 @@ def softmax(z, axis: int = -1) -> np.ndarray:
     >>> print(softmax([1e4, 1e4 - 1.0, -np.inf]).round(4))
     [0.7311 0.2689 0.    ]
     """
-    z = np.asarray(z)
+    z = real_array("z", z)
+    if z.ndim == 0 or z.shape[axis] == 0:
+        raise ValueError(f"softmax needs at least one score along axis {axis}, got shape {z.shape}")
     # a float copy we may overwrite
     z = np.array(z, dtype=np.result_type(z.dtype, np.float32))
     return softmax_in_place(z, axis)
@@ -113,9 +115,10 @@ def scale_factor(scale, d_k: int) -> float:
     >>> scale_factor(True, 64), scale_factor(False, 64), scale_factor(0.5, 64)
     (0.125, 1.0, 0.5)
     """
-    if scale is True:
+    d_k = whole_number("d_k", d_k, minimum=1)
+    if scale is True or scale is np.True_:
         return 1.0 / float(np.sqrt(d_k))
-    if scale is False:
+    if scale is False or scale is np.False_:
         return 1.0
     if isinstance(
         scale, (int, float, np.floating, np.integer)

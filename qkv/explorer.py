@@ -21,18 +21,8 @@ from qkv import toy
 from qkv.diagnostics import entropy
 from qkv.dot_product import attention, scale_factor
 from qkv.projections import project
+from qkv.toy import D_K_MAX, D_V
 
-D_K_MAX = 64
-"""The largest head dimension the explorer offers (the seed's "typically 64")."""
-
-D_V = 4
-"""Width of the value vectors: small, so the blended output fits on a phone screen."""
-
-DEFAULTS = {"stage": 3, "query": "she", "dk": 16, "scale": 1}
-"""The state the page shows when its URL names none (the keys of its URL query)."""
-
-STAGES = ("raw scores", "scaled scores", "softmax weights", "output")
-"""What stage 1, 2, 3 and 4 of the explorer show."""
 
 class ExplorerState(NamedTuple):
     """What the explorer shows for one query word, one ``d_k`` and one scale setting."""

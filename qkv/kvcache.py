@@ -7,7 +7,9 @@ positions never look at later ones), so they can be computed once and stored.
 What the cache saves, precisely: the key/value *projections* per new token
 drop from ``t`` (re-project the whole prefix) to 1. What it does not save: the
 new token's query is still dotted with all ``t`` cached keys, so score work
-per token still grows with ``t``. The counters below record both.
+per token still grows with ``t``. The counters below record both, counted from the
+arrays each step computes (the rows that went through ``w_k`` and ``w_v``, the entries
+of the weights), so a decoder that did more work would count more.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from qkv._checks import as_float_array, whole_number
 from qkv.dot_product import attention
 from qkv.masks import causal_mask
 from qkv.multihead import (
@@ -31,8 +34,8 @@ class WorkCounter:
     """Work done while decoding, counted per generated token.
 
     ``kv_projections[i]``: token positions whose key and value were projected
-    at step i. ``scores[i]``: query-key dot products computed at step i,
-    summed over heads.
+    at step i (rows multiplied by ``w_k`` and ``w_v``). ``scores[i]``: query-key
+    dot products computed at step i, summed over heads (entries of the weights).
 
     Examples
     --------
@@ -80,6 +83,8 @@ class KVCache:
         >>> KVCache.empty(n_kv_heads=3, d_head=64, dtype=np.float32).keys.shape
         (3, 0, 64)
         """
+        n_kv_heads = whole_number("n_kv_heads", n_kv_heads, minimum=1)
+        d_head = whole_number("d_head", d_head, minimum=1)
         return cls(
             np.zeros((n_kv_heads, 0, d_head), dtype=dtype),
             np.zeros((n_kv_heads, 0, d_head), dtype=dtype),
@@ -90,6 +95,7 @@ class KVCache:
 
     def append(self, k, v) -> None:
         """Add the key and value of new positions, each ``(n_kv_heads, t_new, d_head)``."""
+        k, v = as_float_array("k", k, min_ndim=3), as_float_array("v", v, min_ndim=3)
         if (
             np.shape(k) != np.shape(v)
             or np.shape(k)[::2] != self.keys.shape[::2]
@@ -108,7 +114,9 @@ class KVCache:
 
 
 def _check_sequence(x, w: MultiHeadWeights) -> np.ndarray:
-    x = np.asarray(x, dtype=float)
+    if not isinstance(w, MultiHeadWeights):
+        raise ValueError(f"w must be a qkv.MultiHeadWeights, got {type(w).__name__}")
+    x = as_float_array("x", x)
     if x.ndim != 2 or x.shape[1] != w.d_model:
         raise ValueError(
             f"x must be (T, d_model={w.d_model}), got shape {x.shape}"
@@ -155,18 +163,16 @@ def decode_with_cache(
     for t in range(len(x)):
         token = x[t : t + 1]  # (1, d_model): only the newest token is new
         q = split_heads(token @ w.w_q, w.n_heads)  # (heads, 1, d_head)
-        cache.append(
-            split_heads(token @ w.w_k, w.n_kv_heads),  # (kv_heads, 1, d_head)
-            split_heads(token @ w.w_v, w.n_kv_heads),
-        )
+        k_new = split_heads(token @ w.w_k, w.n_kv_heads)  # (kv_heads, 1, d_head)
+        v_new = split_heads(token @ w.w_v, w.n_kv_heads)
+        cache.append(k_new, v_new)
         k = np.repeat(cache.keys, group, axis=0)  # (heads, t+1, d_head)
         v = np.repeat(cache.values, group, axis=0)
         # no mask needed: the cache holds only the past
-        _, out = attention(q, k, v)
+        weights, out = attention(q, k, v)  # (heads, 1, t+1), (heads, 1, d_head)
         outputs.append(merge_heads(out) @ w.w_o)  # (1, d_model)
-        counter.kv_projections.append(1)  # one new position projected
-        # one query against t+1 keys, in every head
-        counter.scores.append(w.n_heads * len(cache))
+        counter.kv_projections.append(k_new.shape[-2])  # positions projected now: 1
+        counter.scores.append(weights.size)  # one query against t+1 keys, every head
     return np.concatenate(outputs, axis=0)
 
 
@@ -198,13 +204,10 @@ def decode_without_cache(
     outputs = []
     for t in range(1, len(x) + 1):
         prefix = x[:t]  # (t, d_model): everything so far, projected again
-        out = multi_head_attention(
-            prefix, prefix, w, mask=causal_mask(t)
-        ).output
+        weights, out = multi_head_attention(prefix, prefix, w, mask=causal_mask(t))
         outputs.append(out[-1:])  # keep only the newest token's output
-        counter.kv_projections.append(t)
-        # the full t x t score matrix, in every head
-        counter.scores.append(w.n_heads * t * t)
+        counter.kv_projections.append(len(prefix))  # every position, again
+        counter.scores.append(weights.size)  # the full t x t scores, every head
     return np.concatenate(outputs, axis=0)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from qkv._checks import whole_number
+
 
 # --8<-- [start:causal_mask]
 def causal_mask(t_q: int, t_k: int | None = None) -> np.ndarray:
@@ -34,11 +36,10 @@ def causal_mask(t_q: int, t_k: int | None = None) -> np.ndarray:
     >>> causal_mask(1, 4).astype(int)  # the newest token sees all before it
     array([[1, 1, 1, 1]])
     """
-    t_k = t_q if t_k is None else t_k
-    if t_q < 1 or t_k < t_q:
-        raise ValueError(
-            f"causal_mask needs 1 <= t_q <= t_k, got t_q={t_q}, t_k={t_k}"
-        )
+    t_q = whole_number("t_q", t_q, minimum=1)
+    t_k = t_q if t_k is None else whole_number("t_k", t_k)
+    if t_k < t_q:
+        raise ValueError(f"causal_mask needs t_q <= t_k, got t_q={t_q}, t_k={t_k}")
     offset = t_k - t_q  # query i sits at absolute position offset + i
     return np.tril(np.ones((t_q, t_k), dtype=bool), k=offset)
 
@@ -71,6 +72,7 @@ def padding_mask(lengths, t: int) -> np.ndarray:
     <BLANKLINE>
            [[1, 1, 1, 1]]])
     """
+    t = whole_number("t", t, minimum=1)
     lengths = np.asarray(lengths)
     if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
         raise ValueError(

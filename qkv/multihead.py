@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qkv._checks import as_float_array
+from qkv._checks import as_float_array, whole_number
 from qkv.dot_product import Attention, attention
 
 
@@ -42,15 +42,15 @@ class MultiHeadWeights:
     n_kv_heads: int
 
     def __post_init__(self):
-        if (
-            self.n_heads < 1
-            or self.n_kv_heads < 1
-            or self.n_heads % self.n_kv_heads
-        ):
+        whole_number("n_heads", self.n_heads, minimum=1)
+        whole_number("n_kv_heads", self.n_kv_heads, minimum=1)
+        if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_heads ({self.n_heads}) must be a positive multiple of "
                 f"n_kv_heads ({self.n_kv_heads})"
             )
+        if np.ndim(self.w_q) != 2:
+            raise ValueError(f"w_q must be 2-D (d_model, n_heads * d_head), got shape {np.shape(self.w_q)}")
         d_model, width_q = np.shape(self.w_q)
         if width_q % self.n_heads:
             raise ValueError(
@@ -90,7 +90,8 @@ class MultiHeadWeights:
         """Random weights with entries N(0, 1/fan_in).
 
         ``d_head`` defaults to ``d_model // n_heads``, the usual choice that
-        keeps the total width of all heads equal to ``d_model``.
+        keeps the total width of all heads equal to ``d_model``. ``rng`` is a
+        NumPy ``Generator`` or a seed for one.
 
         Examples
         --------
@@ -98,8 +99,11 @@ class MultiHeadWeights:
         >>> w.d_head, w.w_q.shape, w.w_o.shape
         (64, (512, 512), (512, 512))
         """
+        rng = np.random.default_rng(rng)  # a Generator is used as it is
+        d_model = whole_number("d_model", d_model, minimum=1)
+        n_heads = whole_number("n_heads", n_heads, minimum=1)
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        d_head = d_model // n_heads if d_head is None else d_head
+        d_head = whole_number("d_head", d_model // n_heads if d_head is None else d_head, minimum=1)
         return cls(
             w_q=rng.normal(0, d_model**-0.5, (d_model, n_heads * d_head)),
             w_k=rng.normal(0, d_model**-0.5, (d_model, n_kv_heads * d_head)),
@@ -123,13 +127,11 @@ def split_heads(x, n_heads: int) -> np.ndarray:
     >>> split_heads(np.zeros((2, 5, 12)), n_heads=3).shape
     (2, 3, 5, 4)
     """
-    x = np.asarray(x)
+    x = as_float_array("x", x)  # (..., T, width)
     *lead, t, width = x.shape
+    n_heads = whole_number("n_heads", n_heads, minimum=1)
     if width % n_heads:
-        raise ValueError(
-            f"last axis {width} (shape {x.shape}) is not divisible by "
-            f"n_heads={n_heads}"
-        )
+        raise ValueError(f"last axis {width} (shape {x.shape}) is not divisible by n_heads={n_heads}")
     # (..., T, heads, d_head)
     x = x.reshape(*lead, t, n_heads, width // n_heads)
     return np.swapaxes(x, -3, -2)  # (..., heads, T, d_head)
@@ -144,12 +146,21 @@ def merge_heads(x) -> np.ndarray:
     >>> bool((merge_heads(split_heads(x, 3)) == x).all())
     True
     """
-    x = np.swapaxes(np.asarray(x), -3, -2)  # (..., T, heads, d_head)
+    x = as_float_array("x", x, min_ndim=3)  # (..., heads, T, d_head)
+    x = np.swapaxes(x, -3, -2)  # (..., T, heads, d_head)
     *lead, t, heads, d_head = x.shape
     return x.reshape(*lead, t, heads * d_head)  # (..., T, heads * d_head)
 
 
 # --8<-- [end:heads]
+
+
+def checked_inputs(x_q, x_kv, w: MultiHeadWeights) -> tuple[np.ndarray, np.ndarray]:
+    """``x_q`` and ``x_kv`` as float arrays whose last axis is ``w.d_model``, or a ValueError."""
+    if not isinstance(w, MultiHeadWeights):
+        raise ValueError(f"w must be a qkv.MultiHeadWeights, got {type(w).__name__}")
+    return (as_float_array("x_q", x_q, width=w.d_model),
+            as_float_array("x_kv", x_kv, width=w.d_model))
 
 
 # --8<-- [start:multi_head_attention]
@@ -191,12 +202,13 @@ def grouped_attention(q, k, v, mask=None, scale=True) -> Attention:
     """
     if (
         min(np.ndim(q), np.ndim(k), np.ndim(v)) < 3
+        or np.shape(k)[-3] == 0
         or np.shape(q)[-3] % np.shape(k)[-3]
         or np.shape(v)[-3] != np.shape(k)[-3]
     ):
         raise ValueError(
             f"q must be (..., n_heads, Tq, d_head) and k, v (..., n_kv_heads, Tk, d) with "
-            f"n_heads a multiple of n_kv_heads; got q {np.shape(q)}, k {np.shape(k)}, "
+            f"n_heads a multiple of n_kv_heads >= 1; got q {np.shape(q)}, k {np.shape(k)}, "
             f"v {np.shape(v)}"
         )
     # query heads that share one key/value head
@@ -244,8 +256,7 @@ def multi_head_attention(
     >>> weights.shape, out.shape
     ((4, 5, 5), (5, 16))
     """
-    x_q = as_float_array("x_q", x_q)
-    x_kv = as_float_array("x_kv", x_kv)
+    x_q, x_kv = checked_inputs(x_q, x_kv, w)  # (..., Tq, d_model), (..., Tk, d_model)
     q = split_heads(x_q @ w.w_q, w.n_heads)  # (..., heads, Tq, d_head)
     k = split_heads(x_kv @ w.w_k, w.n_kv_heads)  # (..., kv_heads, Tk, d_head)
     v = split_heads(x_kv @ w.w_v, w.n_kv_heads)  # (..., kv_heads, Tk, d_head)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qkv._checks import as_float_array
+from qkv._checks import as_float_array, whole_number
 from qkv.dot_product import Attention, attention
 
 
@@ -72,7 +72,7 @@ class Projections:
 
         That variance makes each component of ``x @ w`` have variance 1 when
         ``x`` has unit-variance entries: the assumption behind the ``√d_k``
-        argument.
+        argument. ``rng`` is a NumPy ``Generator`` or a seed for one.
 
         Examples
         --------
@@ -80,7 +80,10 @@ class Projections:
         >>> p.w_q.shape, p.w_k.shape, p.w_v.shape
         ((8, 4), (8, 4), (8, 3))
         """
-        d_v = d_k if d_v is None else d_v
+        rng = np.random.default_rng(rng)  # a Generator is used as it is
+        d_model = whole_number("d_model", d_model, minimum=1)
+        d_k = whole_number("d_k", d_k, minimum=1)
+        d_v = d_k if d_v is None else whole_number("d_v", d_v, minimum=1)
         std = 1.0 / np.sqrt(d_model)
         return cls(
             w_q=rng.normal(0.0, std, (d_model, d_k)),
@@ -91,6 +94,8 @@ class Projections:
 
 def checked_input(name: str, x, p: Projections) -> np.ndarray:
     """``x`` as a float array whose last axis is ``p.d_model``, or a ValueError."""
+    if not isinstance(p, Projections):
+        raise ValueError(f"p must be a qkv.Projections, got {type(p).__name__}")
     x = as_float_array(name, x)
     if x.shape[-1] != p.d_model:
         raise ValueError(

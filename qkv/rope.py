@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from qkv._checks import as_float_array, real_array, whole_number
+
 # --8<-- [start:rope]
 
 
@@ -34,12 +36,14 @@ def rope_angles(positions, d: int, base: float = 10_000.0) -> np.ndarray:
     >>> rope_angles([0, 1, 2], d=4, base=100.0).round(3).tolist()
     [[0.0, 0.0], [1.0, 0.1], [2.0, 0.2]]
     """
-    if d % 2:
+    if whole_number("d", d, minimum=2) % 2:
         raise ValueError(f"RoPE rotates pairs of dimensions, so d must be even; got d={d}")
-    positions = np.asarray(positions, dtype=np.float64)
-    if positions.ndim != 1:
-        raise ValueError(f"positions must be one number per token (shape (T,)); "
-                         f"got shape {positions.shape}")
+    if not (isinstance(base, int | float | np.number) and np.isfinite(base) and base > 0):
+        raise ValueError(f"base must be a positive finite number, got {base!r}")
+    positions = real_array("positions", positions).astype(np.float64)
+    if positions.ndim != 1 or not np.isfinite(positions).all():
+        raise ValueError(f"positions must be one finite number per token (shape (T,)); "
+                         f"got {positions!r}")
     frequencies = base ** (-np.arange(0, d, 2) / d)  # (d/2,)
     return positions[:, None] * frequencies[None, :]  # (T, d/2)
 
@@ -74,7 +78,7 @@ def rope(x: np.ndarray, positions=None, base: float = 10_000.0) -> np.ndarray:
     >>> bool(np.isclose(np.linalg.norm(rope(q, [7])), np.linalg.norm(q)))
     True
     """
-    x = np.asarray(x)
+    x = as_float_array("x", x)  # (..., T, d)
     t, d = x.shape[-2], x.shape[-1]
     positions = np.arange(t) if positions is None else positions
     angles = rope_angles(positions, d, base)  # (T, d/2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from qkv._checks import whole_number
 from qkv.projections import Projections
 
 SENTENCE = ("she", "drank", "milk", "from", "a", "cup")
@@ -22,6 +23,10 @@ D_K = 8
 D_V = 4
 """The site's one toy value width: different from ``D_K`` so a reader can tell them apart."""
 
+D_K_MAX = 64
+"""The widest query/key width :func:`projections` draws (the seed's "typically 64"); every
+narrower head is its first columns."""
+
 
 def embeddings(words=SENTENCE, d_model: int = D_MODEL, seed: int = 0) -> np.ndarray:
     """Seeded embeddings with unit-variance entries, one row per word: (T, d_model).
@@ -32,7 +37,7 @@ def embeddings(words=SENTENCE, d_model: int = D_MODEL, seed: int = 0) -> np.ndar
     (6, 16)
     """
     rng = np.random.default_rng(seed)
-    return rng.normal(0.0, 1.0, (len(words), d_model))
+    return rng.normal(0.0, 1.0, (len(words), whole_number("d_model", d_model, minimum=1)))
 
 
 def projections(
@@ -40,7 +45,7 @@ def projections(
     d_v: int | None = None,
     d_model: int = D_MODEL,
     seed: int = 1,
-    max_d: int = 64,
+    max_d: int = D_K_MAX,
 ) -> Projections:
     """Seeded projections whose first ``d_k`` columns do not depend on ``d_k``.
 
@@ -55,10 +60,9 @@ def projections(
     True
     """
     d_v = d_k if d_v is None else d_v
-    if not (1 <= d_k <= max_d and 1 <= d_v <= max_d):
-        raise ValueError(
-            f"d_k and d_v must be between 1 and {max_d}, got d_k={d_k}, d_v={d_v}"
-        )
+    for name, value in (("d_k", d_k), ("d_v", d_v)):
+        if whole_number(name, value, minimum=1) > max_d:
+            raise ValueError(f"{name} must be between 1 and {max_d}, got {name}={value}")
     full = Projections.random(np.random.default_rng(seed), d_model, max_d, max_d)
     return Projections(full.w_q[:, :d_k], full.w_k[:, :d_k], full.w_v[:, :d_v])
 

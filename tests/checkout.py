@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -78,13 +77,4 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, "NO_MKDOCS_2_WARNING": "1", **extra}
 
 
-def stop(process: subprocess.Popen) -> None:
-    """Stop a process started in a session of its own, and everything it started."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGINT)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=20)
 

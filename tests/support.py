@@ -88,6 +88,69 @@ def shapes(text: str) -> list[tuple[int, ...]]:
     return [tuple(int(n) for n in m.split(",")) for m in re.findall(r"\((\d+(?:, \d+)*)\)", text)]
 
 
+def attention_product_flops(t_q: int, t_k: int, d_k: int, d_v: int, n_heads: int = 1) -> int:
+    """The flops of attention's two products, counted from the arrays ``qkv.attention``
+    returns for inputs of these sizes (not from a formula): each score is a dot product of
+    ``d_k`` pairs, each output number one of ``Tk`` pairs, 2 flops (multiply, add) a pair."""
+    import numpy as np
+
+    import qkv
+
+    rng = np.random.default_rng(0)
+    q, k = rng.normal(size=(n_heads, t_q, d_k)), rng.normal(size=(n_heads, t_k, d_k))
+    weights, output = qkv.attention(q, k, rng.normal(size=(n_heads, t_k, d_v)))
+    pairs = weights.size * q.shape[-1] + output.size * weights.shape[-1]
+    return 2 * pairs
+
+
+def nav_paths() -> list[str]:
+    """The URL path of every page mkdocs.yml's nav lists, in nav order ("" for the home
+    page, "kv-cache/" for kv-cache.md; pages a hook generates included): the pages a
+    build must make, read from the configuration rather than counted from a build."""
+    import yaml
+
+    loader = type("Loader", (yaml.SafeLoader,), {})
+    loader.add_constructor("!ENV", lambda *_: None)  # an environment variable: not needed
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=loader)
+
+    def sources(entry):
+        if isinstance(entry, str):
+            yield entry
+        else:
+            for item in entry.values() if isinstance(entry, dict) else entry:
+                yield from sources(item)
+
+    stems = [Path(s).stem for s in sources(config["nav"])]
+    return ["" if s == "index" else f"{s}/" for s in stems]
+
+
+def softmax_by_hand(scores, axis: int = -1):
+    """Softmax written out with ``np.exp`` in float64, independent of ``qkv`` (the tests'
+    one reference): each score minus its row's largest, exponentiated, over the row's sum;
+    a score of ``-inf`` gives exactly 0."""
+    import numpy as np
+
+    s = np.asarray(scores, dtype=np.float64)
+    e = np.exp(s - s.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def url_state(page) -> dict[str, str]:
+    """The query of a Playwright page's URL: what the explorer wrote there."""
+    from urllib.parse import parse_qs, urlparse
+
+    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def expect_url(page, **want) -> None:
+    """Wait until the page's URL query holds these values (the explorer writes it 100 ms
+    after a change)."""
+    want = {k: str(v) for k, v in want.items()}
+    page.wait_for_function(
+        "want => Object.entries(want).every("
+        "([k, v]) => new URLSearchParams(location.search).get(k) === v)", arg=want, timeout=3000)
+
+
 def html_pages(site: Path) -> list[Path]:
     """Every built HTML page except the 404 page, in a stable order."""
     return sorted(p for p in site.rglob("*.html") if p.name != "404.html")
@@ -152,13 +215,19 @@ def serve(root: Path, *args: str, env: dict[str, str] | None = None) -> Iterator
         served.wait_for_log(r"Serving on")
         yield served
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGINT)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        stop(process)
+
+
+def stop(process: subprocess.Popen, timeout: float = 30) -> None:
+    """Stop a process started in a session of its own (``start_new_session=True``), and
+    everything it started: Ctrl-C to its process group, then SIGKILL if it lingers."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=timeout)
 
 
 @contextlib.contextmanager

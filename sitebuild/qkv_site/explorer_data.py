@@ -13,8 +13,15 @@ import numpy as np
 
 from qkv import toy
 from qkv.diagnostics import entropy
-from qkv.explorer import D_K_MAX, D_V, DEFAULTS, STAGES, explorer_state
+from qkv.explorer import explorer_state
 from qkv.projections import project
+from qkv.toy import D_K_MAX, D_V
+
+DEFAULTS = {"stage": 3, "query": "she", "dk": 16, "scale": 1}
+"""The state the page shows when its URL names none (the keys of its URL query)."""
+
+STAGES = ("raw scores", "scaled scores", "softmax weights", "output")
+"""What stage 1, 2, 3 and 4 of the explorer show."""
 
 DECIMALS = 6
 """Every number in the exported data is rounded to this many decimals.

@@ -1,125 +1,149 @@
 """The companion notebook's page, made offline and accessible (run by the notebook job).
 
-mkdocs-jupyter (nbconvert's "lab" template) turns the executed notebook into HTML; this
-module finishes that HTML:
+mkdocs-jupyter's converter (nbconvert's "lab" template) turns the executed notebook into
+HTML; :func:`finish` reads that HTML with BeautifulSoup and finishes it:
 
-- nbconvert's template adds MathJax and Mermaid loaders that point at a CDN. They are
-  removed, and the ``$...$`` / ``$$...$$`` maths of the Markdown cells is converted to
-  MathML at build time with the same function as the chapters (``qkv_site.maths``).
-  Anything else that would load from another host stops the build.
-- nbconvert cannot take alt text from a notebook; a code cell that draws a figure gives
-  it in its metadata (``"alt": "..."``) and it is put on the cell's image here.
-- The template inlines ~600 KB of CSS into the page and every figure as base64:
-  :func:`split_styles` takes the CSS out so the site serves it once, as a stylesheet every
-  notebook page links, and :func:`split_images` makes each figure a file beside the page.
+- the template adds MathJax and Mermaid loaders that point at a CDN: they are removed, and
+  the ``$...$`` / ``$$...$$`` maths of the Markdown cells becomes MathML at build time, with
+  the same function as the chapters (``qkv_site.maths``). Anything else that would load
+  from another host stops the build.
+- nbconvert cannot take alt text from a notebook; a code cell that draws a figure gives it
+  in its metadata (``"alt": "..."``) and it is put on the cell's images here.
+- the template inlines ~600 KB of CSS and every figure as base64: the CSS is taken out, so
+  the site serves it once as a stylesheet every notebook page links, and each figure
+  becomes a file beside the page, named by its bytes.
+- the page's table of contents is read off its headings (:func:`toc_tokens`).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import re
+from urllib.parse import urlparse
+
+from bs4 import BeautifulSoup, Comment, NavigableString, Tag
 
 from qkv_site.maths import to_mathml
 
-# What nbconvert's "lab" template puts in every page; none of it is needed here.
-_MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
-_MERMAID = re.compile(r'<script type="module">(?:(?!</script>).)*?mermaid.*?</script>', re.S)
-_EXTERNAL = re.compile(  # an attribute, a JS import or a CSS url() naming another host
-    r"""(?:\b(?:src|href)\s*=\s*["']?|import\(\s*["']|url\(\s*["']?)(?:https?:)?//""", re.I)
-_MARKDOWN_CELL = re.compile(r'<div class="jp-RenderedHTMLCommon jp-RenderedMarkdown[^"]*"[^>]*>')
-# A display formula alone in its paragraph replaces the paragraph (a div may not sit in a p).
-_DISPLAY_MATH = re.compile(r"<p>\s*\$\$(.+?)\$\$\s*</p>|\$\$(.+?)\$\$", re.S)
-_INLINE_MATH = re.compile(r"(?<![\\$])\$(?!\$)(.+?)(?<![\\$])\$", re.S)
-_CELL = re.compile(r'<div class="jp-Cell jp-CodeCell[^"]*" id="cell-id=([^"]+)">')
-_NO_ALT = 'alt="No description has been provided for this image"'
+NO_ALT = "No description has been provided for this image"
+# maths in a Markdown cell's text: $$display$$ or $inline$ (not \$, not an empty $$)
+MATHS = re.compile(r"\$\$(.+?)\$\$|(?<![\\$])\$(?!\$)(.+?)(?<![\\$])\$", re.S)
+URL_ATTRIBUTES = ("src", "href", "srcset", "poster", "data", "action")
+# an import() in a script, a url() or @import in CSS, naming another host
+EXTERNAL_IN_CODE = re.compile(r"""(?:import\(\s*["']|url\(\s*["']?|@import\s+["'])(?:https?:)?//""",
+                              re.I)
+IMAGE = re.compile(r"data:image/(png|jpeg);base64,([A-Za-z0-9+/=\s]+)")
 
 
-def _div_end(text: str, start: int) -> int:
-    """Index just past the ``</div>`` closing the div whose content starts at ``start``."""
-    depth = 1
-    for tag in re.finditer(r"<div\b|</div>", text[start:]):
-        depth += 1 if tag.group() == "<div" else -1
-        if depth == 0:
-            return start + tag.end()
-    raise ValueError("unbalanced <div> in the notebook's HTML")
+def _fragment(markup: str) -> Tag:
+    return BeautifulSoup(markup, "html.parser")
 
 
-def _maths_to_mathml(cell_html: str) -> str:
-    cell_html = _DISPLAY_MATH.sub(
-        lambda m: f'<div class="arithmatex">{to_mathml(m.group(1) or m.group(2), True)}</div>',
-        cell_html)
-    return _INLINE_MATH.sub(
-        lambda m: f'<span class="arithmatex">{to_mathml(m.group(1), display=False)}</span>',
-        cell_html)
+def remove_cdn_loaders(soup: BeautifulSoup) -> None:
+    """Drop the template's MathJax loader and configuration and its Mermaid module."""
+    for script in soup.find_all("script"):
+        source, kind = script.get("src"), script.get("type", "")
+        if kind == "text/x-mathjax-config" or (source is not None and not source.strip()) \
+                or "mathjax" in (source or "").lower() \
+                or (kind == "module" and "mermaid" in script.get_text()):
+            script.decompose()
+    for comment in soup.find_all(string=lambda s: isinstance(s, Comment) and "mathjax" in s.lower()):
+        comment.extract()
 
 
-def render_markdown_maths(page_html: str) -> str:
-    """Convert the maths of every Markdown cell (and only there: code may contain ``$``)."""
-    out, pos = [], 0
-    for match in _MARKDOWN_CELL.finditer(page_html):
-        if match.start() < pos:
-            continue
-        end = _div_end(page_html, match.end())
-        out += [page_html[pos:match.end()], _maths_to_mathml(page_html[match.end():end])]
-        pos = end
-    return "".join(out) + page_html[pos:]
+def maths_to_mathml(soup: BeautifulSoup) -> None:
+    """MathML for the maths of every Markdown cell (and only there: code may hold ``$``)."""
+    for cell in soup.select(".jp-RenderedMarkdown"):
+        for text in cell.find_all(string=MATHS.search):
+            if text.find_parent(["code", "pre"]) is not None:
+                continue
+            paragraph = text.parent
+            if paragraph.name == "p" and len(paragraph.contents) == 1 \
+                    and (whole := re.fullmatch(r"\s*\$\$(.+?)\$\$\s*", text, re.S)):
+                # a formula alone in its paragraph replaces it (a div may not sit in a p)
+                paragraph.replace_with(_fragment(
+                    f'<div class="arithmatex">{to_mathml(whole.group(1), display=True)}</div>'))
+                continue
+            pieces, last = [], 0
+            for match in MATHS.finditer(text):
+                pieces.append(NavigableString(text[last:match.start()]))
+                latex, display = (match.group(1), True) if match.group(1) else (match.group(2), False)
+                tag = "div" if display else "span"
+                pieces.append(_fragment(f'<{tag} class="arithmatex">{to_mathml(latex, display)}'
+                                        f"</{tag}>"))
+                last = match.end()
+            pieces.append(NavigableString(text[last:]))
+            text.replace_with(*pieces)
 
 
-def add_alt_text(page_html: str, alts: dict[str, str]) -> str:
+def add_alt_text(soup: BeautifulSoup, alts: dict[str, str]) -> None:
     """Put each code cell's ``alt`` metadata on the images that cell produced."""
-    out, pos = [], 0
-    for match in _CELL.finditer(page_html):
-        end = _div_end(page_html, match.end())
-        cell = page_html[match.start():end]
-        if match.group(1) in alts:
-            cell = cell.replace(_NO_ALT, f'alt="{html.escape(alts[match.group(1)])}"')
-        out += [page_html[pos:match.start()], cell]
-        pos = end
-    return "".join(out) + page_html[pos:]
+    for cell_id, alt in alts.items():
+        cell = soup.find(id=f"cell-id={cell_id}")
+        if cell is None:
+            raise ValueError(f"the notebook's cell {cell_id} has alt text but is not on the page")
+        for image in cell.find_all("img", alt=NO_ALT):
+            image["alt"] = alt
 
 
-def offline(page_html: str) -> str:
-    """The page without nbconvert's CDN loaders; raises if another external load is left."""
-    page_html = _MERMAID.sub("", _MATHJAX.sub("", page_html))
-    if leftover := _EXTERNAL.search(page_html):
-        context = page_html[max(0, leftover.start() - 80):leftover.end() + 80]
-        raise ValueError(f"the notebook page would load from another host: ...{context}...")
-    return page_html
+def take_styles(soup: BeautifulSoup) -> str:
+    """Remove every ``<style>`` element; their CSS joined in page order."""
+    styles = soup.find_all("style")
+    css = "\n".join(style.get_text().strip() for style in styles)
+    for style in styles:
+        style.decompose()
+    return css + "\n"
 
 
-_STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.S)
-
-
-def split_styles(page_html: str) -> tuple[str, str]:
-    """The page without its ``<style>`` elements, and their CSS joined in page order."""
-    css = "\n".join(m.group(1).strip() for m in _STYLE.finditer(page_html))
-    return _STYLE.sub("", page_html), css + "\n"
-
-
-_DATA_IMAGE = re.compile(r'src="data:image/(png|jpeg);base64,([A-Za-z0-9+/=\s]+)"')
-
-
-def split_images(page_html: str) -> tuple[str, dict[str, bytes]]:
-    """The page with each embedded (base64) image replaced by a file beside the page.
-
-    Files are named by a hash of their bytes, so an unchanged figure keeps its URL.
-    """
+def images_to_files(soup: BeautifulSoup) -> dict[str, bytes]:
+    """Each embedded (base64) image becomes a file beside the page, named by a hash of its
+    bytes (an unchanged figure keeps its URL); the files by name."""
     images = {}
-
-    def to_file(match: re.Match) -> str:
-        data = base64.b64decode(match.group(2))
-        name = f"figure-{hashlib.sha256(data).hexdigest()[:12]}.{match.group(1)}"
+    for image in soup.find_all("img", src=lambda src: src and IMAGE.match(src)):
+        kind, data = IMAGE.match(image["src"]).groups()
+        data = base64.b64decode(data)
+        name = f"figure-{hashlib.sha256(data).hexdigest()[:12]}.{kind}"
         images[name] = data
-        return f'src="{name}"'
+        image["src"] = name
+    return images
 
-    return _DATA_IMAGE.sub(to_file, page_html), images
+
+def refuse_external(soup: BeautifulSoup, css: str) -> None:
+    """ValueError naming what the page or its CSS would load from another host."""
+    for tag in soup.find_all(True):
+        for attribute in URL_ATTRIBUTES:
+            for url in str(tag.get(attribute, "")).replace(",", " ").split():
+                if urlparse(url).scheme in ("http", "https") or url.startswith("//"):
+                    raise ValueError(f"the notebook page would load {url} ({tag.name} {attribute})")
+    for code in [*(s.get_text() for s in soup.find_all("script")), css]:
+        if found := EXTERNAL_IN_CODE.search(code):
+            context = code[max(0, found.start() - 80):found.end() + 80]
+            raise ValueError(f"the notebook page would load from another host: ...{context}...")
 
 
-def finish(page_html: str, alts: dict[str, str]) -> tuple[str, str, dict[str, bytes]]:
-    """The finished page HTML, its CSS and its images (see the module docstring)."""
-    page_html = offline(add_alt_text(render_markdown_maths(page_html), alts))
-    page_html, css = split_styles(page_html)
-    page_html, images = split_images(page_html)
-    return page_html, css, images
+def toc_tokens(soup: BeautifulSoup) -> list[dict]:
+    """The page's headings as MkDocs' table-of-contents tokens (nested by level)."""
+    root: list[dict] = []
+    open_levels: list[dict] = []  # the last token seen at each depth
+    for heading in soup.find_all(re.compile(r"^h[1-6]$"), id=True):
+        name = "".join(s for s in heading.find_all(string=True)
+                       if not s.find_parent("a", class_="anchor-link")).strip()
+        token = {"level": int(heading.name[1]), "id": heading["id"], "name": name, "children": []}
+        while open_levels and open_levels[-1]["level"] >= token["level"]:
+            open_levels.pop()
+        (open_levels[-1]["children"] if open_levels else root).append(token)
+        open_levels.append(token)
+    return root
+
+
+def finish(page_html: str, alts: dict[str, str]) -> tuple[str, str, dict[str, bytes], list[dict]]:
+    """The finished page HTML, its CSS, its images and its table of contents."""
+    soup = BeautifulSoup(page_html, "html.parser")
+    remove_cdn_loaders(soup)
+    maths_to_mathml(soup)
+    add_alt_text(soup, alts)
+    css = take_styles(soup)
+    images = images_to_files(soup)
+    refuse_external(soup, css)
+    return str(soup), css, images, toc_tokens(soup)

@@ -15,8 +15,7 @@ import importlib.resources
 from pathlib import Path
 
 import pytest
-import yaml
-from support import ROOT, html_pages
+from support import html_pages, nav_paths
 
 pytestmark = pytest.mark.browser
 
@@ -31,28 +30,7 @@ WIDTHS = (1280, 390)
 REFLOW_WIDTH = 320  # CSS px: WCAG 2.1 success criterion 1.4.10
 
 
-def site_paths() -> list[str]:
-    """The URL path of every page in mkdocs.yml's nav (pages a hook generates included),
-    and the 404 page."""
-    loader = type("Loader", (yaml.SafeLoader,), {})
-    loader.add_constructor("!ENV", lambda *_: None)  # site_url: not needed here
-    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=loader)
-
-    def sources(entry):
-        if isinstance(entry, str):
-            yield entry
-        elif isinstance(entry, dict):
-            for value in entry.values():
-                yield from sources(value)
-        else:
-            for item in entry:
-                yield from sources(item)
-
-    stems = [Path(s).stem for s in sources(config["nav"])]
-    return ["" if s == "index" else f"{s}/" for s in stems] + ["404.html"]
-
-
-PATHS = site_paths()
+PATHS = [*nav_paths(), "404.html"]  # every page of mkdocs.yml's nav, and the 404 page
 
 
 def test_every_built_page_is_audited(built_site: Path):

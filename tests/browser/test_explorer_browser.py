@@ -13,15 +13,16 @@ import random
 import socket
 import threading
 from functools import cache
-from urllib.parse import parse_qs, quote, urlparse
+from urllib.parse import quote, urlparse
 
 import numpy as np
 import pytest
-from support import build_site
+from qkv_site.explorer_data import DEFAULTS
+from support import build_site, expect_url, url_state
 
 import qkv
 from qkv import smollm2, toy
-from qkv.explorer import D_V, DEFAULTS
+from qkv.toy import D_V
 
 WORDS = toy.SENTENCE
 SHOWN = 5e-5 + 1e-6  # a number shown to 4 decimals, from data rounded to 6
@@ -82,16 +83,6 @@ def number(page, testid: str) -> float:
     return float(page.get_by_test_id(testid).text_content())
 
 
-def url_state(page) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
-
-
-def expect_url(page, **want):
-    """Wait until the URL query holds these values (the page writes it 100 ms after a change)."""
-    want = {k: str(v) for k, v in want.items()}
-    page.wait_for_function(
-        "want => Object.entries(want).every("
-        "([k, v]) => new URLSearchParams(location.search).get(k) === v)", arg=want, timeout=3000)
 
 
 def controls(page) -> dict:
@@ -328,7 +319,7 @@ def test_status_speaks_once_after_the_slider_settles(page, site_url):
     for _ in range(6):
         page.keyboard.press("ArrowRight")
     assert controls(page)["dk"] == 14
-    page.wait_for_function("window.__spoken.length > 0", timeout=3000)
+    page.wait_for_function("() => window.__spoken.length > 0", timeout=3000)
     page.wait_for_timeout(300)  # nothing more is coming
     spoken = page.evaluate("window.__spoken")
     assert len(spoken) == 1, spoken

@@ -378,7 +378,7 @@ def test_the_result_is_announced_once(page, server):
         .observe(status, { childList: true, characterData: true, subtree: true });
     }""")
     load_model(page)
-    page.wait_for_function("window.__spoken.length > 0", timeout=5000)
+    page.wait_for_function("() => window.__spoken.length > 0", timeout=5000)
     page.wait_for_timeout(1000)  # nothing more is coming
     spoken = page.evaluate("window.__spoken")
     n = len(trace("Say it once.").ids)

@@ -10,12 +10,12 @@ Expected numbers are recomputed here from the model's own queries and keys
 from __future__ import annotations
 
 from functools import cache
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import urlparse
 
 import numpy as np
 import pytest
 from qkv_site.smollm2_data import DEFAULTS, SENTENCES
-from support import model_trace
+from support import expect_url, model_trace, url_state
 
 # shown to 1 decimal (scores) or 3 (weights, entropy), each rounded once from the unrounded
 # value; plus float32's error in q · k (scores reach ~300), an eighth of it once scaled.
@@ -71,15 +71,6 @@ def open_trained(page, site_url, query: str = ""):
     page.wait_for_selector("#qkv-explorer.qx-ready .qx-trained[data-drawn]")
 
 
-def url_state(page) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
-
-
-def expect_url(page, **want):
-    want = {k: str(v) for k, v in want.items()}
-    page.wait_for_function(
-        "want => Object.entries(want).every("
-        "([k, v]) => new URLSearchParams(location.search).get(k) === v)", arg=want, timeout=3000)
 
 
 def controls(page) -> tuple:
@@ -271,7 +262,7 @@ def test_controls_are_labelled_and_the_summary_waits_for_the_controls_to_settle(
         layer.dispatchEvent(new Event("input", { bubbles: true }));
       }
     }""")
-    page.wait_for_function("window.__spoken.length > 0", timeout=3000)  # it speaks, once the
+    page.wait_for_function("() => window.__spoken.length > 0", timeout=3000)  # it speaks, once the
     page.wait_for_timeout(300)  # burst has settled; and nothing more is coming after it
     spoken = page.evaluate("window.__spoken")
     assert len(spoken) == 1 and spoken[0].startswith("Layer 30, head 9"), spoken

@@ -3,17 +3,24 @@
 Visible prose is what a reader meets without clicking: headings, paragraphs, lists, tables
 and open admonitions. Code blocks, maths, HTML comments (claim markers, figure markers)
 and folded ``???`` blocks (derivations, side notes, solutions) do not count; a link counts
-by its text. A chapter that grows past the cap should fold a side note, not lose a claim.
+by its text. The page is rendered with the site's own Markdown extensions (mkdocs.yml) and
+read with BeautifulSoup. A chapter that grows past the cap should fold a side note, not
+lose a claim.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from pathlib import Path
 
+import markdown
+import markdown_exec
 import pytest
+import yaml
+from bs4 import BeautifulSoup
+from support import ROOT
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = ROOT / "docs"
 CHAPTERS = [
     "soft-lookup.md", "where-qkv-come-from.md", "keys-vs-values.md", "position.md",
     "why-three-projections.md", "step-by-step.md", "why-scale.md", "things-to-try.md",
@@ -22,35 +29,39 @@ CHAPTERS = [
 MAX_WORDS = 1300
 
 
-def visible_prose(markdown: str) -> str:
-    """The text of ``markdown`` a reader sees with every ``???`` block closed."""
-    markdown = re.sub(r"\A---\n.*?\n---\n", "", markdown, flags=re.S)  # front matter
-    markdown = re.sub(r"<!--.*?-->", " ", markdown, flags=re.S)
-    kept, fence, folded_at = [], None, None
-    for line in markdown.splitlines():
-        text = line.lstrip()
-        indent = len(line) - len(text)
-        if folded_at is not None:  # inside a folded block: skip until the indent returns
-            if not text or indent > folded_at:
-                continue
-            folded_at = None
-        if fence is not None:  # inside a code fence: skip until it closes
-            if text.startswith(fence):
-                fence = None
-            continue
-        if text.startswith(("```", "~~~")):
-            fence = text[:3]
-        elif text.startswith("???") and not text.startswith("???+"):
-            folded_at = indent  # its title is one short line; the body is hidden
-        elif not text.startswith("--8<--"):
-            kept.append(line)
-    text = "\n".join(kept)
-    text = re.sub(r"^\s*!!!\+?\s*[\w-]+", " ", text, flags=re.M)  # admonition type, not prose
-    text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)  # display maths
-    text = re.sub(r"\$[^$\n]+\$", " ", text)  # inline maths
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link reads as its text
-    text = re.sub(r"\{[#.:][^}]*\}", " ", text)  # attribute lists: anchors, classes
-    return re.sub(r"<[^>]+>", " ", text)  # raw HTML tags
+@functools.cache
+def site_markdown() -> tuple[list, dict]:
+    """mkdocs.yml's Markdown extensions and their settings (snippet paths from the root)."""
+    loader = type("Loader", (yaml.SafeLoader,), {})
+    loader.add_constructor("!ENV", lambda *_: None)
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=loader)
+    names, settings = [], {}
+    for entry in config["markdown_extensions"]:
+        name, options = next(iter(entry.items())) if isinstance(entry, dict) else (entry, {})
+        names.append(name)
+        settings[name] = options or {}
+    settings["pymdownx.snippets"] = {**settings["pymdownx.snippets"],
+                                     "base_path": [str(ROOT / "snippets"), str(ROOT)]}
+    # a block the build runs (exec="on") is code and its output: none of it is prose
+    executed = {"validator": markdown_exec.validator, "format": lambda *_, **__: "<pre></pre>"}
+    settings["pymdownx.superfences"] = {**settings.get("pymdownx.superfences", {}),
+                                        "custom_fences": [{"name": n, "class": n, **executed}
+                                                          for n in ("python", "py")]}
+    return names, settings
+
+
+def visible_prose(page: str) -> str:
+    """The text a reader sees of a page's Markdown, rendered as the site renders it, with
+    every ``???`` block (a closed ``<details>``) folded."""
+    page = re.sub(r"\A---\n.*?\n---\n", "", page, flags=re.S)  # front matter
+    names, settings = site_markdown()
+    soup = BeautifulSoup(markdown.markdown(page, extensions=names, extension_configs=settings),
+                         "html.parser")
+    # folded blocks; code blocks (with their titles); maths; permalink signs
+    hidden = soup.select("details:not([open]), .highlight, pre, .arithmatex, .headerlink")
+    for element in hidden:
+        element.decompose()
+    return soup.get_text(" ")
 
 
 def word_count(text: str) -> int:

@@ -13,7 +13,7 @@ import pytest
 import torch  # pinned in the test extra: a missing torch fails here, it is not skipped
 import torch.nn.functional as F
 from prose import check_prose
-from support import numbers, shapes
+from support import attention_product_flops, numbers, shapes
 
 import qkv
 
@@ -110,6 +110,9 @@ def test_eight_heads_of_64_cost_what_one_head_of_512_costs(t):
     assert eight == one
     # Derived by hand: Q K^T and weights @ V are each 2 * t * t * 512 flops in total.
     assert one == 2 * (2 * t * t * 512)
+    if t <= 512:  # and counted on the arrays attention computes (8192 tokens: 4 GiB of weights)
+        assert eight == attention_product_flops(t, t, 64, 64, n_heads=8)
+        assert one == attention_product_flops(t, t, 512, 512)
 
 
 def _growth_exponent(flops) -> float:
@@ -174,6 +177,8 @@ def test_softmax_work_is_one_per_256_flops_of_the_products(t):
     exponentials = 8 * t * t  # one per entry of the eight T x T score maps
     flops = qkv.attention_flops(t, t, 64, 64, n_heads=8)
     assert flops == 256 * exponentials
+    if t <= 1024:  # the products counted on the arrays attention computes
+        assert attention_product_flops(t, t, 64, 64, n_heads=8) == flops
     exponent = _growth_exponent(lambda n: 8 * n * n)
     # "8T^2 exponentials, against 2048 T^2 flops ... one exponential per 256 flops"
     check_prose("heads-softmax-small", exponent, flops / (t * t), exponent, flops / exponentials)

@@ -13,12 +13,14 @@ from functools import cache
 import numpy as np
 import pytest
 from prose import check_prose, claim_sentence, written_numbers
-from qkv_site.explorer_data import explorer_data, explorer_json, to_fixed
+from qkv_site.explorer_data import DEFAULTS, STAGES, explorer_data, explorer_json, to_fixed
+from support import softmax_by_hand
 
 import qkv
 from qkv import toy
-from qkv.explorer import D_K_MAX, D_V, DEFAULTS, STAGES, explorer_state
+from qkv.explorer import explorer_state
 from qkv.scaling import saturation, score_std
+from qkv.toy import D_K_MAX, D_V
 
 WORDS = toy.SENTENCE
 HALF_UNIT = 0.5e-6 + 1e-12  # rounding to 6 decimals moves a number by at most this
@@ -313,8 +315,7 @@ def _median_query_gradient_ratio(d_k, n_draws=10_000, n_keys=6, seed=123):
     norms = {}
     for c in (1.0, 1 / np.sqrt(d_k)):
         s = c * np.einsum("nkd,nd->nk", k, q)
-        e = np.exp(s - s.max(axis=1, keepdims=True))
-        w = e / e.sum(axis=1, keepdims=True)
+        w = softmax_by_hand(s, axis=1)
         jac = w[:, :, None] * np.eye(n_keys) - w[:, :, None] * w[:, None, :]
         grad = c * jac @ k  # (n_draws, n_keys, d_k)
         norms[c] = np.median(np.sqrt((grad**2).sum(axis=(1, 2))))

@@ -1,7 +1,8 @@
-"""The GitHub Pages workflow builds with the README's command and deploys what it builds.
+"""The test workflow runs the README's test command on every push and pull request, and the
+GitHub Pages workflow deploys, with the README's build command, only what passed it.
 
-The workflow cannot run here; this checks what can be checked without GitHub: the command,
-the folder it uploads, and the permissions and job order deployment needs.
+The workflows cannot run here; this checks what can be checked without GitHub: the commands,
+the triggers, the caches, the folder uploaded, and the permissions and job order.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ import yaml
 from support import ROOT
 
 WORKFLOW = ROOT / ".github" / "workflows" / "pages.yml"
+TESTS = ROOT / ".github" / "workflows" / "tests.yml"
 
 
-def load() -> dict:
-    return yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+def load(path=WORKFLOW) -> dict:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
 def steps(job: dict) -> list[dict]:
@@ -52,3 +54,41 @@ def test_passes_the_pages_address_to_the_build():
     assert step["env"]["QKV_SITE_URL"] == "${{ steps.pages.outputs.base_url }}"
     assert [s for s in steps(build) if uses(s, "actions/configure-pages") and s["id"] == "pages"]
     assert "site_url: !ENV [QKV_SITE_URL, null]" in (ROOT / "mkdocs.yml").read_text()
+
+
+def test_the_tests_run_the_readme_command_on_every_push_and_pull_request():
+    workflow = load(TESTS)
+    on = workflow[True]  # YAML 1.1 reads the key `on` as True
+    assert set(on) == {"push", "pull_request", "workflow_call"}
+    assert on["push"] == {"branches-ignore": ["main"]}  # main: through pages.yml, below
+    assert "pull_request" in on and not on["pull_request"]  # every pull request
+    (job,) = workflow["jobs"].values()
+    assert [s["run"].strip() for s in steps(job) if "run" in s] == ["./dev test"]
+    assert "./dev test" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert workflow["permissions"] == {} and job["permissions"] == {"contents": "read"}
+
+
+def test_the_tests_install_cpu_torch_and_find_a_browser():
+    job = next(iter(load(TESTS)["jobs"].values()))
+    assert job["env"]["QKV_TORCH_INDEX"] == "https://download.pytorch.org/whl/cpu"
+    assert job["env"]["QKV_CHROMIUM"].startswith("/usr/bin/")
+    dev = (ROOT / "dev").read_text(encoding="utf-8")
+    assert '--index-url "$QKV_TORCH_INDEX"' in dev and "QKV_CHROMIUM" in dev
+
+
+def test_the_tests_cache_pips_downloads_and_the_artifact_cache():
+    job = next(iter(load(TESTS)["jobs"].values()))
+    python = next(s for s in steps(job) if uses(s, "actions/setup-python"))
+    assert python["with"]["cache"] == "pip"
+    assert "constraints.txt" in python["with"]["cache-dependency-path"].split()
+    cache = next(s for s in steps(job) if uses(s, "actions/cache"))
+    mkdocs = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert cache["with"]["path"] == ".cache/artifacts" and "QKV_CACHE, .cache/artifacts]" in mkdocs
+    assert cache["with"]["restore-keys"]  # an older cache is a good start: entries check themselves
+
+
+def test_the_site_is_deployed_only_after_the_tests_pass():
+    jobs = load()["jobs"]
+    assert jobs["tests"]["uses"] == "./.github/workflows/tests.yml"
+    assert jobs["build"]["needs"] == "tests" and jobs["deploy"]["needs"] == "build"
+    assert jobs["tests"]["permissions"] == {"contents": "read"}

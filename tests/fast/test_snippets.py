@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -11,8 +12,10 @@ from support import ROOT
 SNIPPETS = sorted((ROOT / "snippets").glob("*.py"))
 
 
-def test_there_are_snippets():
-    assert len(SNIPPETS) >= 5, SNIPPETS
+def test_every_snippet_is_shown_on_a_page_and_every_page_shows_a_snippet_that_exists():
+    included = {m for page in (ROOT / "docs").glob("*.md")
+                for m in re.findall(r'^\s*;?--8<--\s+"(snippets/[^":]+)', page.read_text("utf-8"), re.M)}
+    assert included == {p.relative_to(ROOT).as_posix() for p in SNIPPETS}
 
 
 @pytest.mark.parametrize("script", SNIPPETS, ids=lambda p: p.name)

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prose import check_prose, claim_sentence, written_numbers
 from support import numbers
+from support import softmax_by_hand as softmax
 
 import qkv
 from qkv import smollm2, toy
@@ -29,12 +30,6 @@ SHE, FROM, CUP = (toy.SENTENCE.index(w) for w in ("she", "from", "cup"))
 @pytest.fixture(scope="module")
 def shown(page_output):
     return page_output("step-by-step.md")
-
-
-def softmax(s, axis=-1):
-    """Softmax written out with np.exp, independent of qkv."""
-    e = np.exp(s - s.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
 
 
 @pytest.fixture(scope="module")

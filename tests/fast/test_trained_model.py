@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support import softmax_by_hand as softmax_rows
 
 from qkv import smollm2, smollm2_file
 
@@ -26,13 +27,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def trace(model):
     return smollm2.run(SENTENCE, model)
-
-
-def softmax_rows(scores):
-    """Softmax along the last axis in float64, -inf giving exactly 0."""
-    s = np.asarray(scores, dtype=np.float64)
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 def causal(scores):

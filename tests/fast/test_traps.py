@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from prose import check_prose
-from support import numbers
+from support import numbers, softmax_by_hand
 
 import qkv
 from qkv import toy
@@ -37,11 +37,6 @@ def shown(page_output):
 def printed(shown, section, label):
     """The numbers the page prints after ``label`` (a line's start, up to its colon)."""
     return numbers(shown.line(section, label).split(":", 1)[1])
-
-
-def softmax_by_hand(scores, axis):
-    e = np.exp(scores - scores.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
 
 
 # ---- 6. expecting a word to find its twin: the embeddings as Q, K and V --------------------

@@ -18,8 +18,8 @@ import subprocess
 import urllib.request
 
 import pytest
-from checkout import borrow_environment, clean_env, copy_project, stop
-from support import ROOT, Served
+from checkout import borrow_environment, clean_env, copy_project
+from support import ROOT, Served, stop
 
 PAGE = ROOT / "docs" / "contributing.md"
 SERVER = "./dev serve"

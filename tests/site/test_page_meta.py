@@ -38,6 +38,15 @@ def nav_urls(items, base: str = "/") -> list[str]:
     return urls
 
 
+def front_matter(built: str) -> dict:
+    """The front matter of the Markdown page built into ``built`` ("kv-cache/index.html")."""
+    source = ROOT / "docs" / ("index.md" if built == "index.html" else built.replace("/index.html", ".md"))
+    if not source.is_file():
+        return {}  # a generated page, or the notebook's
+    found = re.match(r"---\n(.*?)\n---\n", source.read_text(encoding="utf-8"), re.S)
+    return yaml.safe_load(found.group(1)) if found else {}
+
+
 def test_every_page_has_a_title_and_its_own_description(built_site):
     default = site_config()["site_description"]
     problems, titles = [], {}
@@ -55,6 +64,11 @@ def test_every_page_has_a_title_and_its_own_description(built_site):
         elif name != "index.html" and descriptions[0] == default:
             problems.append(f"{name}: the site's default description; "
                             "add description: to its front matter")
+        elif (written := front_matter(name).get("description")) and descriptions[0] != written:
+            # Material writes the description into the attribute unescaped: a double quote
+            # in it ends the attribute early, and the rest of the sentence becomes attributes
+            problems.append(f"{name}: the page shows the description {descriptions[0]!r}, "
+                            f"not its front matter's {written!r}; write it without \"")
     problems += [f"title {t!r} is used by {', '.join(p)}" for t, p in titles.items() if len(p) > 1]
     assert problems == []
 

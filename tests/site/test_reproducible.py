@@ -17,7 +17,7 @@ import subprocess
 from datetime import UTC, datetime
 
 from checkout import clean_env
-from support import PUBLISHED_URL, ROOT, last_commit_time
+from support import PUBLISHED_URL, ROOT, last_commit_time, nav_paths
 
 
 def files(site) -> dict[str, bytes]:
@@ -41,7 +41,8 @@ def test_a_clean_build_is_byte_identical_to_the_site(built_site, clean_site):
     assert differing == [], "\n".join(differing[:10])
     day = datetime.fromtimestamp(int(last_commit_time()), UTC).strftime("%Y-%m-%d")
     sitemap = first["sitemap.xml"].decode()
-    assert sitemap.count("<url>") >= 14 and f"<loc>{PUBLISHED_URL}notebook/</loc>" in sitemap
+    listed = re.findall(r"<loc>(.*?)</loc>", sitemap)
+    assert sorted(listed) == sorted(f"{PUBLISHED_URL}{path}" for path in nav_paths())  # each page
     assert set(re.findall(r"<lastmod>(.*?)</lastmod>", sitemap)) == {day}  # the commit's day
 
 

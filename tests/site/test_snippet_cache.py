@@ -17,7 +17,6 @@ MKDOCS_YML = """site_name: snippet cache test
 theme: {name: mkdocs}
 markdown_extensions: [pymdownx.superfences]
 plugins:
-  - markdown-exec
   - qkv-artifacts:
       cache_dir: !ENV QKV_CACHE
 """

@@ -1,13 +1,15 @@
 """What each page was built from, so ``mkdocs serve --dirty`` rebuilds the right pages.
 
-With ``--dirty`` MkDocs re-renders only pages whose Markdown changed. A page also depends
-on the snippet files it includes (``--8<-- "file.py:section"``) and on what its snippets
-imported (``qkv/``...); this records those files per page and, on the next build, marks a
-page modified when one of them changed since the page was built.
+With ``--dirty`` MkDocs re-renders only the pages whose source is newer than the page it
+built. A page also depends on the snippet files it includes (``--8<-- "file.py:section"``)
+and on what its snippets imported (``qkv/``...); this records those files per page and, on
+the next build, when one of them changed since the page was built, dates the built page
+back to 1970, so MkDocs' own rule (source newer than output) renders it again.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -30,8 +32,8 @@ class PageInputs:
             if built is None:
                 continue
             changed = [p for p in self.inputs.get(file.src_uri, ()) if _mtime(p) > built]
-            if changed:
-                file.is_modified = lambda: True  # rebuilt even by a dirty build
+            if changed and os.path.exists(file.abs_dest_path):
+                os.utime(file.abs_dest_path, (0, 0))  # older than its source: rendered again
 
     def on_page_markdown(self, markdown, page, config, files):
         self.page = page.file.src_uri

@@ -8,10 +8,13 @@ Configured in ``mkdocs.yml`` like Material's own plugins::
                                   # snippets are not run, the notebook is not executed)
           cache_dir: .cache/artifacts
           concurrency: 2          # worker processes; default: one per core
+          content_security_policy: true  # a CSP on every page, from what the pages hold
 
 Each kind of artifact is a small class in this package with the MkDocs events it needs
-(see ``KINDS``); all of them hand their work to one :class:`~qkv_site.artifacts.runner.Runner`,
-which computes it out of process and caches it by content hash. A failure raises
+(see ``KINDS``); the plugin hands each event to them in turn, each handler getting what the
+one before returned, as MkDocs hands an event from plugin to plugin. All of them hand their
+work to one :class:`~qkv_site.artifacts.runner.Runner`, which computes it out of process and
+caches it by content hash. A failure raises
 :class:`~qkv_site.artifacts.runner.ArtifactError` (a ``PluginError``) naming the file.
 
 Adding a kind (the trained model's attention maps, say) is two steps:
@@ -36,6 +39,7 @@ from mkdocs.config import config_options
 from mkdocs.config.base import Config
 from mkdocs.plugins import BasePlugin
 
+from qkv_site.artifacts.csp import ContentSecurityPolicy
 from qkv_site.artifacts.explorer import Explorer
 from qkv_site.artifacts.figures import Figures
 from qkv_site.artifacts.notebook import Notebooks
@@ -57,24 +61,31 @@ class ArtifactsConfig(Config):
     enabled = config_options.Type(bool, default=True)
     cache_dir = config_options.Type(str, default=".cache/artifacts")
     concurrency = config_options.Type(int, default=max(1, os.cpu_count() or 1))
+    content_security_policy = config_options.Type(bool, default=False)
 
 
 class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
     def __init__(self):
         self.runner: Runner | None = None
         self.kinds = []
+        self.serving = False
 
     def on_startup(self, *, command, dirty):
+        self.serving = command == "serve"
         # Defining on_startup keeps this plugin (and its worker processes) across the rebuilds
         # of `mkdocs serve`. A dirty serve is what ./dev serve runs on purpose (PageInputs
         # rebuilds the pages an edit touches); its warning about it would fail --strict.
         if dirty:
             logging.getLogger("mkdocs.commands.build").addFilter(_NotTheDirtyWarning())
 
-    def _each(self, event: str, *args, **kwargs):
+    def _chain(self, event: str, value, *args):
+        """Hand ``value`` through every kind's handler of ``event``, in order; each gets what
+        the one before returned (None: unchanged), as MkDocs hands it from plugin to plugin."""
         for kind in self.kinds:
             if handler := getattr(kind, event, None):
-                handler(*args, **kwargs)
+                result = handler(value, *args)
+                value = value if result is None else result
+        return value
 
     def on_config(self, config):
         root = Path(config.config_file_path or ".").resolve().parent
@@ -87,34 +98,40 @@ class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
         if not self.kinds:
             self.page_inputs = PageInputs(self)  # for `mkdocs serve --dirty`
             self.kinds = [self.page_inputs, *(kind(self) for kind in KINDS)]
-        self._each("on_config", config)
+            # `mkdocs serve` puts an inline script of its own into every page it serves (the
+            # live reload, different for each request): no policy there
+            if self.config.content_security_policy and not self.serving:
+                self.kinds.append(ContentSecurityPolicy(self))  # last: after the pages are made
+        return self._chain("on_config", config)
 
     def on_pre_build(self, config):
         self.started = time.perf_counter()
         self.runner.start_build()
-        self._each("on_pre_build", config)
+        self._chain("on_pre_build", config)
 
     def on_files(self, files, config):
-        self._each("on_files", files, config)
-        return files
+        return self._chain("on_files", files, config)
 
-    def on_pre_page(self, page, config, files):
-        self._each("on_pre_page", page, config, files)
-        return page
+    def on_page_read_source(self, page, config):
+        for kind in self.kinds:  # the first kind that knows the page gives its source
+            if (source := getattr(kind, "on_page_read_source", lambda *_: None)(page, config)):
+                return source
+        return None
 
     def on_page_markdown(self, markdown, page, config, files):
-        self._each("on_page_markdown", markdown, page, config, files)
-        return markdown
+        return self._chain("on_page_markdown", markdown, page, config, files)
 
     def on_page_content(self, html, page, config, files):
-        for kind in self.kinds:
-            if handler := getattr(kind, "on_page_content", None):
-                html = handler(html, page, config, files)
-        return html
+        return self._chain("on_page_content", html, page, config, files)
 
     def on_env(self, env, config, files):
-        self._each("on_env", env, config, files)
-        return env
+        return self._chain("on_env", env, config, files)
+
+    def on_post_page(self, output, page, config):
+        return self._chain("on_post_page", output, page, config)
+
+    def on_post_template(self, output, template_name, config):
+        return self._chain("on_post_template", output, template_name, config)
 
     def on_post_build(self, config):
         computed = self.runner.computed
@@ -125,9 +142,12 @@ class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
                  f"({', '.join(f'{n} {k}' for k, n in sorted(by_kind.items())) or 'none'}), "
                  f"{len(self.runner.used) - len(computed)} from the cache, in "
                  f"{time.perf_counter() - self.started:.1f} s of build")
+        self._chain("on_post_build", config)
         self.runner.forget_unused()
 
     def on_shutdown(self):
-        self._each("on_shutdown")
+        for kind in self.kinds:
+            if handler := getattr(kind, "on_shutdown", None):
+                handler()
         if self.runner is not None:
             self.runner.close()

@@ -9,7 +9,9 @@ both in ``_deps.json``); otherwise the task runs again. So an edit to ``qkv/cost
 recomputes exactly the artifacts that imported it, and nothing else.
 
 Up to ``concurrency`` jobs run at once, each in a worker process kept between jobs (and
-between the rebuilds of ``mkdocs serve``).
+between the rebuilds of ``mkdocs serve``) that forks a fresh child for every job. A snippet
+session borrows a worker (:meth:`Runner.session`), whose one child runs the session's jobs
+one after the other.
 """
 
 from __future__ import annotations
@@ -80,8 +82,8 @@ class Runner:
         self.cache_dir = Path(cache_dir)
         self.concurrency = max(1, concurrency)
         self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="artifact")
-        self._workers: queue.SimpleQueue = queue.SimpleQueue()
-        self._all_workers: list[subprocess.Popen] = []
+        self._workers: queue.SimpleQueue = queue.SimpleQueue()  # idle pooled workers
+        self._all_workers: list[Worker] = []
         self._hashes: dict[tuple, str] = {}  # (path, mtime, size) -> sha256
         self._versions: dict[str, str | None] = {}  # distribution -> version, for one build
         self._lock = threading.Lock()
@@ -163,48 +165,27 @@ class Runner:
             self.computed.append(job)
         return Result(job, folder, fresh=True)
 
-    def _compute(self, job: Job, out: Path) -> None:
-        log = out / "_log.txt"
-        request = json.dumps({"task": job.task, "args": job.args, "out": str(out), "log": str(log),
-                              "packages": list(job.packages)})
-        if hasattr(os, "fork"):
-            worker = self._borrow()
-            try:
-                worker.stdin.write(request + "\n")
-                worker.stdin.flush()
-                answer = worker.stdout.readline().strip()
-            finally:
-                self._workers.put(worker)
-        else:  # one interpreter per job
-            done = subprocess.run([sys.executable, "-m", "qkv_site.artifacts.worker", "--once",
-                                   str(self.root)], input=request + "\n", text=True,
-                                  cwd=self.root, env=self.env())
-            answer = str(done.returncode)
-        if answer != "0":
-            stderr = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-            raise ArtifactError(f"{job.source or job.task}: computing this {job.kind} artifact "
-                                f"failed (exit code {answer or 'none: the worker died'}). "
-                                f"Its output:\n{stderr.strip()}")
-
-    def env(self) -> dict:
-        paths = [str(self.root), str(self.root / "sitebuild"), os.environ.get("PYTHONPATH")]
-        # PYTHONHASHSEED: sets of strings iterate (print, pickle) the same in every process
-        return {**os.environ, "MPLBACKEND": "svg", "PYTHONHASHSEED": "0",
-                "PYTHONPATH": os.pathsep.join(filter(None, paths))}
-
-    def _borrow(self) -> subprocess.Popen:
+    def _borrow(self) -> Worker:
         try:
             worker = self._workers.get_nowait()
-            if worker.poll() is None:
-                return worker
         except queue.Empty:
-            pass
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "qkv_site.artifacts.worker", str(self.root)],
-            cwd=self.root, env=self.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True)
-        self._all_workers.append(worker)
+            worker = None
+        if worker is None or worker.process.poll() is not None:  # none idle, or it died
+            worker = Worker(self.root)
+            self._all_workers.append(worker)
         return worker
+
+    def _compute(self, job: Job, out: Path) -> None:
+        worker = self._borrow()
+        try:
+            worker.compute(job, out)
+        finally:
+            self._workers.put(worker)
+
+    def session(self) -> Session:
+        """A snippet session: a borrowed worker whose one child runs the jobs given to it,
+        in one process; ``close()`` ends it."""
+        return Session(self._borrow(), self._workers.put)
 
     # ---- housekeeping ----------------------------------------------------------------------
 
@@ -222,9 +203,62 @@ class Runner:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         for worker in self._all_workers:
-            try:
-                worker.stdin.close()  # its loop ends at end of input
-            except OSError:
-                pass
-            worker.wait()
+            worker.close()
         self._all_workers.clear()
+
+
+class Worker:
+    """A worker process (:mod:`qkv_site.artifacts.worker`): a job in, its exit code out."""
+
+    def __init__(self, root: Path):
+        paths = [str(root), str(root / "sitebuild"), os.environ.get("PYTHONPATH")]
+        # PYTHONHASHSEED: sets of strings iterate (print, pickle) the same in every process
+        env = {**os.environ, "MPLBACKEND": "svg", "PYTHONHASHSEED": "0",
+               "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "qkv_site.artifacts.worker", str(root)],
+            cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def send(self, request: dict) -> str:
+        """Write one request line; the answer line ("" when the worker has died)."""
+        if self.process.poll() is not None:
+            return ""
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return self.process.stdout.readline().strip()
+
+    def compute(self, job: Job, out: Path) -> None:
+        """Run ``job``, its files going to ``out``; ArtifactError with its log if it fails."""
+        log = out / "_log.txt"
+        answer = self.send({"task": job.task, "args": job.args, "out": str(out), "log": str(log),
+                            "packages": list(job.packages)})
+        if answer != "0":
+            output = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+            raise ArtifactError(f"{job.source or job.task}: computing this {job.kind} artifact "
+                                f"failed (exit code {answer or 'none: the worker died'}). "
+                                f"Its output:\n{output.strip()}")
+
+    def close(self) -> None:
+        try:
+            self.process.stdin.close()  # its loop ends at end of input
+        except OSError:
+            pass
+        self.process.wait()
+
+
+class Session:
+    """A worker lent to one snippet session: its jobs run in one forked child, in order."""
+
+    def __init__(self, worker: Worker, give_back):
+        self.worker, self.give_back = worker, give_back
+        if worker.send({"session": True}) != "0":
+            raise ArtifactError("a worker process could not start a snippet session")
+
+    def compute(self, job: Job, out: Path) -> None:
+        self.worker.compute(job, out)
+
+    def close(self) -> None:
+        """End the session (its child exits; if it died already, the worker ignores the line)
+        and give the worker back."""
+        self.worker.send({"end": True})
+        self.give_back(self.worker)

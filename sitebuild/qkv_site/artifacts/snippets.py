@@ -1,141 +1,144 @@
 """Page snippets: the output of every ``python exec="on"`` block, computed out of process.
 
-markdown-exec still reads the block's options and formats what it prints (through its
-public ``base_format``); only the running is replaced. The blocks of a session run in order
-in one session process (:mod:`qkv_site.artifacts.session`). Each block's printed text is
-cached by its code and the state it starts from: the digest of the names the earlier blocks
-of its session left and of NumPy's and ``random``'s global state
-(:mod:`qkv_site.artifacts.state`), or, where that state cannot be hashed, all the code run
-before it in its session on the page. An entry is reused while the files the session had
-imported (``qkv``...) are unchanged. So editing one block reruns that block, and the later
-blocks of its session only if the state it leaves changed (a comment or the wording of a
-print changes nothing after it). Nothing of a block outlives a build, so no stale module or
-session can hide an error.
+The plugin registers the fence itself, as markdown-exec's own MkDocs plugin does (a custom
+fence of pymdownx.superfences): markdown-exec still reads the block's options and formats
+what it prints (its public ``validator`` and ``base_format``); only the running is done
+here. The blocks of a session run in order in one worker process of their own
+(:meth:`Runner.session`), each block a job of :func:`qkv_site.artifacts.session.block`.
+
+Each block's printed text is cached by its code and the state it starts from: the digest of
+the names the earlier blocks of its session left and of NumPy's and ``random``'s global
+state (:mod:`qkv_site.artifacts.session`), or, where that state cannot be hashed, all the
+code run before it in its session on the page. An entry is reused while the files the
+session had imported (``qkv``...) are unchanged and the libraries it imported, and the
+trained model's packages (a block may read the model's file without importing them), keep
+their versions. So editing one block reruns that block, and the later blocks of its session
+only if the state it leaves changed (a comment or the wording of a print changes nothing
+after it). Nothing of a block outlives a build, so no stale module or session can hide an
+error.
 
 A block that raises stops the build, naming the page, the block and its traceback.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import markdown_exec
+from mkdocs.exceptions import PluginError
 
 from qkv_site.artifacts.runner import ArtifactError, Job
-from qkv_site.artifacts.session import STATE
+from qkv_site.artifacts.session import OUTPUT, STATE
+from qkv_site.artifacts.tasks import MODEL_PACKAGES
 
 EMPTY_STATE = "empty"  # what the first block of a session, or a block without one, starts from
 
 
-def _newest(folder: Path) -> float:
-    return max(p.stat().st_mtime for p in folder.glob("*.py"))
+def block_job(source: str, state: str | None, earlier: list[str], code: str) -> Job:
+    """The cache entry of a block: keyed by its code and the state it starts from (by all the
+    code before it when that state is unknown), and, like every entry, by the files and
+    library versions it reads; the trained model's packages count for every block (a block
+    may read the model's file without importing them)."""
+    key = {"state": state, "code": code} if state else {"blocks": [*earlier, code]}
+    return Job("snippets", "qkv_site.artifacts.session:block", key, source, MODEL_PACKAGES)
 
 
-def _not_run(code: str, **_) -> str:
-    return "(not run in this build: artifacts are disabled)\n"
+class Session:
+    """The blocks one session of the current page has run, and the state they left."""
 
+    def __init__(self):
+        self.blocks: list[str] = []
+        self.state: str | None = EMPTY_STATE
+        self.worker = None  # its worker process, once a block had to run
+        self.worker_ran: list[str] = []  # the blocks that process has run
 
-class SessionProcess:
-    """One running session: the blocks it has run, and the process holding their globals."""
-
-    def __init__(self, runner):
-        self.ran: list[str] = []
-        self.started = time.time()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "qkv_site.artifacts.session", str(runner.root)],
-            cwd=runner.root, env=runner.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True)
-
-    def run(self, code: str, out: Path, job: Job) -> None:
-        log = out / "_log.txt"
-        request = {"code": code, "out": str(out), "log": str(log)}
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        answer = self.process.stdout.readline().strip()
-        self.ran.append(code)
-        if answer != "0":
-            output = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-            raise ArtifactError(f"{job.source}: the block failed. Its output:\n{output.strip()}"
-                                f"\n\nThe block:\n{code}")
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        self.process.wait()
+    def close(self):
+        if self.worker is not None:
+            self.worker.close()  # the worker goes back to the runner's pool
+        self.worker, self.worker_ran = None, []
 
 
 class Snippets:
-    """The snippet kind: markdown-exec's Python formatter, with running done here."""
+    """The snippet kind: the ``python`` fence, run here."""
 
     def __init__(self, plugin):
         self.plugin = plugin
-        self.original = markdown_exec.formatters["python"]
         self.page = "?"
-        self.sessions: dict[str | None, list[str]] = {}  # the code each session has run
-        self.states: dict[str | None, str | None] = {}  # the state each session is in
-        self.processes: dict[str | None, SessionProcess] = {}
-        self.spare: SessionProcess | None = None
+        self.sessions: dict[str, Session] = {}
 
     def on_config(self, config):
-        markdown_exec.formatters["python"] = markdown_exec.formatters["py"] = self.format
-
-    def on_shutdown(self):
-        markdown_exec.formatters["python"] = markdown_exec.formatters["py"] = self.original
-        self._close_sessions()
-        if self.spare is not None:
-            self.spare.close()
-
-    def _new_process(self) -> SessionProcess:
-        """A fresh session process. One more is started at once and kept for next time:
-        starting one takes ~0.4 s, which an edit under `mkdocs serve` then does not wait for.
-        A spare older than the session code is not used."""
-        spare, self.spare = self.spare, SessionProcess(self.plugin.runner)
-        if spare is not None and spare.started > _newest(Path(__file__).parent):
-            return spare
-        if spare is not None:
-            spare.close()
-        return SessionProcess(self.plugin.runner)
-
-    def _close_sessions(self):
-        for process in self.processes.values():
-            process.close()
-        self.processes = {}
+        if "markdown-exec" in config.plugins:
+            raise PluginError("qkv-artifacts runs the python exec blocks itself: remove the "
+                              "markdown-exec plugin from mkdocs.yml")
+        fences = (config.mdx_configs.setdefault("pymdownx.superfences", {})
+                  .setdefault("custom_fences", []))
+        fences[:] = [f for f in fences if f.get("name") not in ("python", "py")]
+        for name in ("python", "py"):
+            fences.append({"name": name, "class": name, "validator": markdown_exec.validator,
+                           "format": self.format})
+        markdown_exec.markdown_config.save(config.markdown_extensions, config.mdx_configs)
 
     def on_page_markdown(self, markdown, page, config, files):
         self._close_sessions()  # sessions belong to one page
-        self.page, self.sessions, self.states = page.file.src_uri, {}, {}
+        self.page = page.file.src_uri
+        return markdown
 
     def on_env(self, env, config, files):
         self._close_sessions()
 
-    def format(self, **options):
-        run = self.run if self.plugin.config.enabled else _not_run
-        return markdown_exec.base_format(language="python", run=run, **options)
+    def on_shutdown(self):
+        self._close_sessions()
 
-    def run(self, code: str, returncode=None, session=None, id=None, **extra) -> str:
-        earlier = self.sessions.setdefault(session, []) if session else []
-        state = self.states.get(session, EMPTY_STATE) if session else EMPTY_STATE
-        where = f"session '{session}', block {len(earlier) + 1}" if session else "a block"
-        # keyed by the state it starts from; by all the code before it when that is unknown
-        args = {"state": state, "code": code} if state else {"blocks": [*earlier, code]}
-        job = Job("snippets", "session", args, source=f"docs/{self.page} ({where})")
+    def _close_sessions(self):
+        for session in self.sessions.values():
+            session.close()
+        self.sessions = {}
+
+    def format(self, source, language, css_class, options, md, **kwargs):
+        """The fence's formatter, for blocks the validator found ``exec="on"``: markdown-exec's
+        own, with this kind's ``run``."""
+        run = self.run if self.plugin.config.enabled else _not_run
+        return markdown_exec.base_format(language="python", run=run, code=source, md=md,
+                                         **options)
+
+    def run(self, code: str, session=None, **_) -> str:
+        if session:
+            current = self.sessions.setdefault(session, Session())
+            return self._run_block(current, code, f"session '{session}', block "
+                                                  f"{len(current.blocks) + 1}")
+        alone = Session()  # a block without a session starts from nothing, leaves nothing
+        try:
+            return self._run_block(alone, code, "a block")
+        finally:
+            alone.close()
+
+    def _run_block(self, session: Session, code: str, where: str) -> str:
+        earlier = list(session.blocks)
+        job = block_job(f"docs/{self.page} ({where})", session.state, earlier, code)
 
         def compute(job: Job, out: Path) -> None:
-            process = self.processes.get(session)
-            if process is None or process.ran != earlier or session is None:
-                if process is not None:
-                    process.close()
-                process = self.processes[session] = self._new_process()
-                for block in earlier:  # their output is cached; only their state is needed
-                    process.run(block, out, job)
-            process.run(code, out, job)
+            if session.worker is None or session.worker_ran != earlier:
+                session.close()  # what it ran is not what this block follows
+                session.worker, session.worker_ran = self.plugin.runner.session(), []
+                for number, block in enumerate(earlier, start=1):  # for their state only
+                    self._compute(session, block, number, out, job)
+            self._compute(session, code, len(earlier) + 1, out, job)
 
         result = self.plugin.runner.run(job, compute=compute)
         self.plugin.page_inputs.used(result.folder)
-        if session:
-            earlier.append(code)
-            self.states[session] = result.text(STATE).strip() or None
-        return result.text("output.txt")
+        session.blocks.append(code)
+        session.state = result.text(STATE).strip() or None
+        return result.text(OUTPUT)
+
+    @staticmethod
+    def _compute(session: Session, code: str, number: int, out: Path, job: Job) -> None:
+        step = Job(job.kind, job.task, {"code": code, "number": number}, job.source, job.packages)
+        try:
+            session.worker.compute(step, out)
+        except ArtifactError as error:
+            raise ArtifactError(f"{error}\n\nThe block:\n{code}") from None
+        session.worker_ran.append(code)
+
+
+def _not_run(code: str, **_) -> str:
+    return "(not run in this build: artifacts are disabled)\n"

@@ -42,32 +42,35 @@ def explorer_trained(out: Path) -> None:
     write_files(out / "smollm2")
 
 
-def notebook(out: Path, path: str, options: dict, toc_depth: int) -> list[Path]:
-    """Execute and render notebook ``path``: ``page.html``, ``notebook.css``, ``toc.json`` and
-    its figures in ``images/``.
+def notebook(out: Path, path: str) -> list[Path]:
+    """Execute notebook ``path`` with a Jupyter kernel and render it with mkdocs-jupyter's
+    converter: ``page.html``, ``notebook.css``, ``toc.json`` and its figures in ``images/``.
 
     ``path`` is relative to the project (the worker's working directory). Returns the files
     the kernel read, which the worker cannot see: the notebook and ``qkv``.
     """
-    from mkdocs_jupyter import convert
-    from mkdocs_jupyter.plugin import _get_nb_toc_tokens
-    from nbconvert.preprocessors import ExecutePreprocessor
+    import nbformat
+    from mkdocs_jupyter.convert import nb2html
+    from nbclient import NotebookClient
 
     from qkv_site.notebook_page import finish
 
-    # The kernel sends printed text in chunks on a timer; merged, each cell prints one
-    # block and the page is the same bytes every build (no nbconvert option reaches this).
-    ExecutePreprocessor.coalesce_streams = True
     os.environ.pop("MPLBACKEND", None)  # the kernel inherits it; its figures need the inline one
-    cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
-    alts = {cell["id"]: cell["metadata"]["alt"] for cell in cells
-            if "id" in cell and "alt" in cell.get("metadata", {})}
-    page_html, css, images = finish(convert.nb2html(path, execute=True, **options), alts)
+    notebook = nbformat.read(path, as_version=4)
+    # coalesce_streams: the kernel sends printed text in chunks on a timer; merged, each cell
+    # prints one block and the page is the same bytes every build
+    NotebookClient(notebook, allow_errors=False, coalesce_streams=True, record_timing=False,
+                   resources={"metadata": {"path": str(Path(path).parent)}}).execute()
+    executed = out / "executed.ipynb"
+    nbformat.write(notebook, executed)
+    alts = {cell.id: cell.metadata.alt for cell in notebook.cells if "alt" in cell.metadata}
+    page_html, css, images, toc = finish(
+        nb2html(str(executed), theme="", allow_errors=False, custom_mathjax_url=""), alts)
+    executed.unlink()
     (out / "page.html").write_text(page_html, encoding="utf-8")
+    (out / "notebook.css").write_text(css, encoding="utf-8")
+    (out / "toc.json").write_text(json.dumps(toc), encoding="utf-8")
     (out / "images").mkdir()
     for name, data in images.items():
         (out / "images" / name).write_bytes(data)
-    (out / "notebook.css").write_text(css, encoding="utf-8")
-    tokens, title = _get_nb_toc_tokens(path, toc_depth)
-    (out / "toc.json").write_text(json.dumps({"tokens": tokens, "title": title}), encoding="utf-8")
     return [Path(path), *sorted(Path("qkv").rglob("*.py"))]

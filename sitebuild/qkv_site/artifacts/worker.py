@@ -1,18 +1,23 @@
 """The process that computes artifacts: ``python -m qkv_site.artifacts.worker ROOT``.
 
-It imports the heavy libraries once (numpy, matplotlib), then reads one job per line on
-stdin (JSON: ``task``, ``args``, ``out``, ``log``, ``packages``) and runs each in a forked child, so every
-job starts from the same clean state: matplotlib's default settings and no module of the
-project imported yet (an edit to ``qkv/`` is seen by the next job). The child writes its
-stdout and stderr to ``log`` and, when the task succeeds, ``_deps.json`` into ``out``: every
-file of the project it imported (with its hash) and the version of every installed
-distribution it imported or the job names in ``packages`` (``null`` when not installed).
-The parent answers each job with one line: the child's exit code.
+One protocol for every kind of job. The worker reads one job per line on stdin (JSON:
+``task``, ``args``, ``out``, ``log``, ``packages``), runs the task ``task(out, **args)`` named
+``"module:function"`` with its stdout and stderr going to ``log``, and answers with one line:
+``0`` when it succeeded, another exit code when it did not (the traceback is in ``log``). A
+task writes its files into ``out``; the worker adds ``_deps.json``: every file of the project
+the process has imported (with its hash), plus any the task returns, and the version of
+every installed distribution imported or named in ``packages`` (``null`` when not installed).
 
-A task is a function ``task(out: Path, **args)`` named ``"module:function"``; it writes its
-files into ``out`` and may return more paths it read (files that are not imported modules).
-
-Where ``os.fork`` does not exist, ``--once`` runs one job in this process and exits.
+The worker imports numpy and matplotlib and indexes the installed distributions once, then
+runs each job in a child forked for it, so every job starts from the same clean state
+(matplotlib's default settings, no module of the project imported yet: an edit to ``qkv/``
+is seen by the next job) without paying for those imports again. The one exception is a
+snippet session, whose blocks must share what they leave (:mod:`qkv_site.artifacts.session`):
+the line ``{"session": true}`` forks one child that answers ``0`` and runs the jobs that
+follow, one after the other in itself, until the line ``{"end": true}``; the worker answers
+that line with the child's exit code (or, if the child died, the job it was running), and
+goes on as before. Every line gets one answer, so no line is ever waiting in the pipe when a
+child is forked or ends.
 """
 
 from __future__ import annotations
@@ -74,23 +79,20 @@ def versions_imported(packages=(), version=installed_version) -> dict[str, str |
     return dict(sorted(versions.items()))
 
 
-def run_job(root: Path, job: dict) -> None:
-    """Run one task in this process and record what it depended on."""
-    module_name, _, function = job["task"].partition(":")
-    task = getattr(importlib.import_module(module_name), function)
-    out = Path(job["out"])
-    extra = task(out, **job["args"])
-    deps = {"files": project_files(root, extra or ()),
-            "versions": versions_imported(job.get("packages", ()))}
-    (out / DEPS).write_text(json.dumps(deps, indent=1), encoding="utf-8")
-
-
-def _child(root: Path, job: dict) -> int:
-    fd = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
+def run_job(root: Path, job: dict, version=installed_version) -> int:
+    """Run one job in this process, its output going to its log; its exit code."""
+    log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
     try:
-        run_job(root, job)
+        module_name, _, function = job["task"].partition(":")
+        task = getattr(importlib.import_module(module_name), function)
+        out = Path(job["out"])
+        extra = task(out, **job["args"])
+        deps = {"files": project_files(root, extra or ()),
+                "versions": versions_imported(job.get("packages", ()), version)}
+        (out / DEPS).write_text(json.dumps(deps, indent=1), encoding="utf-8")
         return 0
     except SystemExit as stop:
         return stop.code if isinstance(stop.code, int) else 1
@@ -102,24 +104,41 @@ def _child(root: Path, job: dict) -> int:
         sys.stderr.flush()
 
 
+def _session(root: Path, answer) -> int:
+    """Run the jobs that follow in this process, until ``{"end": true}`` (a forked child)."""
+    version = functools.cache(installed_version)  # one page of one build: read each once
+    answer(0)  # ready
+    while line := sys.stdin.readline():
+        job = json.loads(line)
+        if job.get("end"):
+            break
+        answer(run_job(root, job, version))
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    once = "--once" in argv
-    root = Path(next(a for a in argv if a != "--once")).resolve()
+    root = Path(argv[0]).resolve()
     sys.path[:0] = [str(root), str(root / "sitebuild")]  # the tree being built comes first
+    os.chdir(root)
     os.environ.setdefault("MPLBACKEND", "svg")
     for name in PRELOAD:
         importlib.import_module(name)
-    _distribution_index()  # once, before forking
-    if once:
-        return _child(root, json.loads(sys.stdin.readline()))
-    for line in sys.stdin:
+    _distribution_index()  # once, before forking (it reads every installed distribution)
+    answers = os.fdopen(os.dup(1), "w")  # fds 1 and 2 go to each job's log
+
+    def answer(code: int) -> None:
+        answers.write(f"{code}\n")
+        answers.flush()
+
+    # one line at a time: nothing read ahead is left in a buffer a forked child copies
+    while line := sys.stdin.readline():
         job = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            os._exit(_child(root, job))
-        _, status = os.waitpid(pid, 0)
-        sys.stdout.write(f"{os.waitstatus_to_exitcode(status)}\n")
-        sys.stdout.flush()
+        if job.get("end"):
+            answer(0)  # the end of a session whose child had died
+            continue
+        if (pid := os.fork()) == 0:
+            os._exit(_session(root, answer) if job.get("session") else run_job(root, job))
+        answer(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
     return 0
 
 

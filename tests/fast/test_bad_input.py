@@ -1,0 +1,167 @@
+"""Bad input to every public function of ``qkv`` gets a ``ValueError`` that names the problem.
+
+Not NumPy's message from three calls down (``zero-size array to reduction operation``,
+``unsupported operand``), not a silent NaN: the name of the argument and what was wrong
+with it. One case per line of :data:`CASES`; :func:`test_every_public_function_has_a_case`
+makes a new public function come with its cases.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import qkv
+from qkv import explorer, scaling, toy
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(3, 8))  # three tokens, d_model = 8
+P = qkv.Projections.random(RNG, d_model=8, d_k=4)
+W = qkv.MultiHeadWeights.random(RNG, d_model=8, n_heads=2)
+WEIGHTS = qkv.softmax(RNG.normal(size=(2, 5)))
+
+
+def _append_strings():
+    qkv.KVCache.empty(n_kv_heads=1, d_head=2).append([[["a", "b"]]], [[["c", "d"]]])
+
+
+# (function under test, the call, a regex its message must match)
+CASES = [
+    (qkv.attention, lambda: qkv.attention(X, np.zeros((0, 8)), np.zeros((0, 2))),
+     r"k has shape \(0, 8\).*at least one position"),
+    (qkv.attention, lambda: qkv.attention(np.zeros((2, 0)), np.zeros((3, 0)), X),
+     r"q has shape \(2, 0\).*one feature"),
+    (qkv.attention, lambda: qkv.attention(np.zeros((0, 4)), np.zeros((3, 4)), X),
+     r"q has shape \(0, 4\)"),
+    (qkv.attention, lambda: qkv.attention([[1, 2], [3]], X, X), "q must be an array of numbers"),
+    (qkv.softmax, lambda: qkv.softmax("abc"), "z must hold numbers"),
+    (qkv.softmax, lambda: qkv.softmax([]), r"at least one score along axis -1, got shape \(0,\)"),
+    (qkv.softmax, lambda: qkv.softmax(3.0), "at least one score"),
+    (qkv.softmax, lambda: qkv.softmax([1.0, np.nan]), "NaN or \\+inf"),
+    (qkv.scale_factor, lambda: qkv.scale_factor(True, 0), "d_k must be a whole number >= 1, got 0"),
+    (qkv.scale_factor, lambda: qkv.scale_factor(True, 2.5), "d_k must be a whole number"),
+    (qkv.scale_factor, lambda: qkv.scale_factor("yes", 4), "scale must be True, False or a finite"),
+    (qkv.causal_mask, lambda: qkv.causal_mask(2.5), "t_q must be a whole number >= 1, got 2.5"),
+    (qkv.causal_mask, lambda: qkv.causal_mask(0), "t_q must be a whole number >= 1, got 0"),
+    (qkv.causal_mask, lambda: qkv.causal_mask(True), "t_q must be a whole number"),
+    (qkv.causal_mask, lambda: qkv.causal_mask(3, 2), "t_q <= t_k, got t_q=3, t_k=2"),
+    (qkv.padding_mask, lambda: qkv.padding_mask([2, 3], 3.5), "t must be a whole number >= 1, got 3.5"),
+    (qkv.padding_mask, lambda: qkv.padding_mask([2.0, 3.0], 4), "lengths must be a 1-D array of ints"),
+    (qkv.split_heads, lambda: qkv.split_heads(X, 0), "n_heads must be a whole number >= 1, got 0"),
+    (qkv.split_heads, lambda: qkv.split_heads(X, 3), "last axis 8 .* not divisible by n_heads=3"),
+    (qkv.split_heads, lambda: qkv.split_heads(np.zeros(8), 2), r"x must have at least 2 dimensions"),
+    (qkv.merge_heads, lambda: qkv.merge_heads(X), r"x must have at least 3 dimensions .*\(3, 8\)"),
+    (qkv.grouped_attention,
+     lambda: qkv.grouped_attention(np.zeros((2, 3, 4)), np.zeros((0, 3, 4)), np.zeros((0, 3, 4))),
+     "n_heads a multiple of n_kv_heads >= 1"),
+    (qkv.grouped_attention,
+     lambda: qkv.grouped_attention(np.zeros((3, 4)), np.zeros((3, 4)), np.zeros((3, 4))),
+     r"q must be \(\.\.\., n_heads, Tq, d_head\)"),
+    (qkv.multi_head_attention, lambda: qkv.multi_head_attention(X[:, :6], X, W),
+     r"x_q must be \(\.\.\., T, 8\), got shape \(3, 6\)"),
+    (qkv.multi_head_attention, lambda: qkv.multi_head_attention(X, X[:, :7], W),
+     r"x_kv must be \(\.\.\., T, 8\), got shape \(3, 7\)"),
+    (qkv.multi_head_attention, lambda: qkv.multi_head_attention(X, X, P),
+     "w must be a qkv.MultiHeadWeights, got Projections"),
+    (qkv.MultiHeadWeights, lambda: qkv.MultiHeadWeights.random(RNG, d_model=8, n_heads=2, n_kv_heads=0),
+     "n_kv_heads must be a whole number >= 1, got 0"),
+    (qkv.MultiHeadWeights, lambda: qkv.MultiHeadWeights.random(RNG, d_model=8, n_heads=0),
+     "n_heads must be a whole number >= 1, got 0"),
+    (qkv.MultiHeadWeights, lambda: qkv.MultiHeadWeights.random(RNG, d_model=4, n_heads=8),
+     "d_head must be a whole number >= 1, got 0"),
+    (qkv.MultiHeadWeights, lambda: qkv.MultiHeadWeights(W.w_q, W.w_k, W.w_v, W.w_o, 2.0, 2),
+     "n_heads must be a whole number >= 1, got 2.0"),
+    (qkv.MultiHeadWeights, lambda: qkv.MultiHeadWeights(np.zeros(8), W.w_k, W.w_v, W.w_o, 2, 2),
+     r"w_q must be 2-D"),
+    (qkv.Projections, lambda: qkv.Projections.random(RNG, d_model=8, d_k=0), "d_k must be a whole"),
+    (qkv.Projections, lambda: qkv.Projections.random(RNG, d_model=8, d_k=4, d_v=1.5),
+     "d_v must be a whole number >= 1, got 1.5"),
+    (qkv.Projections, lambda: qkv.Projections(np.ones((8, 4)), np.ones((8, 3)), np.ones((8, 2))),
+     r"w_q and w_k must have the same shape"),
+    (qkv.project, lambda: qkv.project(X[:, :7], P), r"x has d_model=7 .* expect d_model=8"),
+    (qkv.project, lambda: qkv.project(X, W), "p must be a qkv.Projections, got MultiHeadWeights"),
+    (qkv.self_attention, lambda: qkv.self_attention("text", P), "x must hold numbers"),
+    (qkv.cross_attention, lambda: qkv.cross_attention(X, X[:, :5], P), "x_kv has d_model=5"),
+    (qkv.rope_angles, lambda: qkv.rope_angles([0, 1], d=4, base=-1), "base must be a positive finite"),
+    (qkv.rope_angles, lambda: qkv.rope_angles([0, 1], d=4, base=np.inf), "base must be a positive"),
+    (qkv.rope_angles, lambda: qkv.rope_angles([0, 1], d=5), "d must be even; got d=5"),
+    (qkv.rope_angles, lambda: qkv.rope_angles([0, 1], d=0), "d must be a whole number >= 2"),
+    (qkv.rope_angles, lambda: qkv.rope_angles([0, np.nan], d=4), "positions must be one finite"),
+    (qkv.rope_angles, lambda: qkv.rope_angles(["a"], d=4), "positions must hold numbers"),
+    (qkv.rope, lambda: qkv.rope(np.zeros(4)), r"x must have at least 2 dimensions"),
+    (qkv.rope, lambda: qkv.rope(np.zeros((3, 4)), positions=[0, 1]), "got 2 positions for 3 tokens"),
+    (qkv.softmax_jacobian, lambda: qkv.softmax_jacobian([0.5, 0.7]), "rows that sum to 1"),
+    (qkv.softmax_jacobian, lambda: qkv.softmax_jacobian([1.5, -0.5]), "non-negative"),
+    (qkv.entropy, lambda: qkv.entropy([[0.2, 0.2]]), "rows that sum to 1"),
+    (qkv.entropy, lambda: qkv.entropy("abc"), "weights must hold numbers"),
+    (qkv.score_stats, lambda: qkv.score_stats([]), "non-empty"),
+    (qkv.score_stats, lambda: qkv.score_stats(["a"]), "scores must hold numbers"),
+    (qkv.attention_flops, lambda: qkv.attention_flops(-1, 4, 8, 8), "t_q must be a whole number >= 0"),
+    (qkv.attention_flops, lambda: qkv.attention_flops(4, 4.5, 8, 8), "t_k must be a whole number"),
+    (qkv.attention_flops, lambda: qkv.attention_flops(4, 4, 8, 8, n_heads=0), "n_heads must be"),
+    (qkv.kv_cache_bytes, lambda: qkv.kv_cache_bytes("32", 8, 128, 4096), "n_layers must be a whole"),
+    (qkv.kv_cache_bytes, lambda: qkv.kv_cache_bytes(32, 8, 128, 4096, batch=-2), "batch must be"),
+    (qkv.ModelConfig, lambda: qkv.ModelConfig("x", 2, 6, 4, 64, ""), "multiple of n_kv_heads"),
+    (qkv.ModelConfig, lambda: qkv.ModelConfig("x", 2, 8, 0, 64, ""), "n_kv_heads must be a whole"),
+    (qkv.KVCache, lambda: qkv.KVCache.empty(n_kv_heads=0, d_head=4), "n_kv_heads must be a whole"),
+    (qkv.KVCache, lambda: qkv.KVCache.empty(n_kv_heads=2, d_head=4).append(
+        np.zeros((2, 1, 3)), np.zeros((2, 1, 3))), r"\(n_kv_heads, t_new, d_head\) = \(2, t_new, 4\)"),
+    (qkv.KVCache, _append_strings, "k must hold numbers"),
+    (qkv.decode_with_cache, lambda: qkv.decode_with_cache(X[:, :4], W), r"x must be \(T, d_model=8\)"),
+    (qkv.decode_with_cache, lambda: qkv.decode_with_cache(X, P), "w must be a qkv.MultiHeadWeights"),
+    (qkv.decode_without_cache, lambda: qkv.decode_without_cache(np.zeros((0, 8)), W),
+     r"x has shape \(0, 8\)"),
+    (toy.embeddings, lambda: toy.embeddings(d_model=0), "d_model must be a whole number >= 1"),
+    (toy.projections, lambda: toy.projections(2.5), "d_k must be a whole number"),
+    (toy.projections, lambda: toy.projections(8, d_v=65), "d_v must be between 1 and 64"),
+    (explorer.explorer_state, lambda: explorer.explorer_state("tea", 4, True), "query must be one of"),
+    (explorer.explorer_state, lambda: explorer.explorer_state("she", 65, True), "d_k must be an integer"),
+    (explorer.explorer_state, lambda: explorer.explorer_state("she", 4, "yes"), "scale must be True"),
+    (scaling.draw_queries_keys, lambda: next(scaling.draw_queries_keys(0, 10)), "d_k must be a positive"),
+    (scaling.score_samples, lambda: scaling.score_samples(0), "d_k must be a whole number >= 1"),
+    (scaling.score_std, lambda: scaling.score_std(4, n_draws=0), "n_draws must be a positive"),
+    (scaling.jacobian_norm, lambda: scaling.jacobian_norm([[0.9, 0.9]]), "rows that sum to 1"),
+    (scaling.saturation, lambda: scaling.saturation(8, n_keys=0), "n_keys must be a positive"),
+]
+
+
+@pytest.mark.parametrize(("function", "call", "message"), CASES,
+                         ids=[f"{f.__name__}-{i}" for i, (f, _, _) in enumerate(CASES)])
+def test_bad_input_gets_a_value_error_naming_the_problem(function, call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+# Public names with nothing to refuse: result types, a counter, data, argument-free builders.
+NOTHING_TO_REFUSE = {"Attention", "ScoreStats", "WorkCounter", "MODELS", "ExplorerState",
+                     "Saturation", "feature_embeddings", "hand_built_projections"}
+
+
+def public_callables(module) -> dict:
+    """The functions and classes ``module`` offers: its ``__all__``, or those it defines."""
+    names = getattr(module, "__all__", None) or [
+        n for n, obj in vars(module).items()
+        if not n.startswith("_") and getattr(obj, "__module__", None) == module.__name__]
+    return {n: getattr(module, n) for n in names
+            if inspect.isfunction(getattr(module, n)) or inspect.isclass(getattr(module, n))}
+
+
+def test_every_public_function_has_a_case():
+    public = {}
+    for module in (qkv, toy, explorer, scaling):
+        public.update(public_callables(module))
+    covered = {function for function, _, _ in CASES}
+    missing = sorted(n for n, obj in public.items() if obj not in covered and n not in NOTHING_TO_REFUSE)
+    assert not missing, f"public functions with no bad-input case: {missing}"
+
+
+def test_a_seed_is_accepted_where_a_generator_is():
+    # Projections.random and MultiHeadWeights.random take an int seed as NumPy's own
+    # functions do, and give what a Generator seeded with it gives.
+    by_seed = qkv.Projections.random(7, d_model=8, d_k=4)
+    by_generator = qkv.Projections.random(np.random.default_rng(7), d_model=8, d_k=4)
+    assert np.array_equal(by_seed.w_q, by_generator.w_q)
+    heads = qkv.MultiHeadWeights.random(7, d_model=8, n_heads=2)
+    assert np.array_equal(heads.w_q, qkv.MultiHeadWeights.random(np.random.default_rng(7), 8, 2).w_q)
