@@ -1,4 +1,4 @@
-"""What the trained model (SmolLM2-135M) costs the site build, measured in one run.
+"""What the trained model (SmolLM2-135M-Instruct) costs the site build, measured in one run.
 
 Four strict builds, each into its own folder, after one untimed warm-up build:
 
@@ -11,8 +11,9 @@ Four strict builds, each into its own folder, after one untimed warm-up build:
 3. warm: nothing changed, every artifact from the cache;
 4. off: ``QKV_ARTIFACTS=false``, nothing computed or read.
 
-Goals: cold build under 20 s; warm at most 1.2x off. Also printed: the chapter's snippet
-alone (warm weight cache) and each trained-model figure alone.
+Goals (issue 17): the cold-artifacts build (2.) at most 45 s on the 2-core build machine;
+warm at most 1.2x off. Also printed: the snippets of chapters 13 and 14 alone (warm weight
+cache: their experiments, interventions included) and each trained-model figure alone.
 
     python benchmarks/trained_model_build.py
 """
@@ -28,9 +29,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-COLD_GOAL_S = 20.0
+COLD_GOAL_S = 45.0
 WARM_OVER_OFF_GOAL = 1.2
-TRAINED_FIGURES = ("trained-head-grid", "trained-it-row", "trained-first-token")
+TRAINED_FIGURES = ("trained-head-types", "trained-first-token", "trained-coreference")
+TRAINED_SNIPPETS = ("snippets/trained_model.py", "snippets/trained_model_exercises.py",
+                    "snippets/coreference.py", "snippets/coreference_exercises.py")
 
 
 def _build_times():
@@ -60,7 +63,7 @@ def main() -> None:
         cold = build(tmp / "cold-artifacts", QKV_CACHE=str(tmp / "artifacts-b"))
         warm = build(tmp / "warm", QKV_CACHE=str(tmp / "artifacts-b"))
         off = build(tmp / "off", QKV_ARTIFACTS="false")
-        snippet = timed_run([sys.executable, "snippets/trained_model.py"])
+        snippets = {path: timed_run([sys.executable, path]) for path in TRAINED_SNIPPETS}
         figures = {name: timed_run([sys.executable, "-m", "qkv_site.figures.render", name,
                                     str(tmp / "one" / name)], PYTHONPATH=paths,
                                    MPLBACKEND="svg")
@@ -73,14 +76,15 @@ def main() -> None:
             ("QKV_ARTIFACTS=false", off))
     for label, (wall, cpu) in rows:
         print(f"  {label:<38} {wall:6.1f} s wall  {cpu:6.1f} s CPU")
-    for label, (wall, _) in rows[:2]:
-        verdict = "ok" if wall < COLD_GOAL_S else "MISSED"
-        print(f"  goal: {label} < {COLD_GOAL_S:.0f} s wall: {verdict}")
+    wall = cold[0]
+    verdict = "ok" if wall <= COLD_GOAL_S else "MISSED"
+    print(f"  goal: cold artifacts, weight cache filled <= {COLD_GOAL_S:.0f} s wall: {verdict}")
     ratio, cpu_ratio = warm[0] / off[0], warm[1] / off[1]
     verdict = "ok" if ratio <= WARM_OVER_OFF_GOAL else "MISSED"
     print(f"  warm / off: {ratio:.2f} wall, {cpu_ratio:.2f} CPU   goal <= "
           f"{WARM_OVER_OFF_GOAL}: {verdict}")
-    print(f"  the chapter's snippet alone (python snippets/trained_model.py): {snippet:.1f} s")
+    for path, seconds in snippets.items():
+        print(f"  python {path} alone: {seconds:.1f} s")
     for name, seconds in figures.items():
         print(f"  figure {name} alone (fresh process, both themes): {seconds:.1f} s")
 

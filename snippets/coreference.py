@@ -36,19 +36,19 @@ for pair, (meant_1, meant_2), moved in zip(pairs, preference, follows, strict=Tr
           f"{'follows the word' if moved else ''}")
 n = len(pairs)
 print(f"texts where the meant noun is the likelier: {right} of {2 * n} "
-      f"(a coin: {n}; better than chance from {coreference.chance_threshold(2 * n)})")
+      f"(coin: {n}; beats chance from {coreference.chance_threshold(2 * n)})")
 print(f"pairs where the preference follows the word: {follows.sum()} of {n} "
-      f"(a coin: {n // 2}; better than chance from {coreference.chance_threshold(n)})")
+      f"(coin: {n // 2}; beats chance from {coreference.chance_threshold(n)})")
 print(f"mean move towards the meant noun: {np.mean(preference[:, 0] - preference[:, 1]):.2f} nats")
 # --8<-- [end:behaviour]
 
 # --8<-- [start:it_row]
 same = [np.abs(run.weights[0, :, :, run.it] - run.weights[1, :, :, run.it]).max() for run in runs]
-print(f"query ' it': largest difference between the two texts of a pair, over "
-      f"{len(runs)} pairs and all 270 heads: {max(same)}")
+print(f"query ' it', largest difference between a pair's texts ({len(runs)} pairs, "
+      f"270 heads): {max(same)}")
 word = [np.abs(run.weights[0, :, :, run.word] - run.weights[1, :, :, run.word]).max()
         for run in runs]
-print(f"query at the word itself: smallest such difference over the pairs: {min(word):.2f}")
+print(f"query at the word itself, the same, smallest over the pairs: {min(word):.2f}")
 # --8<-- [end:it_row]
 
 # --8<-- [start:heads]
@@ -58,7 +58,7 @@ def followers(moved):
     return {(int(ly), int(h)) for ly, h in np.argwhere(share >= coreference.SHARE)}, share
 
 
-at = {"the word": lambda run: run.word, "the probe's last token": lambda run: -1}
+at = {"the word": lambda run: run.word, "the last token": lambda run: -1}
 found = {}
 for name, query in at.items():
     moved = np.array([coreference.weight_moved(run.weights[:, :, :, query(run)], run.nouns)
@@ -69,10 +69,10 @@ for name, query in at.items():
     chance = [len(followers(moved * rng.choice([-1, 1], size=(n, 1, 1)))[0])
               for _ in range(1000)]
     print(f"at {name}: {len(found[name])} heads move weight to the meant noun in at least "
-          f"{coreference.SHARE:.0%} of pairs: " + ", ".join(
-              f"layer {ly + 1} head {h + 1} ({share[ly, h]:.0%})" for ly, h in sorted(found[name])))
-    print(f"  with the pairs' texts swapped at random (1000 times): {np.mean(chance):.2f} heads "
-          f"on average, at most {max(chance)}")
+          f"{coreference.SHARE:.0%} of pairs" + "".join(
+              f"\n  layer {ly + 1} head {h + 1} ({share[ly, h]:.0%})" for ly, h in sorted(found[name])))
+    print(f"  texts swapped at random, 1000 times: {np.mean(chance):.2f} heads on average, "
+          f"at most {max(chance)}")
 # --8<-- [end:heads]
 
 # --8<-- [start:ablation]

@@ -104,8 +104,8 @@ found = {}
 for kind, s in scores.items():  # (L, H) each
     found[kind] = {(int(ly), int(h)) for ly, h in np.argwhere(s > head_scores.THRESHOLD)}
     best = np.argsort(-s, axis=None, kind="stable")[:3]
-    print(f"{kind:<9} (even spread {even[kind]:.2f}): {len(found[kind]):>3} heads above "
-          f"{head_scores.THRESHOLD}; highest: " + ", ".join(
+    print(f"{kind} (even spread {even[kind]:.2f}): {len(found[kind])} heads above "
+          f"{head_scores.THRESHOLD}\n  highest: " + ", ".join(
               f"layer {i // H + 1} head {i % H + 1} {s.flat[i]:.2f}" for i in best))
 # --8<-- [end:head_types]
 
@@ -168,7 +168,7 @@ for t in texts:
         w = qkv.attention(t.q.astype(np.float64), k, v, mask=mask, scale=scaled).weights
         stats[scaled].append(w[:, :, 1:].max(axis=-1).ravel())  # largest weight, queries 2..T
 print(f"spread (std) of raw scores q·k within a query's row: {np.mean(within):.1f} "
-      f"(after 1/√64: {np.mean(within) / 8:.1f}); pooled over all rows and heads: "
+      f"(after 1/√64: {np.mean(within) / 8:.1f})\npooled over all rows and heads: "
       f"{np.concatenate(pooled, axis=-1).std():.1f}")
 for scaled, name in ((True, "with 1/√64"), (False, "raw q·k   ")):
     top = np.concatenate(stats[scaled])
@@ -176,34 +176,3 @@ for scaled, name in ((True, "with 1/√64"), (False, "raw q·k   ")):
           f"{(top > 0.99).mean():.0%}")
 # --8<-- [end:scale]
 
-# --8<-- [start:shared_kv]
-print(f"{config.n_heads} query heads share {config.n_kv_heads} key/value heads: "
-      f"query head h reads K/V head h // {config.group} (from 0)")
-mask = qkv.causal_mask(len(trace.ids))
-layer = 0
-for h in range(config.n_heads):
-    g = config.kv_head(h)
-    own = qkv.attention(trace.q[layer, h], trace.k[layer, g], trace.v[layer, g],
-                        mask=mask).weights  # this head's query, its group's K and V
-    wrong = (g + 1) % config.n_kv_heads  # another group's keys, for contrast
-    other = qkv.attention(trace.q[layer, h], trace.k[layer, wrong],
-                          trace.v[layer, wrong], mask=mask).weights
-    print(f"  layer 1, query head {h + 1} -> K/V head {g + 1}: differs from the "
-          f"model's weights by {np.abs(own - trace.weights[layer, h]).max():.0e}; "
-          f"K/V head {wrong + 1} would give {np.abs(other - trace.weights[layer, h]).max():.2f}")
-# --8<-- [end:shared_kv]
-
-# --8<-- [start:kv_memory]
-T = len(trace.ids)
-decoded = smollm2.decode_cached(model, trace.ids)
-real = sum(c.keys.nbytes + c.values.nbytes for c in decoded.caches)
-predicted = qkv.kv_cache_bytes(config.n_layers, config.n_kv_heads, config.d_head,
-                               n_tokens=T, bytes_per_value=4)  # float32
-print(f"cache after {T} tokens: {real:,} bytes in the arrays, {predicted:,} predicted")
-per_token = qkv.kv_cache_bytes(config.n_layers, config.n_kv_heads, config.d_head, 1)
-all_heads = qkv.kv_cache_bytes(config.n_layers, config.n_heads, config.d_head, 1)
-print(f"per token in float16: {per_token:,} bytes; with a K/V head per query head "
-      f"it would be {all_heads:,} ({all_heads // per_token}x)")
-print(f"same logits as the full pass: "
-      f"{np.abs(decoded.logits - trace.logits).max():.0e} largest difference")
-# --8<-- [end:kv_memory]

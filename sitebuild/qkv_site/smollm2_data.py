@@ -36,9 +36,10 @@ SENTENCES = (
     "The cat sat on the mat because it was soft",
     "The cat sat on the mat because it was hungry",
 )
-"""The sentences the trained mode offers, in the page's order (sentence 1 first). Each shows
-a kind of head that docs/trained-model.md finds over many texts, with a control, or the
-minimal pair of docs/coreference.md; docs/explorer.md links to the states.
+"""The sentences the trained mode offers, in the page's order (sentence 1 first). Sentences 1,
+4 and 5 show the kinds of head that docs/trained-model.md finds over many texts, with a
+control; 6 and 7 are a minimal pair of docs/coreference.md; docs/explorer.md links to the
+states.
 
 1. The source's sentence; its first token, *The*, is where the sink heads put their weight.
 2. A pronoun with two animal candidates (*dog*, *cat*).

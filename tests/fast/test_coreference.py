@@ -234,3 +234,19 @@ def test_the_thresholds_are_the_ones_the_page_names():
     alpha = inspect.signature(coreference.chance_threshold).parameters["alpha"].default
     check_prose("coref-thresholds", 100 * alpha, coreference.MARGIN, 100 * coreference.SHARE)
     check_prose("coref-follow-rule", coreference.MARGIN, 100 * coreference.SHARE)
+
+
+def test_the_page_prints_what_the_tests_compute(page_output, preference, moved):
+    from support import numbers
+
+    shown = page_output("coreference.md")
+    rows = shown["coreference.py:behaviour"].splitlines()[1:17]
+    printed = np.array([numbers(row)[-2:] for row in rows])
+    np.testing.assert_allclose(printed, preference, atol=0.006)
+    assert shown.line("coreference.py:it_row", "query ' it'").endswith(": 0.0")
+    heads = shown["coreference.py:heads"]
+    found = sorted(followers(moved["word"]))
+    for ly, h in found:
+        share = (moved["word"][:, ly, h] > MARGIN).mean()
+        assert f"layer {ly + 1} head {h + 1} ({share:.0%})" in heads
+    assert "at the last token: 0 heads" in heads

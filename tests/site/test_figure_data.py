@@ -68,7 +68,8 @@ def expected_tables(name: str) -> list[list[list]]:
     if name == "trained-first-token":
         return [[[layer + 1, share] for layer, share in enumerate(d.share)]]
     if name == "trained-head-types":
-        return [[[layer + 1, *row] for layer, row in enumerate(scores)] for scores in d.scores]
+        return [[[layer + 1, *(round(x, 3) for x in row)] for layer, row in enumerate(scores)]
+                for scores in d.scores.tolist()]  # shown to 3 decimals
     if name == "trained-coreference":
         return [[[label, f"{w1} / {w2}", a, b] for label, (w1, w2), (a, b)
                  in zip(d.labels, d.words, d.preference, strict=True)]]

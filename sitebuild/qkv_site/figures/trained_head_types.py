@@ -64,8 +64,9 @@ def tables() -> list[Table]:
     d = data()
     layers = range(1, d.scores.shape[1] + 1)
     heads = [f"head {h}" for h in range(1, d.scores.shape[2] + 1)]
+    # three decimals: 1,080 numbers, and the page must stay under 200 KB
     return [matrix(f"Mean weight on the {TITLES[kind]} (even spread: {base:.2f})", "layer",
-                   layers, heads, scores)
+                   layers, heads, scores.round(3))
             for kind, scores, base in zip(d.kinds, d.scores, d.baselines, strict=True)]
 
 
