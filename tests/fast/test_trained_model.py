@@ -286,6 +286,11 @@ def test_switching_off_induction_or_previous_token_heads_breaks_copying(
     # heads are no substitute for the comparison
     assert as_run < first_time_loss / 3
     assert induction > 2 * random.max() and previous > 2 * random.max()
+    # the lead: either group off loses much of the skill (the drop from the first time to
+    # the repeat), random heads barely any
+    skill = first_time_loss - as_run
+    assert (induction - as_run) / skill > 0.4 and (previous - as_run) / skill > 0.4
+    assert (random.max() - as_run) / skill < 0.1
     check_prose("trained-induction-ablation", as_run, first_time_loss,
                 len(above(kinds["induction"][0])), induction, len(above(kinds["previous"][0])),
                 previous, len(controls[0]), random.max(), len(controls))
@@ -514,3 +519,11 @@ def test_the_page_prints_what_the_tests_compute(shown, kinds, kl_edits, inductio
     within, _, _ = saturation
     line = shown.line("trained_model.py:scale", "spread (std)")
     assert numbers(line)[0] == pytest.approx(within, abs=0.05)
+    # the RoPE table: as run, RoPE off in the head's layer, off everywhere, per head
+    rows = shown["trained_model.py:rope"].splitlines()[2:]
+    as_run = [kinds["previous"][0][ly, h] for ly, h in sorted(above(kinds["previous"][0]))]
+    assert len(rows) == len(as_run)
+    for row, value in zip(rows, as_run, strict=True):
+        *_, run, own, everywhere = numbers(row)
+        assert run == pytest.approx(value, abs=0.005)
+        assert own < 1.1 * kinds["previous"][1] and everywhere < 1.1 * kinds["previous"][1]
