@@ -21,18 +21,14 @@ for name, query in ((" it", run.it), (f" {pair.words[0]} / {pair.words[1]}", run
           f"'small'; the same to the last bit: {big == small}")
 # --8<-- [end:trophy]
 
-# --8<-- [start:probe]
-from qkv.smollm2 import output_logits, run_layers
-
-other = "{sentence} The {phrase} one was the"
-right, follows = 0, 0
-for pair in coreference.PAIRS:
-    ids = np.stack([model.encode(pair.probe(k, other)) for k in (0, 1)])  # (2, T): a batch
-    x, _ = run_layers(model, model.embedding[ids], np.arange(ids.shape[1]))
-    meant_1, meant_2 = coreference.preference(model, output_logits(model, x[:, -1]), pair)
-    right += int(meant_1 > 0) + int(meant_2 < 0)
-    follows += int(meant_1 > meant_2)
-print(f"'{other.format(sentence='...', phrase='soft')}': the meant noun is the likelier in "
-      f"{right} of {2 * len(coreference.PAIRS)} texts; the preference follows the word in "
-      f"{follows} of {len(coreference.PAIRS)} pairs")
-# --8<-- [end:probe]
+# --8<-- [start:explorer]
+soft, hungry = (smollm2.run(f"The cat sat on the mat because it was {word}", model)
+                for word in ("soft", "hungry"))
+word, it = len(soft.ids) - 1, soft.pieces.index(" it")  # the last word; the query of it
+for trace in (soft, hungry):
+    row = trace.weights[13, 8, word]  # layer 14, head 9, query at the last word
+    best = int(np.argmax(row))
+    print(f"at {trace.pieces[word]!r}: most weight on {trace.pieces[best]!r}, {row[best]:.2f}")
+print("the row of ' it' the same in both, in every head:",
+      bool(np.array_equal(soft.weights[:, :, it], hungry.weights[:, :, it])))
+# --8<-- [end:explorer]

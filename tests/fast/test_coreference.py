@@ -195,24 +195,7 @@ def test_exercise_trophy(runs):
     check_prose("coref-ex-trophy", 14, 9, at_it[0], at_word[0], at_word[1])
 
 
-@pytest.mark.claim("coref-ex-probe")
-def test_exercise_another_question(model):
-    right = follows = 0
-    for pair in coreference.PAIRS:
-        a, b = (first_token(model, noun) for noun in pair.nouns)
-        pref = []
-        for k in (0, 1):
-            text = f"{pair.text(k)} The {pair.phrase(k)} one was the"
-            logits = smollm2.run(text, model).logits[-1].astype(float)
-            pref.append(logits[a] - logits[b])
-        right += int(pref[0] > 0) + int(pref[1] < 0)
-        follows += int(pref[0] > pref[1])
-    n = len(coreference.PAIRS)
-    assert follows < coin_threshold(n)  # "No": not better than chance either
-    check_prose("coref-ex-probe", follows, n, right, 2 * n)
-
-
-@pytest.mark.claim("explorer-trained-word")
+@pytest.mark.claim("explorer-trained-word", "coref-ex-explorer")
 def test_explorer_word_states(model):
     from qkv_site.smollm2_data import SENTENCES
 
@@ -223,6 +206,7 @@ def test_explorer_word_states(model):
     assert np.argmax(soft.weights[13, 8, 9]) == mat and np.argmax(hungry.weights[13, 8, 9]) == cat
     assert np.array_equal(soft.weights[:, :, 7], hungry.weights[:, :, 7])  # the row of it
     check_prose("explorer-trained-word", 14, 9, on_mat, 7, on_cat)
+    check_prose("coref-ex-explorer", on_mat, on_cat)
 
 
 @pytest.mark.claim("coref-thresholds", "coref-follow-rule")

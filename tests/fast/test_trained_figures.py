@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from qkv_site.figures import trained_coreference, trained_first_token, trained_head_types
+from qkv_site.figures import trained_head_types
 from qkv_site.figures.render import render_svg
 from support import model_trace
 
-from qkv import coreference, head_scores
+from qkv import head_scores
 
 HALF = 12
 
@@ -70,40 +70,10 @@ def test_head_types_alt_text(texts):
     assert ind_top == (18, 6) and f"layer 19 head 7, {d.scores[3][ind_top]:.2f}" in alt
 
 
-def test_first_token_share_by_layer(texts):
-    d = trained_first_token.data()
-    share = np.mean([w[:, :, 1:, 0].mean(axis=(1, 2)) for w in texts], axis=0)
-    np.testing.assert_allclose(d.share, share, atol=1e-9)
-    assert np.isclose(d.even, np.mean([even(range(1, w.shape[-1])) for w in texts]))
-    assert f"{d.even:.2f}" in trained_first_token.ALT
-    assert [ly + 1 for ly in range(30) if share[ly] < d.even] == [1, 2, 12]
-    assert all(share[ly] > 0.3 for ly in range(2, 30) if ly + 1 not in (11, 12))
-    assert np.all(share[12:] > 0.45)
-    assert np.argmax(share) == 24 and round(share.max(), 2) == 0.89
-    assert "up to 0.89 in layer 25" in trained_first_token.ALT
-
-
-def test_coreference_figure_shows_each_pairs_preference(model):
-    d = trained_coreference.data()
-    assert d.labels[0] == "cat / mat" and len(d.labels) == len(coreference.PAIRS)
-    for pair, pref in zip(coreference.PAIRS[:2], d.preference, strict=False):
-        a, b = (int(model.encode(" " + n)[0]) for n in pair.nouns)
-        for k in (0, 1):
-            logits = model_trace(pair.probe(k)).logits[-1].astype(float)
-            assert pref[k] == pytest.approx(logits[a] - logits[b], abs=2e-3)
-    follows = int((d.preference[:, 0] > d.preference[:, 1]).sum())
-    right = int((d.preference[:, 0] > 0).sum() + (d.preference[:, 1] < 0).sum())
-    alt = trained_coreference.ALT
-    assert f"in {follows} of the 16 pairs" in alt and f"in {right} of the 32 sentences" in alt
-    assert f"by {d.preference[0, 1]:.2f} nats even when the mat is meant" in alt
-
-
-@pytest.mark.parametrize("name", ["trained-head-types", "trained-first-token",
-                                  "trained-coreference"])
-def test_svgs_stay_small_and_deterministic(name):
-    first = render_svg(name, "light")
-    assert len(first) < 200_000, f"{name}: {len(first):,} bytes"
-    assert render_svg(name, "light") == first
+def test_the_svg_stays_small_and_deterministic():
+    first = render_svg("trained-head-types", "light")
+    assert len(first) < 200_000, f"{len(first):,} bytes"
+    assert render_svg("trained-head-types", "light") == first
 
 
 def test_the_head_types_have_a_phone_layout():
@@ -120,7 +90,7 @@ def test_figure_cache_entry_names_the_model_package(tmp_path, monkeypatch):
     from qkv_site.artifacts.runner import Runner
     from support import ROOT
 
-    job = figure_job("trained-first-token", ROOT)
+    job = figure_job("trained-head-types", ROOT)
     runner = Runner(ROOT, tmp_path / "cache", concurrency=1)
     try:
         runner.run(job)

@@ -65,14 +65,9 @@ def expected_tables(name: str) -> list[list[list]]:
         return [[[array, *shape] for array, shape in d.items()]]
     if name == "multi-head-flow":
         return [[[w, *row] for w, row in zip(d.words, head, strict=True)] for head in d.weights]
-    if name == "trained-first-token":
-        return [[[layer + 1, share] for layer, share in enumerate(d.share)]]
     if name == "trained-head-types":
         return [[[layer + 1, *(round(x, 3) for x in row)] for layer, row in enumerate(scores)]
                 for scores in d.scores.tolist()]  # shown to 3 decimals
-    if name == "trained-coreference":
-        return [[[label, f"{w1} / {w2}", a, b] for label, (w1, w2), (a, b)
-                 in zip(d.labels, d.words, d.preference, strict=True)]]
     raise AssertionError(f"no expected table for figure {name!r}: add one here")
 
 
