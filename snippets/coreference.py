@@ -79,7 +79,7 @@ for name, query in at.items():
 chosen = sorted(found["the word"])
 rng = np.random.default_rng(0)
 controls = [{(ly, int(rng.choice([g for g in range(9) if g != h]))) for ly, h in chosen}
-            for _ in range(5)]  # as many heads, from the same layers
+            for _ in range(3)]  # as many heads, from the same layers
 variants = [set(chosen), *controls]
 edits = interventions.heads_off(model.config, variants)
 moved = []

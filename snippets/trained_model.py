@@ -114,7 +114,7 @@ rng = np.random.default_rng(0)
 others = [(ly, h) for ly in range(L) for h in range(H)
           if (ly, h) not in found["induction"] | found["previous"]]
 n = len(found["induction"])
-controls = [{others[i] for i in rng.choice(len(others), n, replace=False)} for _ in range(6)]
+controls = [{others[i] for i in rng.choice(len(others), n, replace=False)} for _ in range(4)]
 variants = [set(), found["induction"], found["previous"], *controls]
 edits = interventions.heads_off(config, variants)  # one variant per set of heads
 half = repeats.shape[1] // 2

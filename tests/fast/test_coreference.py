@@ -165,7 +165,7 @@ def test_switching_the_following_heads_off_leaves_the_preference(model, runs, mo
     chosen = sorted(followers(moved["word"]))
     rng = np.random.default_rng(0)
     controls = [{(ly, int(rng.choice([g for g in range(9) if g != h]))) for ly, h in chosen}
-                for _ in range(5)]
+                for _ in range(3)]
     edits = interventions.heads_off(model.config, [set(chosen), *controls])
     shift, changed = [], []
     for pair, traces, unedited in zip(coreference.PAIRS, runs, preference, strict=True):

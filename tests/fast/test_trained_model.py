@@ -92,13 +92,13 @@ def above(scores) -> set[tuple[int, int]]:
 @pytest.fixture(scope="module")
 def induction_losses(model, kinds, repeats):
     """Loss on the repeated half as run, with the induction heads off, with the
-    previous-token heads off, and with six draws of as many other heads off (the page's
+    previous-token heads off, and with four draws of as many other heads off (the page's
     draw: NumPy's generator seeded 0 choosing among the other heads in layer order)."""
     induction, previous = above(kinds["induction"][0]), above(kinds["previous"][0])
     rng = np.random.default_rng(0)
     others = [(ly, h) for ly in range(30) for h in range(9) if (ly, h) not in induction | previous]
     controls = [{others[i] for i in rng.choice(len(others), len(induction), replace=False)}
-                for _ in range(6)]
+                for _ in range(4)]
     variants = [set(), induction, previous, *controls]
     rows = np.arange(HALF, 2 * HALF - 1)  # predicting positions HALF + 1 .. 2 HALF - 1
     logits = interventions.run_edited(model, repeats, interventions.heads_off(model.config, variants),
