@@ -5,12 +5,9 @@ installs it, or see qkv.smollm2.INSTALL_COMMAND).
 """
 
 # --8<-- [start:trophy]
-import numpy as np  # first: the limit below applies to the BLAS library NumPy has loaded
-from threadpoolctl import threadpool_limits
-
+import numpy as np
 from qkv import coreference, smollm2
 
-threadpool_limits(1)
 model = smollm2.load()
 pair = coreference.PAIRS[1]  # trophy / suitcase, big / small
 run = coreference.run_pair(model, pair)

@@ -5,12 +5,9 @@ installs it, or see qkv.smollm2.INSTALL_COMMAND).
 """
 
 # --8<-- [start:even]
-import numpy as np  # first: the limit below applies to the BLAS library NumPy has loaded
-from threadpoolctl import threadpool_limits
-
+import numpy as np
 from qkv import head_scores, smollm2
 
-threadpool_limits(1)
 model = smollm2.load()
 guess = np.mean(1 / np.arange(2, 21))  # query i spreads 1/i over its i keys; queries 2..20
 text = next(t for t in head_scores.TEXTS if len(model.encode(t)) == 20)
