@@ -1,4 +1,4 @@
-"""What the trained model (SmolLM2-135M) costs the site build, measured in one run.
+"""What the trained model (SmolLM2-135M-Instruct) costs the site build, measured in one run.
 
 Four strict builds, each into its own folder, after one untimed warm-up build:
 
@@ -11,14 +11,19 @@ Four strict builds, each into its own folder, after one untimed warm-up build:
 3. warm: nothing changed, every artifact from the cache;
 4. off: ``QKV_ARTIFACTS=false``, nothing computed or read.
 
-Goals: cold build under 20 s; warm at most 1.2x off. Also printed: the chapter's snippet
-alone (warm weight cache) and each trained-model figure alone.
+Goals (issue 17): the cold-artifacts build (2.) at most 45 s on the 2-core build machine;
+warm at most 1.2x off. Also printed: the snippets of chapters 13 and 14 alone (warm weight
+cache: their experiments, interventions included) and each trained-model figure alone.
 
-    python benchmarks/trained_model_build.py
+    python benchmarks/trained_model_build.py [--skip-weights]
+
+``--skip-weights`` leaves out build 1 (the one that dequantizes the file again, minutes on a
+busy machine).
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import subprocess
@@ -28,9 +33,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-COLD_GOAL_S = 20.0
+COLD_GOAL_S = 45.0
 WARM_OVER_OFF_GOAL = 1.2
-TRAINED_FIGURES = ("trained-head-grid", "trained-it-row", "trained-first-token")
+TRAINED_FIGURES = ("trained-head-types",)
+TRAINED_SNIPPETS = ("snippets/trained_model.py", "snippets/trained_model_exercises.py",
+                    "snippets/coreference.py", "snippets/coreference_exercises.py")
 
 
 def _build_times():
@@ -50,17 +57,22 @@ def timed_run(args: list[str], **env: str) -> float:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-weights", action="store_true",
+                        help="leave out the build with an empty weight cache")
+    args = parser.parse_args()
     build = _build_times().build
     paths = os.pathsep.join([str(ROOT), str(ROOT / "sitebuild")])
     with tempfile.TemporaryDirectory(prefix="qkv-trained-build-") as tmp:
         tmp = Path(tmp)
         build(tmp / "warm-up", QKV_ARTIFACTS="false")  # OS file cache
-        everything = build(tmp / "cold", QKV_CACHE=str(tmp / "artifacts-a"),
-                           QKV_MODEL_CACHE=str(tmp / "weights-empty"))
+        everything = None if args.skip_weights else build(
+            tmp / "cold", QKV_CACHE=str(tmp / "artifacts-a"),
+            QKV_MODEL_CACHE=str(tmp / "weights-empty"))
         cold = build(tmp / "cold-artifacts", QKV_CACHE=str(tmp / "artifacts-b"))
         warm = build(tmp / "warm", QKV_CACHE=str(tmp / "artifacts-b"))
         off = build(tmp / "off", QKV_ARTIFACTS="false")
-        snippet = timed_run([sys.executable, "snippets/trained_model.py"])
+        snippets = {path: timed_run([sys.executable, path]) for path in TRAINED_SNIPPETS}
         figures = {name: timed_run([sys.executable, "-m", "qkv_site.figures.render", name,
                                     str(tmp / "one" / name)], PYTHONPATH=paths,
                                    MPLBACKEND="svg")
@@ -71,16 +83,19 @@ def main() -> None:
             ("cold artifacts, weight cache filled", cold),
             ("warm (nothing changed)", warm),
             ("QKV_ARTIFACTS=false", off))
-    for label, (wall, cpu) in rows:
-        print(f"  {label:<38} {wall:6.1f} s wall  {cpu:6.1f} s CPU")
-    for label, (wall, _) in rows[:2]:
-        verdict = "ok" if wall < COLD_GOAL_S else "MISSED"
-        print(f"  goal: {label} < {COLD_GOAL_S:.0f} s wall: {verdict}")
+    for label, measured in rows:
+        if measured is not None:
+            wall, cpu = measured
+            print(f"  {label:<38} {wall:6.1f} s wall  {cpu:6.1f} s CPU")
+    wall = cold[0]
+    verdict = "ok" if wall <= COLD_GOAL_S else "MISSED"
+    print(f"  goal: cold artifacts, weight cache filled <= {COLD_GOAL_S:.0f} s wall: {verdict}")
     ratio, cpu_ratio = warm[0] / off[0], warm[1] / off[1]
     verdict = "ok" if ratio <= WARM_OVER_OFF_GOAL else "MISSED"
     print(f"  warm / off: {ratio:.2f} wall, {cpu_ratio:.2f} CPU   goal <= "
           f"{WARM_OVER_OFF_GOAL}: {verdict}")
-    print(f"  the chapter's snippet alone (python snippets/trained_model.py): {snippet:.1f} s")
+    for path, seconds in snippets.items():
+        print(f"  python {path} alone: {seconds:.1f} s")
     for name, seconds in figures.items():
         print(f"  figure {name} alone (fresh process, both themes): {seconds:.1f} s")
 

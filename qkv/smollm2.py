@@ -49,8 +49,8 @@ from qkv.rope import rope
 from qkv.smollm2_file import INSTALL_COMMAND, PACKAGE, cache_root, gguf_path, read_weights
 
 __all__ = [
-    "INSTALL_COMMAND", "MAX_TOKENS", "PACKAGE", "Config", "Decoded", "Layer", "LayerTrace",
-    "Model", "Trace", "cache_root", "check_ids", "decode_cached", "decode_uncached",
+    "INSTALL_COMMAND", "MAX_TOKENS", "NO_EDIT", "PACKAGE", "Config", "Decoded", "Edit", "Layer",
+    "LayerTrace", "Model", "Trace", "cache_root", "check_ids", "decode_cached", "decode_uncached",
     "decoder_layer", "forward", "generate", "gguf_path", "load", "output_logits", "rms_norm",
     "run", "run_layers", "silu", "unload",
 ]
@@ -151,7 +151,7 @@ class Layer:
 
 @dataclass(frozen=True, eq=False)
 class Model:
-    """SmolLM2-135M's weights and tokenizer, as :func:`load` returns them.
+    """SmolLM2-135M-Instruct's weights and tokenizer, as :func:`load` returns them.
 
     ``embedding`` (vocab_size, d_model) turns token ids into vectors and, transposed, the
     last hidden state into logits (the weights are tied). ``sha256`` identifies the file.
@@ -251,22 +251,48 @@ class LayerTrace(NamedTuple):
     weights: np.ndarray  # (n_heads, T, Tk)
 
 
+class Edit:
+    """An experiment's change to one layer; this one changes nothing.
+
+    :func:`decoder_layer` asks its edit two things: at which ``positions`` RoPE turns the
+    queries and keys, and what the heads pass on, given their ``weights``
+    (..., n_heads, T, Tk), the layer's values ``v`` (..., n_kv_heads, Tk, d_head) and the
+    heads' outputs ``heads`` (..., n_heads, T, d_head). :mod:`qkv.interventions` has the
+    edits that change something (heads switched off, the first token's value or weight
+    removed, RoPE off); this one returns what it is given, so a layer run with it computes
+    exactly what it computes without one.
+    """
+
+    def positions(self, positions):
+        return positions
+
+    def attention(self, weights, v, heads):
+        return weights, heads
+
+
+NO_EDIT = Edit()
+
+
 # --8<-- [start:decoder_layer]
-def decoder_layer(x, layer: Layer, config: Config, positions, cache: KVCache | None = None):
+def decoder_layer(x, layer: Layer, config: Config, positions, cache: KVCache | None = None,
+                  edit: Edit = NO_EDIT):
     """One Llama decoder layer: attention, then an MLP, each added back to the stream.
 
     Parameters
     ----------
-    x : ndarray, shape (T, d_model)
-        The residual stream of the new tokens.
+    x : ndarray, shape (..., T, d_model)
+        The residual stream of the new tokens (leading axes: a batch of texts or variants).
     positions : sequence of T ints
         Their positions in the text (RoPE turns queries and keys by them).
     cache : KVCache, optional
         Keys and values of earlier tokens; the new ones are appended to it.
+    edit : Edit, optional
+        An experiment's change to this layer: where RoPE turns, what the heads pass on
+        (:mod:`qkv.interventions`). The default changes nothing.
 
     Returns
     -------
-    (ndarray of shape (T, d_model), LayerTrace)
+    (ndarray of shape (..., T, d_model), LayerTrace)
     """
     w = layer.attention  # 9 query heads, 3 key/value heads, d_head 64
     h = rms_norm(x, layer.attn_norm, config.norm_eps)  # (T, d_model)
@@ -274,6 +300,7 @@ def decoder_layer(x, layer: Layer, config: Config, positions, cache: KVCache | N
     k = split_heads(h @ w.w_k, w.n_kv_heads)  # (3, T, 64)
     v = split_heads(h @ w.w_v, w.n_kv_heads)  # (3, T, 64)
     # position enters by rotating queries and keys; values are never rotated
+    positions = edit.positions(positions)  # the same, unless an experiment turns RoPE off
     q = rope(q, positions, config.rope_base)
     k = rope(k, positions, config.rope_base)
     if cache is not None:  # decoding: attend over every key stored so far
@@ -282,6 +309,7 @@ def decoder_layer(x, layer: Layer, config: Config, positions, cache: KVCache | N
     mask = causal_mask(q.shape[-2], k.shape[-2])  # (T, Tk): no peeking ahead
     # each group of 3 query heads reads one key/value head; scores are scaled by 1/√64
     weights, heads = grouped_attention(q, k, v, mask=mask)  # (9, T, Tk), (9, T, 64)
+    weights, heads = edit.attention(weights, v, heads)  # the same, unless an experiment
     x = x + merge_heads(heads) @ w.w_o  # (T, d_model): back into the residual stream
     h = rms_norm(x, layer.mlp_norm, config.norm_eps)  # (T, d_model)
     gate, up = silu(h @ layer.w_gate), h @ layer.w_up  # (T, d_mlp) each: SwiGLU
@@ -293,8 +321,13 @@ def decoder_layer(x, layer: Layer, config: Config, positions, cache: KVCache | N
 
 
 def output_logits(model: Model, x) -> np.ndarray:
-    """Final RMSNorm, then a dot product with every token's embedding: (T, vocab_size)."""
-    return rms_norm(x, model.final_norm, model.config.norm_eps) @ model.embedding.T
+    """Final RMSNorm, then a dot product with every token's embedding: (..., T, vocab_size).
+
+    Leading axes (a batch) are folded into one matrix product: NumPy would otherwise read
+    the 113 MB embedding matrix once per text."""
+    h = rms_norm(x, model.final_norm, model.config.norm_eps)  # (..., T, d_model)
+    rows = h.reshape(-1, h.shape[-1]) @ model.embedding.T  # (batch * T, vocab_size)
+    return rows.reshape(*h.shape[:-1], rows.shape[-1])
 
 
 # ---- the whole model -------------------------------------------------------------------
@@ -340,15 +373,29 @@ class Trace:
         return [(p, float(probs[i])) for p, i in zip(self.model.pieces(best), best, strict=True)]
 
 
-def run_layers(model: Model, x, positions, caches: list[KVCache] | None = None
+def run_layers(model: Model, x, positions, caches: list[KVCache] | None = None,
+               edits: dict[int, Edit] | None = None, start: int = 0, stop: int | None = None
                ) -> tuple[np.ndarray, list[LayerTrace]]:
-    """Send the residual stream ``x`` (T, d_model) of tokens at ``positions`` through every
-    decoder layer in turn (with one cache per layer when decoding); return the final
-    stream and what each layer computed."""
+    """Send the residual stream ``x`` (..., T, d_model) of tokens at ``positions`` through
+    the decoder layers ``start`` to ``stop - 1`` (all of them by default) in turn, with one
+    cache per layer when decoding; return the stream they leave and what each computed.
+
+    ``edits`` maps a layer's index (from 0) to the :class:`Edit` applied in that layer
+    (:mod:`qkv.interventions`); the other layers run unedited.
+    """
+    stop = len(model.layers) if stop is None else stop
+    if not 0 <= start <= stop <= len(model.layers):
+        raise ValueError(f"layers run from start to stop - 1: need 0 <= start <= stop <= "
+                         f"{len(model.layers)}, got start={start}, stop={stop}")
+    edits = {} if edits is None else edits
+    if any(not start <= i < stop for i in edits):
+        raise ValueError(f"edits name layers {sorted(edits)}, but layers {start}..{stop - 1} "
+                         f"run")
     caches = [None] * len(model.layers) if caches is None else caches
     seen = []
-    for layer, cache in zip(model.layers, caches, strict=True):
-        x, trace = decoder_layer(x, layer, model.config, positions, cache)
+    for i in range(start, stop):
+        x, trace = decoder_layer(x, model.layers[i], model.config, positions, caches[i],
+                                 edits.get(i, NO_EDIT))
         seen.append(trace)
     return x, seen
 

@@ -44,7 +44,7 @@ need."""
 CACHE_ENV = "QKV_MODEL_CACHE"
 """Environment variable naming the folder for dequantized weights (see :func:`cache_root`)."""
 
-CACHE_FORMAT = 1  # bump when what the cache folder holds changes
+CACHE_FORMAT = 2  # bump when what the cache folder holds changes (2: layer matrices by column)
 
 
 class Weights(NamedTuple):
@@ -127,6 +127,13 @@ def build_tokenizer(tokens: list[str], merges: list[str], kinds: list[int]):
     return tokenizer
 
 
+def by_column(name: str, values: np.ndarray) -> bool:
+    """Whether the cache stores a tensor column by column: the layer matrices, which the
+    model multiplies as ``x @ w.T``. Stored so, ``w.T`` is an ordinary row-major array, and
+    BLAS multiplies a few rows of ``x`` by it 1.5-2 times faster than by a transposed view."""
+    return name.startswith("blk.") and values.ndim == 2
+
+
 def write_cache(folder: Path, tensors, meta, tokenizer_json: str) -> None:
     """Write the cache folder atomically: a finished folder or none at all."""
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -134,13 +141,13 @@ def write_cache(folder: Path, tensors, meta, tokenizer_json: str) -> None:
     try:
         index, offset = {}, 0
         for name, values in tensors.items():
-            index[name] = [offset, list(values.shape)]
+            index[name] = [offset, list(values.shape), by_column(name, values)]
             offset += values.size
         flat = np.lib.format.open_memmap(staging / "weights.npy", mode="w+",
                                          dtype=np.float32, shape=(offset,))
         for name, values in tensors.items():
-            start, _ = index[name]
-            flat[start:start + values.size] = values.ravel()
+            start, _, transposed = index[name]
+            flat[start:start + values.size] = (values.T if transposed else values).ravel()
         flat.flush()
         del flat
         (staging / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
@@ -160,8 +167,11 @@ def read_cache(folder: Path):
     index = json.loads((folder / "index.json").read_text())
     # mapped, not read: fast. A plain ndarray view, since np.memmap slows every matmul down
     flat = np.asarray(np.load(folder / "weights.npy", mmap_mode="r"))
-    tensors = {name: flat[start:start + int(np.prod(shape))].reshape(shape)
-               for name, (start, shape) in index["tensors"].items()}
+    tensors = {}
+    for name, (start, shape, transposed) in index["tensors"].items():
+        values = flat[start:start + int(np.prod(shape))]
+        # the same (out, in) array either way; stored by column, it is a transposed view
+        tensors[name] = values.reshape(shape[::-1]).T if transposed else values.reshape(shape)
     tokenizer = Tokenizer.from_str((folder / "tokenizer.json").read_text(encoding="utf-8"))
     return tensors, index["metadata"], tokenizer
 

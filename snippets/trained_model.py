@@ -1,4 +1,4 @@
-"""What a trained model (SmolLM2-135M) does with the source's sentence, measured.
+"""What the heads of a trained model (SmolLM2-135M-Instruct) do, each reading with a control.
 
 Shown on docs/trained-model.md. Run it as `python snippets/trained_model.py`
 (it needs the model: `./dev` installs it, or see qkv.smollm2.INSTALL_COMMAND).
@@ -6,6 +6,7 @@ Layers, heads and positions are printed counting from 1, as on the page.
 """
 
 # --8<-- [start:threads]
+import numpy  # noqa: F401  (first: the limit below applies to the BLAS library NumPy loads)
 from threadpoolctl import threadpool_limits
 
 threadpool_limits(1)  # small matrices: one BLAS thread is faster than several here
@@ -20,160 +21,158 @@ from qkv import smollm2
 model = smollm2.load()  # read once, then cached on disk and in memory
 trace = smollm2.run("The cat sat on the mat because it was warm", model)
 config = trace.config  # 30 layers, 9 query heads, 3 key/value heads, d_head 64
-L, H, T, T = trace.weights.shape  # layers, heads, query position, key position
+L, H = config.n_layers, config.n_heads
 print("tokens:", list(trace.pieces))
 print("q", trace.q.shape, " k", trace.k.shape, " v", trace.v.shape,
       " weights", trace.weights.shape)
 print("likeliest next tokens:", ", ".join(f"{t!r} {p:.2f}" for t, p in trace.next_tokens(3)))
 # --8<-- [end:run]
 
-# --8<-- [start:it_row]
-it = trace.pieces.index(" it")
-row = trace.weights[:, :, it, : it + 1]  # (L, H, it + 1): where " it" looks, every head
-mean = row.mean(axis=(0, 1))  # averaged over all L × H heads
-order = np.argsort(-mean)
-print(f'query " it" (position {it + 1}), weight averaged over {L * H} heads:')
-for rank, j in enumerate(order, 1):
-    print(f"  {rank}. {trace.pieces[j]!r:<11} {mean[j]:.3f}")
-favourite = row.argmax(axis=-1)  # (L, H): each head's largest-weight key
-counts = np.bincount(favourite.ravel(), minlength=it + 1)
-print(f"how many of the {L * H} heads give each key the largest weight:")
-print("  " + ", ".join(f"{trace.pieces[j]!r} {counts[j]}" for j in np.argsort(-counts)
-                       if counts[j]))
-# --8<-- [end:it_row]
+# --8<-- [start:texts]
+from qkv import head_scores, interventions
 
-# --8<-- [start:mat_cat]
-mat, cat = trace.pieces.index(" mat"), trace.pieces.index(" cat")
-on_mat, on_cat = row[..., mat], row[..., cat]  # (L, H) each
-print(f'" mat" gets more weight than " cat" in {(on_mat > on_cat).sum()} of {L * H} heads')
-for name, w in ((" mat", on_mat), (" cat", on_cat)):
-    best = np.argsort(-w, axis=None)[:3]
-    tops = [f"layer {i // H + 1} head {i % H + 1}: {w.flat[i]:.2f}" for i in best]
-    print(f"most weight on {name!r}:", "; ".join(tops))
-by_layer = np.stack([on_mat.mean(axis=1), on_cat.mean(axis=1)])  # (2, L)
-print('layers where " mat" beats " cat" (mean over heads):',
-      [int(layer) + 1 for layer in np.flatnonzero(by_layer[0] > by_layer[1])])
-# --8<-- [end:mat_cat]
-
-# --8<-- [start:beyond_weights]
-# What each key adds to a head's output: weight × value, then the head's slice of W_O
-contribution = np.zeros((L, H, it + 1))
-value_size = np.zeros((L, H, it + 1))
-for layer in range(L):
-    w_o = model.layers[layer].attention.w_o  # (9 * 64, d_model): heads stacked
-    for h in range(H):
-        g, rows = config.kv_head(h), slice(h * 64, (h + 1) * 64)
-        out = trace.v[layer, g, : it + 1] @ w_o[rows]  # (it + 1, d_model)
-        value_size[layer, h] = np.linalg.norm(out, axis=-1)
-        terms = row[layer, h] * value_size[layer, h]  # |weight_j · v_j W_O|
-        contribution[layer, h] = terms / terms.sum()
-share = contribution.mean(axis=(0, 1))
-size = value_size.mean(axis=(0, 1))
-print(f'query " it", averaged over {L * H} heads:')
-print(f"  {'key':<11} {'weight':>7} {'|v W_O|':>8} {'share of output':>16}")
-for j in range(it + 1):
-    print(f"  {trace.pieces[j]!r:<11} {mean[j]:>7.3f} {size[j]:>8.1f} {share[j]:>16.3f}")
-# --8<-- [end:beyond_weights]
+texts = [smollm2.run(text, model) for text in head_scores.TEXTS]
+repeats = head_scores.repeated_random_tokens(4, 12, seed=0)  # 12 random tokens, twice
+repeated = [smollm2.forward(model, ids) for ids in repeats]
+print(f"{len(texts)} texts, {sum(len(t.ids) for t in texts)} tokens:")
+for t in texts:
+    print(f"  {len(t.ids):>2} tokens  {model.decode(t.ids)!r}")
+print(f"{len(repeated)} texts of 12 random tokens written twice, such as "
+      f"{model.decode(repeats[0][:5])!r}...")
+# --8<-- [end:texts]
 
 # --8<-- [start:sinks]
-# the first query can only look at itself, so count queries 2..T
-first = trace.weights[:, :, 1:, 0].mean(axis=(1, 2))  # (L,): share on token 1
-print("share of weight on the first token, by layer:")
+first = [head_scores.targets("first", t.ids) for t in texts]  # key 1, queries 2..T
+on_first = np.mean([head_scores.score(t.weights, f) for t, f in zip(texts, first, strict=True)],
+                   axis=0)
+even = np.mean([head_scores.baseline(f) for f in first])  # a head that spreads evenly
+by_layer = on_first.mean(axis=1)  # (L,): mean over the 9 heads
+print(f"weight on the first token by layer, mean over {len(texts)} texts "
+      f"(an even spread gives {even:.2f}):")
 for start in range(0, L, 10):
-    print("  " + "  ".join(f"{layer + 1:>2}:{first[layer]:.2f}"
+    print("  " + "  ".join(f"{layer + 1:>2}:{by_layer[layer]:.2f}"
                            for layer in range(start, start + 10)))
 # --8<-- [end:sinks]
 
-# --8<-- [start:previous]
-def previous_token_heads(trace, threshold=0.5):
-    """(layer, head) pairs, from 0, whose mean weight on the token just before the
-    query is above ``threshold`` (queries 2..T: the first has no previous token)."""
-    queries = np.arange(1, len(trace.ids))
-    on_previous = trace.weights[:, :, queries, queries - 1]  # (L, H, T - 1)
-    return [(int(layer), int(head)) for layer, head in
-            np.argwhere(on_previous.mean(axis=-1) > threshold)]
+# --8<-- [start:sink_position]
+print("weight on the first token, all heads, by text (even spread in brackets):")
+for t, f in zip(texts, first, strict=True):
+    print(f"  {t.pieces[0]!r:<9} {head_scores.score(t.weights, f).mean():.2f} "
+          f"({head_scores.baseline(f):.2f})")
+words = "The cat sat on the mat because it was warm".split()
+shuffled = smollm2.run(" ".join(np.random.default_rng(0).permutation(words)), model)
+the = shuffled.pieces.index(" The")  # "The", no longer first
+on_the = np.zeros((len(shuffled.ids),) * 2, dtype=bool)
+on_the[the + 1:, the] = True  # the queries after it, on its key
+print(f"shuffled: {model.decode(shuffled.ids)!r}")
+for name, aims in ((f"first token {shuffled.pieces[0]!r}",
+                    head_scores.targets("first", shuffled.ids)),
+                   (f"'The' at position {the + 1}", on_the)):
+    print(f"  {name}: {head_scores.score(shuffled.weights, aims).mean():.2f} "
+          f"({head_scores.baseline(aims):.2f})")
+# --8<-- [end:sink_position]
 
+# --8<-- [start:sink_ablation]
+tried = {  # each in every head of every layer, for the queries after the token
+    "first token's value removed": interventions.KeyOff(key=0),
+    "first token's weight given to the rest": interventions.KeyOff(key=0, renormalise=True),
+    "second token's value removed": interventions.KeyOff(key=1),
+    "second token's weight given to the rest": interventions.KeyOff(key=1, renormalise=True),
+}
+edits = {layer: interventions.PerVariant(list(tried.values())) for layer in range(L)}
+kl = []
+for t in texts:  # the four edits as one batch; predictions 3..T, where all four act
+    edited = interventions.run_edited(model, t.ids, edits, rows=slice(2, None)).logits
+    kl.append(interventions.kl_divergence(t.logits[2:], edited).mean(axis=-1))  # (4,)
+kl = np.array(kl)  # (texts, edits)
+print(f"how far the next-token distribution moves (KL, nats), over {len(texts)} texts:")
+for name, values in zip(tried, kl.T, strict=True):
+    print(f"  {name:<40} mean {values.mean():.2f}, from {values.min():.2f} to "
+          f"{values.max():.2f}")
+# --8<-- [end:sink_ablation]
 
-found = previous_token_heads(trace)
-print(f"previous-token heads (mean weight on token i-1 above 0.5): {len(found)}")
-queries = np.arange(1, T)
-for layer, head in found:
-    w = trace.weights[layer, head, queries, queries - 1]
-    print(f"  layer {layer + 1} head {head + 1}: mean {w.mean():.2f}, "
-          f"from {w.min():.2f} to {w.max():.2f}")
-for other in ("She poured the milk into the cup, and then she drank it slowly.",
-              "The capital of France is Paris, and the capital of Japan is Tokyo."):
-    same = previous_token_heads(smollm2.run(other)) == found
-    print(f"  same heads in {other[:24]!r}...: {same}")
-# --8<-- [end:previous]
+# --8<-- [start:head_types]
+scores, even = {}, {}
+for kind in head_scores.KINDS:
+    # repeats are needed to find copies: random tokens have no other pattern to follow
+    pool = repeated if kind in ("duplicate", "induction") else texts
+    aims = [head_scores.targets(kind, t.ids) for t in pool]
+    scores[kind] = np.mean([head_scores.score(t.weights, a)
+                            for t, a in zip(pool, aims, strict=True)], axis=0)
+    even[kind] = np.mean([head_scores.baseline(a) for a in aims])
+found = {}
+for kind, s in scores.items():  # (L, H) each
+    found[kind] = {(int(ly), int(h)) for ly, h in np.argwhere(s > head_scores.THRESHOLD)}
+    best = np.argsort(-s, axis=None, kind="stable")[:3]
+    print(f"{kind} (even spread {even[kind]:.2f}): {len(found[kind])} heads above "
+          f"{head_scores.THRESHOLD}\n  highest: " + ", ".join(
+              f"layer {i // H + 1} head {i % H + 1} {s.flat[i]:.2f}" for i in best))
+# --8<-- [end:head_types]
 
-# --8<-- [start:no_rope]
-x = model.embedding[trace.ids]  # (T, d_model): no position in here at all
-kept = []
-for layer_weights in model.layers:  # every token at position 0: RoPE turns nothing
-    x, seen = smollm2.decoder_layer(x, layer_weights, model.config, np.zeros(T, int))
-    kept.append(seen.weights)
-no_rope = np.stack(kept)  # (L, H, T, T)
-blind = no_rope[:, :, queries, queries - 1].mean(axis=-1)  # (L, H)
-print(f"without RoPE, heads with mean weight on token i-1 above 0.5: "
-      f"{(blind > 0.5).sum()}")
-print("the four heads now:", ", ".join(
-    f"layer {layer + 1} head {head + 1}: {blind[layer, head]:.2f}" for layer, head in found))
-# --8<-- [end:no_rope]
+# --8<-- [start:induction_ablation]
+rng = np.random.default_rng(0)
+others = [(ly, h) for ly in range(L) for h in range(H)
+          if (ly, h) not in found["induction"] | found["previous"]]
+n = len(found["induction"])
+controls = [{others[i] for i in rng.choice(len(others), n, replace=False)} for _ in range(4)]
+variants = [set(), found["induction"], found["previous"], *controls]
+edits = interventions.heads_off(config, variants)  # one variant per set of heads
+half = repeats.shape[1] // 2
+rows = np.arange(half, 2 * half - 1)  # the positions that predict a repeated token
+logits = interventions.run_edited(model, repeats, edits, rows=rows).logits  # (9, 4, 11, vocab)
+loss = interventions.next_token_loss(logits, repeats[:, rows + 1]).mean(axis=(1, 2))
+first_time = np.mean([interventions.next_token_loss(t.logits[: half - 1], t.ids[1:half])
+                      for t in repeated])
+print(f"loss on the repeated half: {loss[0]:.2f} nats per token "
+      f"(the same tokens the first time: {first_time:.2f})")
+print(f"  the {n} induction heads off:       {loss[1]:.2f}")
+print(f"  the {len(found['previous'])} previous-token heads off:  {loss[2]:.2f}")
+print(f"  {n} other heads off, {len(controls)} random draws: from {loss[3:].min():.2f} to "
+      f"{loss[3:].max():.2f}")
+# --8<-- [end:induction_ablation]
 
-# --8<-- [start:entropy]
-spread = qkv.entropy(trace.weights[:, :, 1:].astype(np.float64))  # (L, H, T - 1) nats
-uniform = np.log(np.arange(2, T + 1))  # the most a query at position i can have: log(i)
-relative = (spread / uniform).mean(axis=(1, 2))  # (L,): 1 = evenly spread, 0 = one key
-print("entropy as a share of its maximum (1 = even, 0 = one key), by layer:")
-for start in range(0, L, 10):
-    print("  " + "  ".join(f"{layer + 1:>2}:{relative[layer]:.2f}"
-                           for layer in range(start, start + 10)))
-# --8<-- [end:entropy]
+# --8<-- [start:rope]
+previous = sorted(found["previous"])  # in layer order
+as_run, own_layer, all_layers = [], [], []
+for t in texts:
+    aims, positions = head_scores.targets("previous", t.ids), np.arange(len(t.ids))
+    as_run.append([head_scores.score(t.weights[ly, h], aims) for ly, h in previous])
+    x, done, row = model.embedding[t.ids], 0, []
+    for ly, h in previous:  # RoPE off in this head's own layer only
+        x, _ = smollm2.run_layers(model, x, positions, start=done, stop=ly)  # layers below
+        done = ly
+        _, (seen,) = smollm2.run_layers(model, x, positions, start=ly, stop=ly + 1,
+                                        edits={ly: interventions.RopeOff()})
+        row.append(head_scores.score(seen.weights[h], aims))
+    own_layer.append(row)
+    # every token at position 0 in all 30 layers: no RoPE anywhere
+    _, seen = smollm2.run_layers(model, model.embedding[t.ids], np.zeros_like(positions))
+    all_layers.append([head_scores.score(seen[ly].weights[h], aims) for ly, h in previous])
+print(f"weight on the previous token (even spread {even['previous']:.2f}):")
+print("  head            as run   RoPE off in its layer   RoPE off in all layers")
+for i, (ly, h) in enumerate(previous):
+    print(f"  layer {ly + 1:>2} head {h + 1}  {np.mean(as_run, 0)[i]:6.2f}   "
+          f"{np.mean(own_layer, 0)[i]:21.2f}   {np.mean(all_layers, 0)[i]:22.2f}")
+# --8<-- [end:rope]
 
 # --8<-- [start:scale]
-mask = qkv.causal_mask(T)
-k_per_head = np.repeat(trace.k, H // trace.k.shape[1], axis=1)  # (L, H, T, 64)
-v_per_head = np.repeat(trace.v, H // trace.v.shape[1], axis=1)
-results = {}
-for scaled in (True, False):
-    w = qkv.attention(trace.q.astype(np.float64), k_per_head, v_per_head,
-                      mask=mask, scale=scaled).weights[:, :, 1:]  # (L, H, T - 1, T)
-    results[scaled] = w
-    print(f"{'with 1/√64' if scaled else 'raw q·k   '}: mean largest weight "
-          f"{w.max(-1).mean():.2f}, mean entropy {qkv.entropy(w).mean():.2f} nats, "
-          f"rows with one weight > 0.99: {(w.max(-1) > 0.99).mean():.0%}")
-spread_raw = trace.scores[:, :, mask].std()
-print(f"spread (std) of the real raw scores q·k: {spread_raw:.1f}; after 1/√64: "
-      f"{spread_raw / 8:.1f}")
+within, pooled, stats = [], [], {True: [], False: []}
+for t in texts:
+    mask = qkv.causal_mask(len(t.ids))
+    for i in range(1, len(t.ids)):  # the spread softmax sees: one query's row of keys
+        within.append(t.scores[:, :, i, : i + 1].std(axis=-1))  # (L, H)
+    pooled.append(t.scores[:, :, mask])  # every visible score of the text, all heads
+    k = np.repeat(t.k, config.group, axis=1)  # (L, H, T, 64): each query head's keys
+    v = np.repeat(t.v, config.group, axis=1)
+    for scaled in (True, False):
+        w = qkv.attention(t.q.astype(np.float64), k, v, mask=mask, scale=scaled).weights
+        stats[scaled].append(w[:, :, 1:].max(axis=-1).ravel())  # largest weight, queries 2..T
+print(f"spread (std) of raw scores q·k within a query's row: {np.mean(within):.1f} "
+      f"(after 1/√64: {np.mean(within) / 8:.1f})\npooled over all rows and heads: "
+      f"{np.concatenate(pooled, axis=-1).std():.1f}")
+for scaled, name in ((True, "with 1/√64"), (False, "raw q·k   ")):
+    top = np.concatenate(stats[scaled])
+    print(f"{name}: mean largest weight {top.mean():.2f}, rows with one weight > 0.99: "
+          f"{(top > 0.99).mean():.0%}")
 # --8<-- [end:scale]
 
-# --8<-- [start:shared_kv]
-print(f"{config.n_heads} query heads share {config.n_kv_heads} key/value heads: "
-      f"query head h reads K/V head h // {config.group} (from 0)")
-layer = 0
-for h in range(config.n_heads):
-    g = config.kv_head(h)
-    own = qkv.attention(trace.q[layer, h], trace.k[layer, g], trace.v[layer, g],
-                        mask=mask).weights  # this head's query, its group's K and V
-    wrong = (g + 1) % config.n_kv_heads  # another group's keys, for contrast
-    other = qkv.attention(trace.q[layer, h], trace.k[layer, wrong],
-                          trace.v[layer, wrong], mask=mask).weights
-    print(f"  layer 1, query head {h + 1} -> K/V head {g + 1}: differs from the "
-          f"model's weights by {np.abs(own - trace.weights[layer, h]).max():.0e}; "
-          f"K/V head {wrong + 1} would give {np.abs(other - trace.weights[layer, h]).max():.2f}")
-# --8<-- [end:shared_kv]
-
-# --8<-- [start:kv_memory]
-decoded = smollm2.decode_cached(model, trace.ids)
-real = sum(c.keys.nbytes + c.values.nbytes for c in decoded.caches)
-predicted = qkv.kv_cache_bytes(config.n_layers, config.n_kv_heads, config.d_head,
-                               n_tokens=T, bytes_per_value=4)  # float32
-print(f"cache after {T} tokens: {real:,} bytes in the arrays, {predicted:,} predicted")
-per_token = qkv.kv_cache_bytes(config.n_layers, config.n_kv_heads, config.d_head, 1)
-all_heads = qkv.kv_cache_bytes(config.n_layers, config.n_heads, config.d_head, 1)
-print(f"per token in float16: {per_token:,} bytes; with a K/V head per query head "
-      f"it would be {all_heads:,} ({all_heads // per_token}x)")
-print(f"same logits as the full pass: "
-      f"{np.abs(decoded.logits - trace.logits).max():.0e} largest difference")
-# --8<-- [end:kv_memory]

@@ -38,15 +38,23 @@ SENTENCES = (
     "The dog chased the cat because it was hungry",
     "Alice met Bob, and later Alice met",
     "Monday, Tuesday, Wednesday, Thursday, Friday",
+    "Apple river candle tiger window. Apple river candle tiger window.",
+    "The cat sat on the mat because it was soft",
+    "The cat sat on the mat because it was hungry",
 )
-"""The sentences the trained mode offers, in the page's order (sentence 1 first).
+"""The sentences the trained mode offers, in the page's order (sentence 1 first). Sentences 1,
+4 and 5 show the kinds of head that docs/trained-model.md finds over many texts, with a
+control; 6 and 7 are a minimal pair of docs/coreference.md; docs/explorer.md links to the
+states.
 
-1. The source's own sentence: does the query of *it* find *mat*?
-2. A pronoun with two animal candidates (*dog*, *cat*): which one does *it* favour?
-3. A repeated name: at the second *met*, a head that copies patterns can look at what
-   followed the first *met* (*Bob*), the next word it would predict.
-4. A sequence with a pattern: heads that look at the previous token, or back at the
-   commas and days that came before.
+1. The source's sentence; its first token, *The*, is where the sink heads put their weight.
+2. A pronoun with two animal candidates (*dog*, *cat*).
+3. A repeated name (*Alice met ... Alice met*).
+4. A list: previous-token heads look one day back.
+5. Five words written twice: at the second *candle*, an induction head looks at *tiger*,
+   the word after the first *candle*; a duplicate-token head looks at the first *candle*.
+6. and 7. A minimal pair: *soft* means the mat, *hungry* the cat. The query of *it* cannot
+   see the word (its rows are the same in both); at the word, one head's weight follows it.
 """
 
 SCORE_DECIMALS = 1

@@ -184,7 +184,7 @@ def test_a_shorter_sentence_clamps_the_query(page, site_url):
 
 @pytest.mark.parametrize("query,state", [
     ("&sentence=99&layer=0&head=10&query=500&stage=4&scale=maybe",
-     (4, 1, 9, "last", 3, DEFAULTS["scale"])),
+     (len(SENTENCES), 1, 9, "last", 3, DEFAULTS["scale"])),
     ("&sentence=-1&layer=31&head=-5&query=0&stage=0&scale=0", (1, 30, 1, 1, 1, 0)),
     ("&sentence=two&layer=x&head=&query=1e3&stage=&scale=",
      tuple(DEFAULTS[k] for k in KEYS)),

@@ -24,7 +24,8 @@ DOCS = ROOT / "docs"
 CHAPTERS = [
     "soft-lookup.md", "where-qkv-come-from.md", "keys-vs-values.md", "position.md",
     "why-three-projections.md", "step-by-step.md", "why-scale.md", "things-to-try.md",
-    "three-kinds.md", "traps.md", "multi-head.md", "kv-cache.md", "faq.md", "recap.md",
+    "three-kinds.md", "traps.md", "multi-head.md", "kv-cache.md", "trained-model.md",
+    "coreference.md", "faq.md", "recap.md",
 ]  # the nav's "The explanation", in order
 MAX_WORDS = 1300
 

@@ -10,19 +10,6 @@ from prose import check_prose, written_numbers
 from qkv_site.claims import find_claims
 from support import ROOT
 
-# Guarded sentences with numbers whose tests do not call check_prose yet. This set only
-# shrinks: an id leaves it when its test calls check_prose; it must be empty.
-PENDING: set[str] = {
-    "explorer-trained-induction", "explorer-trained-it-cat", "explorer-trained-kv-groups",
-    "note-keys-values-trained", "note-kv-cache-trained", "note-multi-head-trained",
-    "note-soft-lookup-trained", "note-why-scale-trained",
-    "trained-agrees-with-transformers", "trained-entropy", "trained-it-ranking",
-    "trained-it-top-key", "trained-kv-bytes", "trained-mat-at-most", "trained-mat-vs-cat",
-    "trained-no-rope", "trained-previous-token", "trained-quantized", "trained-scale",
-    "trained-shared-kv", "trained-sink-values", "trained-sinks", "trained-tokens",
-}
-
-
 def checked_ids() -> set[str]:
     """The claim ids that a test guarding that claim (``@pytest.mark.claim(id)``) passes, as a
     literal, to ``check_prose``."""
@@ -46,12 +33,10 @@ def test_every_number_in_a_guarded_sentence_is_checked_by_its_test():
     claims = find_claims(ROOT / "docs")
     with_numbers = {c.id for c in claims if written_numbers(c.sentence)}
     checked = checked_ids()
-    unchecked = sorted(with_numbers - checked - PENDING)
+    unchecked = sorted(with_numbers - checked)
     assert not unchecked, ("these guarded sentences write numbers that no test compares with "
                            "check_prose: " + ", ".join(unchecked))
     assert not checked - {c.id for c in claims}, "check_prose names claims no page makes"
-    stale = sorted(PENDING & checked) + sorted(PENDING - with_numbers)
-    assert not stale, f"remove from PENDING (checked now, or without numbers): {stale}"
 
 
 @pytest.mark.parametrize(("sentence", "texts"), [

@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 import pytest
+from prose import check_prose
 from transformers_reference import Inputs
 from transformers_reference import reference as ask_transformers
 
@@ -50,6 +51,8 @@ FACTS = {
 
 CONTINUE = ("The capital of France is", 6)  # greedy, 6 new tokens
 
+WEIGHT_BOUND, LOGIT_BOUND = 1e-4, 1e-3  # largest differences allowed from transformers
+
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -82,9 +85,12 @@ def test_every_attention_weight_and_logit_matches_transformers(model, reference,
     weights, logits = reference.weights[text], reference.logits[text]
     t = len(trace.ids)
     assert trace.weights.shape == weights.shape == (30, 9, t, t)  # all 270 maps
-    assert np.abs(trace.weights - weights).max() < 1e-4
+    assert np.abs(trace.weights - weights).max() < WEIGHT_BOUND
     assert trace.logits.shape == logits.shape == (t, 49152)
-    assert np.abs(trace.logits - logits).max() < 1e-3
+    assert np.abs(trace.logits - logits).max() < LOGIT_BOUND
+    assert len(SENTENCES) == 4  # "on four texts"
+    check_prose("trained-agrees-with-transformers", WEIGHT_BOUND,
+                trace.weights.shape[0] * trace.weights.shape[1], LOGIT_BOUND)
 
 
 @pytest.mark.parametrize(("prompt", "answer"), FACTS.items())

@@ -65,18 +65,9 @@ def expected_tables(name: str) -> list[list[list]]:
         return [[[array, *shape] for array, shape in d.items()]]
     if name == "multi-head-flow":
         return [[[w, *row] for w, row in zip(d.words, head, strict=True)] for head in d.weights]
-    if name == "trained-first-token":
-        return [[[layer + 1, share] for layer, share in enumerate(d.share)]]
-    if name == "trained-it-row":
-        return [[[layer + 1, *w[layer]] for layer in range(w.shape[0])] for w in d.weights]
-    if name == "trained-head-grid":
-        rows = []
-        for la in range(d.weights.shape[0]):
-            for h in range(d.weights.shape[1]):
-                mean = [sum(col) / len(col) for col in zip(*d.weights[la, h].tolist(), strict=True)]
-                best = max(range(len(mean)), key=mean.__getitem__)
-                rows.append([f"{la + 1}.{h + 1}", d.pieces[best], mean[best]])
-        return [rows]
+    if name == "trained-head-types":
+        return [[[layer + 1, *(round(x, 3) for x in row)] for layer, row in enumerate(scores)]
+                for scores in d.scores.tolist()]  # shown to 3 decimals
     raise AssertionError(f"no expected table for figure {name!r}: add one here")
 
 

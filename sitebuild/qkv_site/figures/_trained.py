@@ -1,25 +1,40 @@
-"""The trained model's trace of the source's sentence, shared by the trained-model figures.
+"""The trained model's runs shared by the trained-model figures: the texts of
+:mod:`qkv.head_scores` and its repeated random tokens, run by :mod:`qkv.smollm2`.
 
-The model (``qkv.smollm2``) is loaded from its weight cache; the matrices are small, so one
-BLAS thread is faster than several on a busy machine.
+The model is loaded from its weight cache; the matrices are small, so one BLAS thread is
+faster than several on a busy machine.
 """
 
 from __future__ import annotations
 
 from functools import cache
 
-SENTENCE = "The cat sat on the mat because it was warm"
+REPEATS = (4, 12, 0)  # texts, random tokens in each half, seed: as docs/trained-model.md
 
 
 @cache
-def trace():
-    """``qkv.smollm2.run(SENTENCE)``: every weight of all 30 layers x 9 heads."""
+def texts():
+    """``qkv.smollm2.run`` of every text of ``qkv.head_scores.TEXTS``."""
     from threadpoolctl import threadpool_limits
 
-    from qkv import smollm2
+    from qkv import head_scores, smollm2
 
     with threadpool_limits(limits=1, user_api="blas"):
-        return smollm2.run(SENTENCE)
+        model = smollm2.load()
+        return tuple(smollm2.run(text, model) for text in head_scores.TEXTS)
+
+
+@cache
+def repeated():
+    """``qkv.smollm2.forward`` of each text of random tokens written twice."""
+    from threadpoolctl import threadpool_limits
+
+    from qkv import head_scores, smollm2
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        model = smollm2.load()
+        ids = head_scores.repeated_random_tokens(*REPEATS[:2], seed=REPEATS[2])
+        return tuple(smollm2.forward(model, row) for row in ids)
 
 
 def label(piece: str) -> str:
