@@ -10,6 +10,7 @@ from prose import check_prose, written_numbers
 from qkv_site.claims import find_claims
 from support import ROOT
 
+
 def checked_ids() -> set[str]:
     """The claim ids that a test guarding that claim (``@pytest.mark.claim(id)``) passes, as a
     literal, to ``check_prose``."""
