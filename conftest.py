@@ -58,7 +58,8 @@ class BuildBlockParser:
     ``>>>`` blocks; only on pages that have one, since elsewhere the build already ran them."""
 
     lexer = RawFencedCodeBlockLexer(
-        info_pattern=re.compile(r'python\b[^\n]*\bexec="(?:on|1|true)"[^\n]*$\n', re.MULTILINE))
+        info_pattern=re.compile(r'python\b[^\n]*\bexec="(?:on|1|true)"[^\n]*$\n', re.MULTILINE)
+    )
 
     def __init__(self):
         self.evaluator = PythonEvaluator()
@@ -66,9 +67,16 @@ class BuildBlockParser:
     @functools.cached_property
     def snippets(self):
         """pymdownx.snippets as mkdocs.yml configures it, to resolve ``--8<--`` lines."""
-        md = markdown.Markdown(extensions=["pymdownx.snippets"], extension_configs={
-            "pymdownx.snippets": {"base_path": [str(ROOT / "snippets"), str(ROOT)],
-                                  "check_paths": True, "dedent_subsections": True}})
+        md = markdown.Markdown(
+            extensions=["pymdownx.snippets"],
+            extension_configs={
+                "pymdownx.snippets": {
+                    "base_path": [str(ROOT / "snippets"), str(ROOT)],
+                    "check_paths": True,
+                    "dedent_subsections": True,
+                }
+            },
+        )
         return md.preprocessors["snippet"]
 
     def regions(self, document: Document):
@@ -85,8 +93,9 @@ class BuildBlockParser:
         for region in self.regions(document):
             source = region.lexemes["source"]
             code = "\n".join(self.snippets.run(source.splitlines())) + "\n"
-            yield Region(region.start, region.end,
-                         Lexeme(code, source.offset, source.line_offset), self.evaluator)
+            yield Region(
+                region.start, region.end, Lexeme(code, source.offset, source.line_offset), self.evaluator
+            )
 
 
 PARSERS = [
@@ -161,16 +170,20 @@ class PageOutput:
         found = [b.text for b in self.blocks if b.section == section]
         if len(found) != 1:
             sections = sorted({b.section for b in self.blocks if b.section})
-            raise KeyError(f"docs/{self.page} runs {len(found)} blocks of {section!r}; it runs "
-                           f"these sections: {', '.join(sections)}")
+            raise KeyError(
+                f"docs/{self.page} runs {len(found)} blocks of {section!r}; it runs "
+                f"these sections: {', '.join(sections)}"
+            )
         return found[0]
 
     def line(self, section: str, start: str) -> str:
         """The one line printed by ``section`` that starts with ``start`` (stripped)."""
         lines = [ln.strip() for ln in self[section].splitlines() if ln.strip().startswith(start)]
         if len(lines) != 1:
-            raise KeyError(f"docs/{self.page}, {section}: {len(lines)} printed lines start with "
-                           f"{start!r}:\n{self[section]}")
+            raise KeyError(
+                f"docs/{self.page}, {section}: {len(lines)} printed lines start with "
+                f"{start!r}:\n{self[section]}"
+            )
         return lines[0]
 
 
@@ -190,7 +203,7 @@ def run_page_blocks(name: str) -> PageOutput:
     namespaces: dict[str, dict] = {}
     blocks = []
     for number, region in enumerate(parser.regions(document), start=1):
-        info = document.text[region.start:document.text.index("\n", region.start)]
+        info = document.text[region.start : document.text.index("\n", region.start)]
         session = (m.group(1) if (m := _SESSION.search(info)) else None) or None
         source = region.lexemes["source"]
         lines = [line for line in source.splitlines() if line.strip()]

@@ -36,8 +36,10 @@ def best_of(fn, repeats: int) -> float:
 def main() -> None:
     blas_threads = max(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas")
     torch.set_num_threads(blas_threads)
-    print(f"threads: numpy BLAS {blas_threads}, torch {torch.get_num_threads()}; "
-          f"cores {os.cpu_count()}; torch {torch.__version__}, numpy {np.__version__}")
+    print(
+        f"threads: numpy BLAS {blas_threads}, torch {torch.get_num_threads()}; "
+        f"cores {os.cpu_count()}; torch {torch.__version__}, numpy {np.__version__}"
+    )
     print(f"{'T':>6} {'qkv ms':>9} {'torch ms':>9} {'qkv/torch':>10}")
     worst = 0.0
     for t, repeats in REPEATS.items():

@@ -42,7 +42,9 @@ def build(out: Path, **env: str) -> tuple[float, float]:
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(out)],
-        cwd=ROOT, capture_output=True, text=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1", **env},
     )
     seconds = time.perf_counter() - start
@@ -71,16 +73,22 @@ def main() -> None:
         (cold_s, cold_cpu), (warm_s, warm_cpu), (off_s, off_cpu) = min(cold), min(warm), min(off)
 
     load = os.getloadavg()[0]
-    print(f"site build, best of {args.repeat}; cores {os.cpu_count()}, "
-          f"load average {load:.1f} at the end (wall times grow with other load; CPU does not)")
+    print(
+        f"site build, best of {args.repeat}; cores {os.cpu_count()}, "
+        f"load average {load:.1f} at the end (wall times grow with other load; CPU does not)"
+    )
     print(f"  cold build (empty cache):       {cold_s:5.1f} s wall, {cold_cpu:5.1f} s CPU")
     print(f"  warm rebuild (nothing changed): {warm_s:3.1f} s wall, {warm_cpu:5.1f} s CPU")
     print(f"  build with QKV_ARTIFACTS=false: {off_s:5.1f} s wall, {off_cpu:5.1f} s CPU")
     ratio = warm_s / off_s
-    print(f"  ratio warm / off: {ratio:.2f} wall, {warm_cpu / off_cpu:.2f} CPU   goal <= "
-          f"{WARM_OVER_OFF_GOAL}   {'ok' if ratio <= WARM_OVER_OFF_GOAL else 'MISSED'}")
-    print(f"  ratio cold / off: {cold_s / off_s:.2f} wall, {cold_cpu / off_cpu:.2f} CPU"
-          "   (what computing every artifact adds)")
+    print(
+        f"  ratio warm / off: {ratio:.2f} wall, {warm_cpu / off_cpu:.2f} CPU   goal <= "
+        f"{WARM_OVER_OFF_GOAL}   {'ok' if ratio <= WARM_OVER_OFF_GOAL else 'MISSED'}"
+    )
+    print(
+        f"  ratio cold / off: {cold_s / off_s:.2f} wall, {cold_cpu / off_cpu:.2f} CPU"
+        "   (what computing every artifact adds)"
+    )
 
 
 if __name__ == "__main__":

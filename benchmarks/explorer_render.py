@@ -33,16 +33,26 @@ from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("QKV_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 BUDGET_BYTES = 150_000
 FRAME_MS = 1000 / 60
 CHANGES = 400
 
 FIRST_LOADS = {  # the URL of a first visit, and the data it must fetch (and no other)
     "toy mode": ("explorer/", {"explorer/data.json.gz"}),
-    "trained mode": ("explorer/?model=smollm2", {"explorer/smollm2/index.json",
-                                                  "explorer/smollm2/1-3.json.gz"}),  # layers 13-18
+    "trained mode": (
+        "explorer/?model=smollm2",
+        {"explorer/smollm2/index.json", "explorer/smollm2/1-3.json.gz"},
+    ),  # layers 13-18
 }
 
 MEASURE = """async (n) => {
@@ -96,8 +106,12 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 def build(out: Path) -> Path:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(out)],
-                   cwd=ROOT, env=env, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(out)],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
     return out
 
 
@@ -110,8 +124,7 @@ def serve(site: Path):
 
 def is_explorers_own(path: str) -> bool:
     """The page itself, the explorer's script and style, and its data."""
-    return path in ("explorer/", "explorer/index.html") or path.startswith(
-        ("assets/explorer/", "explorer/"))
+    return path in ("explorer/", "explorer/index.html") or path.startswith(("assets/explorer/", "explorer/"))
 
 
 def report_bytes(site: Path) -> None:
@@ -122,8 +135,12 @@ def report_bytes(site: Path) -> None:
             for mode, (url, data) in FIRST_LOADS.items():
                 page = browser.new_page()  # a fresh page: nothing cached
                 loaded = []
-                page.on("requestfinished", lambda r, loaded=loaded: loaded.append(
-                    (r.url.replace(base, "").split("?")[0], r.sizes()["responseBodySize"])))
+                page.on(
+                    "requestfinished",
+                    lambda r, loaded=loaded: loaded.append(
+                        (r.url.replace(base, "").split("?")[0], r.sizes()["responseBodySize"])
+                    ),
+                )
                 page.goto(base + url)
                 page.wait_for_selector("#qkv-explorer.qx-ready")
                 page.wait_for_selector("#qkv-explorer [data-testid=bar]")
@@ -137,17 +154,23 @@ def report_bytes(site: Path) -> None:
                 print(f"  first load, {mode}:")
                 for path, size in own:
                     print(f"    {path:<34}{size:>9,} bytes")
-                print(f"    {'total':<34}{total:>9,} bytes  = {total / BUDGET_BYTES:.2f} of the "
-                      f"{BUDGET_BYTES:,}-byte budget")
-                print(f"    (the site's shared CSS, JS, maths font and search index add {shared:,} bytes,"
-                      " cached after the first page of the site)")
+                print(
+                    f"    {'total':<34}{total:>9,} bytes  = {total / BUDGET_BYTES:.2f} of the "
+                    f"{BUDGET_BYTES:,}-byte budget"
+                )
+                print(
+                    f"    (the site's shared CSS, JS, maths font and search index add {shared:,} bytes,"
+                    " cached after the first page of the site)"
+                )
             browser.close()
     finally:
         server.shutdown()
     sizes = {p.name: p.stat().st_size for p in sorted((site / "explorer" / "smollm2").iterdir())}
-    print("  trained-mode files, each fetched only when shown (sentence N, layers block B: N-B.json.gz;"
-          " the model file only when a reader loads the model): " +
-          ", ".join(f"{name} {size:,}" for name, size in sizes.items()))
+    print(
+        "  trained-mode files, each fetched only when shown (sentence N, layers block B: N-B.json.gz;"
+        " the model file only when a reader loads the model): "
+        + ", ".join(f"{name} {size:,}" for name, size in sizes.items())
+    )
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -176,15 +199,20 @@ def report_timing(site: Path) -> None:
         cells = []
         for name in ("handler", "layout", "frame"):
             values = timings[name]
-            cells.append(f"{statistics.median(values):6.2f} /{percentile(values, 0.95):6.2f} /"
-                         f"{max(values):6.1f}")
+            cells.append(
+                f"{statistics.median(values):6.2f} /{percentile(values, 0.95):6.2f} /{max(values):6.1f}"
+            )
         print(f"  {kind:<20}" + "".join(f"{c:>24}" for c in cells))
     layout = [x for timings in result.values() for x in timings["layout"]]
     p95 = percentile(layout, 0.95)
-    print(f"  all changes: handlers + style + layout p95 {p95:.2f} ms = {p95 / FRAME_MS:.2f} of a "
-          f"16.7 ms frame (median {statistics.median(layout):.2f} ms)")
-    print(f"  one history.replaceState: median {statistics.median(replace_ms):.2f} ms, "
-          f"p95 {percentile(replace_ms, 0.95):.2f} ms (deferred, not in the numbers above)")
+    print(
+        f"  all changes: handlers + style + layout p95 {p95:.2f} ms = {p95 / FRAME_MS:.2f} of a "
+        f"16.7 ms frame (median {statistics.median(layout):.2f} ms)"
+    )
+    print(
+        f"  one history.replaceState: median {statistics.median(replace_ms):.2f} ms, "
+        f"p95 {percentile(replace_ms, 0.95):.2f} ms (deferred, not in the numbers above)"
+    )
 
 
 def main() -> None:

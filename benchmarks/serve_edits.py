@@ -45,7 +45,7 @@ def add_print(script: Path, section: str, text: str) -> None:
     source = script.read_text(encoding="utf-8")
     end = re.search(rf"^([ \t]*)# --8<-- \[end:{re.escape(section)}\]", source, re.M)
     line = f'{end.group(1)}print("{text}")\n'
-    script.write_text(source[:end.start()] + line + source[end.start():], encoding="utf-8")
+    script.write_text(source[: end.start()] + line + source[end.start() :], encoding="utf-8")
 
 
 def seconds_until_shown(browser_page, text: str, edit) -> float:
@@ -74,21 +74,35 @@ def main() -> None:
             run = uuid.uuid4().hex[:8]  # edits no earlier run made: the cache cannot know them
             for n in range(args.repeat):
                 marker = f"Edit number {n} of the chapter ({run})."
-                chapter_s.append(seconds_until_shown(page, marker, lambda m=marker: chapter.write_text(
-                    chapter.read_text(encoding="utf-8") + f"\n\n{m}\n", encoding="utf-8")))
+                chapter_s.append(
+                    seconds_until_shown(
+                        page,
+                        marker,
+                        lambda m=marker: chapter.write_text(
+                            chapter.read_text(encoding="utf-8") + f"\n\n{m}\n", encoding="utf-8"
+                        ),
+                    )
+                )
                 marker = f"snippet-edit-{n}-{run}"
-                snippet_s.append(seconds_until_shown(
-                    page, marker, lambda m=marker: add_print(script, section, m)))
+                snippet_s.append(
+                    seconds_until_shown(page, marker, lambda m=marker: add_print(script, section, m))
+                )
             builds = re.findall(r"Documentation built in ([\d.]+) seconds", "".join(served.lines))
 
-    print(f"serve: edit saved -> visible in Chromium, best of {args.repeat}; cores "
-          f"{os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
-    print(f"  chapter docs/{args.page}.md: {min(chapter_s):4.2f} s (all: "
-          f"{', '.join(f'{s:.2f}' for s in chapter_s)})   goal <= {CHAPTER_GOAL_S:.0f} s   "
-          f"{'ok' if min(chapter_s) <= CHAPTER_GOAL_S else 'MISSED'}")
-    print(f"  snippet {script.relative_to(root)}:{section}: {min(snippet_s):4.2f} s (all: "
-          f"{', '.join(f'{s:.2f}' for s in snippet_s)})   goal <= {SNIPPET_GOAL_S:.0f} s   "
-          f"{'ok' if min(snippet_s) <= SNIPPET_GOAL_S else 'MISSED'}")
+    print(
+        f"serve: edit saved -> visible in Chromium, best of {args.repeat}; cores "
+        f"{os.cpu_count()}, load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"  chapter docs/{args.page}.md: {min(chapter_s):4.2f} s (all: "
+        f"{', '.join(f'{s:.2f}' for s in chapter_s)})   goal <= {CHAPTER_GOAL_S:.0f} s   "
+        f"{'ok' if min(chapter_s) <= CHAPTER_GOAL_S else 'MISSED'}"
+    )
+    print(
+        f"  snippet {script.relative_to(root)}:{section}: {min(snippet_s):4.2f} s (all: "
+        f"{', '.join(f'{s:.2f}' for s in snippet_s)})   goal <= {SNIPPET_GOAL_S:.0f} s   "
+        f"{'ok' if min(snippet_s) <= SNIPPET_GOAL_S else 'MISSED'}"
+    )
     print(f"  rebuilds logged by mkdocs: {', '.join(builds)} s (the first is the initial build)")
 
 

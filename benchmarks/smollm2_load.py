@@ -42,12 +42,18 @@ def main() -> None:
         uncached, _ = timed(lambda: smollm2.decode_uncached(model, ids), repeat=3)
         longest = np.resize(ids, smollm2.MAX_TOKENS)
         full, _ = timed(lambda: smollm2.forward(model, longest), repeat=3)
-    print(f"load: cold {cold:.2f} s, warm {warm:.2f} s, in memory {in_memory * 1e3:.2f} ms "
-          f"(cold / warm = {cold / warm:.0f}x)")
-    print(f"forward, {len(ids)} tokens: first {first:.2f} s, then {forward * 1e3:.0f} ms; "
-          f"{smollm2.MAX_TOKENS} tokens: {full * 1e3:.0f} ms")
-    print(f"token by token, {len(ids)} tokens: with cache {cached * 1e3:.0f} ms, without "
-          f"{uncached * 1e3:.0f} ms (without / with = {uncached / cached:.1f}x)")
+    print(
+        f"load: cold {cold:.2f} s, warm {warm:.2f} s, in memory {in_memory * 1e3:.2f} ms "
+        f"(cold / warm = {cold / warm:.0f}x)"
+    )
+    print(
+        f"forward, {len(ids)} tokens: first {first:.2f} s, then {forward * 1e3:.0f} ms; "
+        f"{smollm2.MAX_TOKENS} tokens: {full * 1e3:.0f} ms"
+    )
+    print(
+        f"token by token, {len(ids)} tokens: with cache {cached * 1e3:.0f} ms, without "
+        f"{uncached * 1e3:.0f} ms (without / with = {uncached / cached:.1f}x)"
+    )
 
 
 if __name__ == "__main__":

@@ -39,11 +39,22 @@ def busy_core_seconds() -> float:
 def run(tier: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.xml"
-        command = [sys.executable, "-m", "pytest", "-q", "-n", "auto", "--dist", "worksteal",
-                   f"--junitxml={report}", *ARGS[tier]]
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-n",
+            "auto",
+            "--dist",
+            "worksteal",
+            f"--junitxml={report}",
+            *ARGS[tier],
+        ]
         busy, start = busy_core_seconds(), time.perf_counter()
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                              env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+        done = subprocess.run(
+            command, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+        )
         wall, busy = time.perf_counter() - start, busy_core_seconds() - busy
         summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
         by_folder, by_file = collections.Counter(), collections.Counter()
@@ -54,14 +65,21 @@ def run(tier: str) -> None:
             by_file[name] += float(case.get("time", 0))
     cores = os.cpu_count()
     print(f"== {tier}: {summary}")
-    print(f"  wall {wall:6.1f} s   goal <= {GOALS[tier]:.0f} s   "
-          f"{'ok' if wall <= GOALS[tier] else 'MISSED'}")
-    print(f"  cores busy {busy:6.1f} core-s of {wall * cores:.0f} ({busy / (wall * cores):.0%}; "
-          f"{cores} cores): the run is bound by CPU when this is near 100 %")
-    print("  test time by folder (s, summed over workers): " + ", ".join(
-        f"{folder} {seconds:.0f}" for folder, seconds in by_folder.most_common()))
-    print("  slowest files: " + ", ".join(
-        f"{name.removeprefix('tests.')} {seconds:.0f}" for name, seconds in by_file.most_common(8)))
+    print(f"  wall {wall:6.1f} s   goal <= {GOALS[tier]:.0f} s   {'ok' if wall <= GOALS[tier] else 'MISSED'}")
+    print(
+        f"  cores busy {busy:6.1f} core-s of {wall * cores:.0f} ({busy / (wall * cores):.0%}; "
+        f"{cores} cores): the run is bound by CPU when this is near 100 %"
+    )
+    print(
+        "  test time by folder (s, summed over workers): "
+        + ", ".join(f"{folder} {seconds:.0f}" for folder, seconds in by_folder.most_common())
+    )
+    print(
+        "  slowest files: "
+        + ", ".join(
+            f"{name.removeprefix('tests.')} {seconds:.0f}" for name, seconds in by_file.most_common(8)
+        )
+    )
 
 
 def main() -> None:

@@ -36,8 +36,12 @@ ROOT = Path(__file__).resolve().parent.parent
 COLD_GOAL_S = 45.0
 WARM_OVER_OFF_GOAL = 1.2
 TRAINED_FIGURES = ("trained-head-types",)
-TRAINED_SNIPPETS = ("snippets/trained_model.py", "snippets/trained_model_exercises.py",
-                    "snippets/coreference.py", "snippets/coreference_exercises.py")
+TRAINED_SNIPPETS = (
+    "snippets/trained_model.py",
+    "snippets/trained_model_exercises.py",
+    "snippets/coreference.py",
+    "snippets/coreference_exercises.py",
+)
 
 
 def _build_times():
@@ -49,8 +53,7 @@ def _build_times():
 
 def timed_run(args: list[str], **env: str) -> float:
     start = time.perf_counter()
-    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, **env})
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **env})
     if done.returncode != 0:
         sys.exit(f"{' '.join(args)} failed:\n{done.stderr}")
     return time.perf_counter() - start
@@ -58,31 +61,44 @@ def timed_run(args: list[str], **env: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--skip-weights", action="store_true",
-                        help="leave out the build with an empty weight cache")
+    parser.add_argument(
+        "--skip-weights", action="store_true", help="leave out the build with an empty weight cache"
+    )
     args = parser.parse_args()
     build = _build_times().build
     paths = os.pathsep.join([str(ROOT), str(ROOT / "sitebuild")])
     with tempfile.TemporaryDirectory(prefix="qkv-trained-build-") as tmp:
         tmp = Path(tmp)
         build(tmp / "warm-up", QKV_ARTIFACTS="false")  # OS file cache
-        everything = None if args.skip_weights else build(
-            tmp / "cold", QKV_CACHE=str(tmp / "artifacts-a"),
-            QKV_MODEL_CACHE=str(tmp / "weights-empty"))
+        everything = (
+            None
+            if args.skip_weights
+            else build(
+                tmp / "cold", QKV_CACHE=str(tmp / "artifacts-a"), QKV_MODEL_CACHE=str(tmp / "weights-empty")
+            )
+        )
         cold = build(tmp / "cold-artifacts", QKV_CACHE=str(tmp / "artifacts-b"))
         warm = build(tmp / "warm", QKV_CACHE=str(tmp / "artifacts-b"))
         off = build(tmp / "off", QKV_ARTIFACTS="false")
         snippets = {path: timed_run([sys.executable, path]) for path in TRAINED_SNIPPETS}
-        figures = {name: timed_run([sys.executable, "-m", "qkv_site.figures.render", name,
-                                    str(tmp / "one" / name)], PYTHONPATH=paths,
-                                   MPLBACKEND="svg")
-                   for name in TRAINED_FIGURES}
-    print(f"site build with the trained-model chapter; cores {os.cpu_count()}, load average "
-          f"{os.getloadavg()[0]:.1f} at the end (wall times grow with other load; CPU does not)")
-    rows = (("cold, empty artifact AND weight caches", everything),
-            ("cold artifacts, weight cache filled", cold),
-            ("warm (nothing changed)", warm),
-            ("QKV_ARTIFACTS=false", off))
+        figures = {
+            name: timed_run(
+                [sys.executable, "-m", "qkv_site.figures.render", name, str(tmp / "one" / name)],
+                PYTHONPATH=paths,
+                MPLBACKEND="svg",
+            )
+            for name in TRAINED_FIGURES
+        }
+    print(
+        f"site build with the trained-model chapter; cores {os.cpu_count()}, load average "
+        f"{os.getloadavg()[0]:.1f} at the end (wall times grow with other load; CPU does not)"
+    )
+    rows = (
+        ("cold, empty artifact AND weight caches", everything),
+        ("cold artifacts, weight cache filled", cold),
+        ("warm (nothing changed)", warm),
+        ("QKV_ARTIFACTS=false", off),
+    )
     for label, measured in rows:
         if measured is not None:
             wall, cpu = measured
@@ -92,8 +108,7 @@ def main() -> None:
     print(f"  goal: cold artifacts, weight cache filled <= {COLD_GOAL_S:.0f} s wall: {verdict}")
     ratio, cpu_ratio = warm[0] / off[0], warm[1] / off[1]
     verdict = "ok" if ratio <= WARM_OVER_OFF_GOAL else "MISSED"
-    print(f"  warm / off: {ratio:.2f} wall, {cpu_ratio:.2f} CPU   goal <= "
-          f"{WARM_OVER_OFF_GOAL}: {verdict}")
+    print(f"  warm / off: {ratio:.2f} wall, {cpu_ratio:.2f} CPU   goal <= {WARM_OVER_OFF_GOAL}: {verdict}")
     for path, seconds in snippets.items():
         print(f"  python {path} alone: {seconds:.1f} s")
     for name, seconds in figures.items():

@@ -15,8 +15,7 @@ def whole_number(name: str, value, minimum: int = 0) -> int:
     >>> whole_number("n_heads", np.int64(4), minimum=1)
     4
     """
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) \
-            or value < minimum:
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) or value < minimum:
         raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
     return int(value)
 
@@ -45,8 +44,7 @@ def as_float_array(name: str, x, min_ndim: int = 2, width: int | None = None) ->
     arr = real_array(name, x)
     if arr.ndim < min_ndim:
         raise ValueError(
-            f"{name} must have at least {min_ndim} dimensions (..., T, d), "
-            f"got shape {arr.shape}"
+            f"{name} must have at least {min_ndim} dimensions (..., T, d), got shape {arr.shape}"
         )
     if min_ndim >= 2 and 0 in arr.shape[-2:]:
         raise ValueError(
@@ -68,9 +66,7 @@ def check_mask(mask, scores_shape: tuple[int, ...]) -> np.ndarray:
     """Return ``mask`` broadcast to ``scores_shape``, or raise naming both shapes."""
     mask = np.asarray(mask)
     if mask.dtype != bool:
-        raise ValueError(
-            f"mask must be boolean (True where a query may attend), got dtype {mask.dtype}"
-        )
+        raise ValueError(f"mask must be boolean (True where a query may attend), got dtype {mask.dtype}")
     try:
         # Leading dims may broadcast either way (as in PyTorch); (Tq, Tk) must fit.
         target = np.broadcast_shapes(mask.shape, scores_shape)

@@ -28,8 +28,19 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["MARGIN", "PAIRS", "PROBE", "SHARE", "Pair", "PairRun", "chance_threshold",
-           "noun_positions", "preference", "run_pair", "weight_moved"]
+__all__ = [
+    "MARGIN",
+    "PAIRS",
+    "PROBE",
+    "SHARE",
+    "Pair",
+    "PairRun",
+    "chance_threshold",
+    "noun_positions",
+    "preference",
+    "run_pair",
+    "weight_moved",
+]
 
 
 class Pair(NamedTuple):
@@ -57,31 +68,25 @@ class Pair(NamedTuple):
 # --8<-- [start:pairs]
 PAIRS = (
     Pair("The cat sat on the mat because it was {}.", ("cat", "mat"), ("hungry", "soft")),
-    Pair("The trophy did not fit in the suitcase because it was too {}.",
-         ("trophy", "suitcase"), ("big", "small")),
+    Pair(
+        "The trophy did not fit in the suitcase because it was too {}.",
+        ("trophy", "suitcase"),
+        ("big", "small"),
+    ),
     Pair("The fish ate the worm because it was {}.", ("fish", "worm"), ("hungry", "tasty")),
     Pair("The key did not open the door because it was {}.", ("key", "door"), ("bent", "locked")),
     Pair("The car passed the truck because it was {}.", ("car", "truck"), ("fast", "slow")),
     Pair("The bird could not crack the nut because it was {}.", ("bird", "nut"), ("weak", "hard")),
-    Pair("The horse could not pull the cart because it was {}.", ("horse", "cart"),
-         ("tired", "heavy")),
+    Pair("The horse could not pull the cart because it was {}.", ("horse", "cart"), ("tired", "heavy")),
     Pair("The mouse hid from the cat because it was {}.", ("mouse", "cat"), ("afraid", "hungry")),
-    Pair("The book did not fit on the shelf because it was too {}.", ("book", "shelf"),
-         ("wide", "narrow")),
-    Pair("The bottle did not fit in the box because it was too {}.", ("bottle", "box"),
-         ("tall", "short")),
-    Pair("The lamp could not light the room because it was too {}.", ("lamp", "room"),
-         ("dim", "big")),
-    Pair("The rope could not hold the boat because it was too {}.", ("rope", "boat"),
-         ("thin", "heavy")),
-    Pair("The baby would not drink the milk because it was {}.", ("baby", "milk"),
-         ("tired", "sour")),
-    Pair("The knife could not cut the bread because it was {}.", ("knife", "bread"),
-         ("blunt", "tough")),
-    Pair("The printer could not print the page because it was {}.", ("printer", "page"),
-         ("broken", "torn")),
-    Pair("The child could not reach the shelf because it was too {}.", ("child", "shelf"),
-         ("short", "high")),
+    Pair("The book did not fit on the shelf because it was too {}.", ("book", "shelf"), ("wide", "narrow")),
+    Pair("The bottle did not fit in the box because it was too {}.", ("bottle", "box"), ("tall", "short")),
+    Pair("The lamp could not light the room because it was too {}.", ("lamp", "room"), ("dim", "big")),
+    Pair("The rope could not hold the boat because it was too {}.", ("rope", "boat"), ("thin", "heavy")),
+    Pair("The baby would not drink the milk because it was {}.", ("baby", "milk"), ("tired", "sour")),
+    Pair("The knife could not cut the bread because it was {}.", ("knife", "bread"), ("blunt", "tough")),
+    Pair("The printer could not print the page because it was {}.", ("printer", "page"), ("broken", "torn")),
+    Pair("The child could not reach the shelf because it was too {}.", ("child", "shelf"), ("short", "high")),
 )
 PROBE = "{sentence} What was {phrase}? The"
 # --8<-- [end:pairs]
@@ -117,7 +122,7 @@ def noun_positions(model, ids, noun: str) -> list[int]:
     word = model.encode(" " + noun).tolist()
     ids = list(ids)
     for start in range(len(ids) - len(word) + 1):
-        if ids[start:start + len(word)] == word:
+        if ids[start : start + len(word)] == word:
             return list(range(start, start + len(word)))
     raise ValueError(f"{noun!r} is not in the text {model.decode(ids)!r}")
 
@@ -141,6 +146,8 @@ def weight_moved(weights, nouns: tuple[list[int], list[int]]) -> np.ndarray:
     """
     on = [np.asarray(weights)[..., positions].sum(axis=-1) for positions in nouns]
     return (on[0][0] - on[0][1]) + (on[1][1] - on[1][0])
+
+
 # --8<-- [end:measures]
 
 
@@ -161,8 +168,10 @@ def run_pair(model, pair: Pair) -> PairRun:
 
     sentences = [model.encode(pair.text(k)) for k in (0, 1)]
     if len(sentences[0]) != len(sentences[1]) or (sentences[0] != sentences[1]).sum() != 1:
-        raise ValueError(f"the words {pair.words} must each be one token, so that the two "
-                         f"sentences differ in exactly one token")
+        raise ValueError(
+            f"the words {pair.words} must each be one token, so that the two "
+            f"sentences differ in exactly one token"
+        )
     ids = np.stack([model.encode(pair.probe(k)) for k in (0, 1)])  # (2, T): the word twice
     x, seen = run_layers(model, model.embedding[ids], np.arange(ids.shape[1]))
     weights = np.stack([s.weights for s in seen], axis=1)  # (2, layers, heads, T, T)

@@ -8,9 +8,7 @@ from qkv._checks import whole_number
 
 
 # --8<-- [start:attention_flops]
-def attention_flops(
-    t_q: int, t_k: int, d_k: int, d_v: int, n_heads: int = 1
-) -> int:
+def attention_flops(t_q: int, t_k: int, d_k: int, d_v: int, n_heads: int = 1) -> int:
     """Flops of attention's two matrix products (a multiply-add counts as 2).
 
     ``Q Kᵀ`` costs ``2 t_q t_k d_k`` per head and ``weights @ V`` costs ``2
@@ -55,8 +53,7 @@ class ModelConfig:
         for name in ("n_layers", "n_heads", "n_kv_heads", "d_head"):
             whole_number(name, getattr(self, name), minimum=1)
         if self.n_heads % self.n_kv_heads:
-            raise ValueError(f"n_heads ({self.n_heads}) must be a multiple of "
-                             f"n_kv_heads ({self.n_kv_heads})")
+            raise ValueError(f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")
 
     @property
     def kind(self) -> str:
@@ -68,21 +65,11 @@ class ModelConfig:
 # Public configurations (num_hidden_layers, num_attention_heads, num_key_value_heads,
 # hidden_size / num_attention_heads), as published with each model's weights.
 MODELS = (
-    ModelConfig(
-        "GPT-2 (124M)", 12, 12, 12, 64, "openai-community/gpt2 config.json"
-    ),
-    ModelConfig(
-        "Llama 2 7B", 32, 32, 32, 128, "meta-llama/Llama-2-7b-hf config.json"
-    ),
-    ModelConfig(
-        "Llama 3 8B", 32, 32, 8, 128, "meta-llama/Meta-Llama-3-8B config.json"
-    ),
-    ModelConfig(
-        "Mistral 7B", 32, 32, 8, 128, "mistralai/Mistral-7B-v0.1 config.json"
-    ),
-    ModelConfig(
-        "Llama 2 70B", 80, 64, 8, 128, "meta-llama/Llama-2-70b-hf config.json"
-    ),
+    ModelConfig("GPT-2 (124M)", 12, 12, 12, 64, "openai-community/gpt2 config.json"),
+    ModelConfig("Llama 2 7B", 32, 32, 32, 128, "meta-llama/Llama-2-7b-hf config.json"),
+    ModelConfig("Llama 3 8B", 32, 32, 8, 128, "meta-llama/Meta-Llama-3-8B config.json"),
+    ModelConfig("Mistral 7B", 32, 32, 8, 128, "mistralai/Mistral-7B-v0.1 config.json"),
+    ModelConfig("Llama 2 70B", 80, 64, 8, 128, "meta-llama/Llama-2-70b-hf config.json"),
     ModelConfig("Falcon 7B", 32, 71, 1, 64, "tiiuae/falcon-7b config.json"),
 )
 
@@ -124,15 +111,7 @@ def kv_cache_bytes(
         ("batch", batch),
     ):
         whole_number(name, value)  # ValueError unless an int >= 0
-    return (
-        2
-        * n_layers
-        * n_kv_heads
-        * d_head
-        * n_tokens
-        * batch
-        * bytes_per_value
-    )
+    return 2 * n_layers * n_kv_heads * d_head * n_tokens * batch * bytes_per_value
 
 
 # --8<-- [end:kv_cache_bytes]

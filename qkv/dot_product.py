@@ -120,13 +120,9 @@ def scale_factor(scale, d_k: int) -> float:
         return 1.0 / float(np.sqrt(d_k))
     if scale is False or scale is np.False_:
         return 1.0
-    if isinstance(
-        scale, (int, float, np.floating, np.integer)
-    ) and np.isfinite(scale):
+    if isinstance(scale, (int, float, np.floating, np.integer)) and np.isfinite(scale):
         return float(scale)
-    raise ValueError(
-        f"scale must be True, False or a finite number, got {scale!r}"
-    )
+    raise ValueError(f"scale must be True, False or a finite number, got {scale!r}")
 
 
 # --8<-- [start:attention]

@@ -50,8 +50,7 @@ def _check(words, query: str, d_k: int, scale) -> None:
         raise ValueError(f"scale must be True or False, got {scale!r}")
 
 
-def explorer_state(query: str, d_k: int, scale: bool, words=toy.SENTENCE,
-                   d_v: int = D_V) -> ExplorerState:
+def explorer_state(query: str, d_k: int, scale: bool, words=toy.SENTENCE, d_v: int = D_V) -> ExplorerState:
     """Compute one state of the explorer with :func:`qkv.attention` on the toy data.
 
     Parameters

@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["KINDS", "TEXTS", "THRESHOLD", "baseline", "repeated_random_tokens", "score",
-           "targets"]
+__all__ = ["KINDS", "TEXTS", "THRESHOLD", "baseline", "repeated_random_tokens", "score", "targets"]
 
 # --8<-- [start:texts]
 TEXTS = (
@@ -105,11 +104,14 @@ def baseline(target) -> float:
     t = target.shape[-1]
     even = np.tril(np.ones((t, t))) / np.arange(1, t + 1)[:, None]  # row i: 1/(i+1) each
     return float(score(even, target))
+
+
 # --8<-- [end:targets]
 
 
-def repeated_random_tokens(n_texts: int, length: int, seed: int, low: int = 1000,
-                           high: int = 20000) -> np.ndarray:
+def repeated_random_tokens(
+    n_texts: int, length: int, seed: int, low: int = 1000, high: int = 20000
+) -> np.ndarray:
     """``n_texts`` sequences of ``length`` distinct random token ids, each written twice:
     (n_texts, 2 * length).
 
@@ -124,9 +126,9 @@ def repeated_random_tokens(n_texts: int, length: int, seed: int, low: int = 1000
     ((2, 10), True)
     """
     if n_texts < 1 or length < 2 or length > high - low:
-        raise ValueError(f"need n_texts >= 1 and 2 <= length <= {high - low}, got "
-                         f"n_texts={n_texts}, length={length}")
+        raise ValueError(
+            f"need n_texts >= 1 and 2 <= length <= {high - low}, got n_texts={n_texts}, length={length}"
+        )
     rng = np.random.default_rng(seed)
-    halves = np.stack([rng.choice(np.arange(low, high), size=length, replace=False)
-                       for _ in range(n_texts)])
+    halves = np.stack([rng.choice(np.arange(low, high), size=length, replace=False) for _ in range(n_texts)])
     return np.concatenate([halves, halves], axis=1)

@@ -39,8 +39,19 @@ import numpy as np
 from qkv.dot_product import softmax
 from qkv.smollm2 import Config, Edit, LayerTrace, Model, check_ids, output_logits, run_layers
 
-__all__ = ["Edited", "HeadsOff", "KeyOff", "PerVariant", "RopeOff", "heads_off", "key_off",
-           "kl_divergence", "log_odds", "next_token_loss", "run_edited"]
+__all__ = [
+    "Edited",
+    "HeadsOff",
+    "KeyOff",
+    "PerVariant",
+    "RopeOff",
+    "heads_off",
+    "key_off",
+    "kl_divergence",
+    "log_odds",
+    "next_token_loss",
+    "run_edited",
+]
 
 
 def _group_values(v, n_heads: int) -> np.ndarray:
@@ -67,6 +78,8 @@ class HeadsOff(Edit):
         texts = (1,) * (heads.ndim - 4)  # a batch of texts, if any, shares the variant's row
         off = self.off.reshape(n_variants, *texts, n_heads, 1, 1)  # T and d broadcast
         return weights, np.where(off, 0.0, heads).astype(heads.dtype)
+
+
 # --8<-- [end:heads_off]
 
 
@@ -93,8 +106,10 @@ def heads_off(config: Config, variants: Sequence[Iterable[tuple[int, int]]]) -> 
     for b, chosen in enumerate(variants):
         for layer, head in chosen:
             if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
-                raise ValueError(f"head ({layer}, {head}) does not exist: layers are "
-                                 f"0..{config.n_layers - 1}, heads 0..{config.n_heads - 1}")
+                raise ValueError(
+                    f"head ({layer}, {head}) does not exist: layers are "
+                    f"0..{config.n_layers - 1}, heads 0..{config.n_heads - 1}"
+                )
             off.setdefault(layer, np.zeros((len(variants), config.n_heads), dtype=bool))
             off[layer][b, head] = True
     return {layer: HeadsOff(mask) for layer, mask in sorted(off.items())}
@@ -122,15 +137,19 @@ class KeyOff(Edit):
         if self.renormalise:
             left = w[..., after, :].sum(axis=-1, keepdims=True)
             if (left <= 0).any():
-                raise ValueError(f"a query put all its weight on key {self.key}: there is "
-                                 f"nothing left to renormalise")
+                raise ValueError(
+                    f"a query put all its weight on key {self.key}: there is nothing left to renormalise"
+                )
             w[..., after, :] /= left
         return w, w @ _group_values(v, w.shape[-3])  # (..., n_heads, T, d_head)
+
+
 # --8<-- [end:key_off]
 
 
-def key_off(config: Config, key: int = 0, renormalise: bool = False,
-            layers: Iterable[int] | None = None) -> dict[int, KeyOff]:
+def key_off(
+    config: Config, key: int = 0, renormalise: bool = False, layers: Iterable[int] | None = None
+) -> dict[int, KeyOff]:
     """:class:`KeyOff` of ``key`` in each of ``layers`` (all of them by default)."""
     layers = range(config.n_layers) if layers is None else layers
     edit = KeyOff(key, renormalise)
@@ -156,8 +175,7 @@ class PerVariant(Edit):
     def attention(self, weights, v, heads):
         if len(weights) != len(self.edits):
             raise ValueError(f"{len(self.edits)} edits for a batch of {len(weights)} variants")
-        done = [e.attention(w, v_b, h) for e, w, v_b, h in zip(self.edits, weights, v, heads,
-                                                                  strict=True)]
+        done = [e.attention(w, v_b, h) for e, w, v_b, h in zip(self.edits, weights, v, heads, strict=True)]
         return np.stack([w for w, _ in done]), np.stack([h for _, h in done])
 
 
@@ -172,8 +190,7 @@ class RopeOff(Edit):
 def _check_layers(config: Config, layers: Iterable[int]) -> list[int]:
     layers = sorted(set(int(layer) for layer in layers))
     if not layers or layers[0] < 0 or layers[-1] >= config.n_layers:
-        raise ValueError(f"layers must be a non-empty set of 0..{config.n_layers - 1}, got "
-                         f"{layers}")
+        raise ValueError(f"layers must be a non-empty set of 0..{config.n_layers - 1}, got {layers}")
     return layers
 
 
@@ -184,8 +201,7 @@ class Edited(NamedTuple):
     seen: list[LayerTrace]  # every layer's q, k, v, weights, each with the variant axis first
 
 
-def run_edited(model: Model, ids, edits: dict[int, Edit], n_variants: int | None = None,
-               rows=None) -> Edited:
+def run_edited(model: Model, ids, edits: dict[int, Edit], n_variants: int | None = None, rows=None) -> Edited:
     """Run the model on ``ids`` with ``edits`` (``{layer from 0: Edit}``) in a batch of variants.
 
     ``ids`` is one text (T,) or several of one length (n_texts, T). The layers before the
@@ -217,8 +233,7 @@ def run_edited(model: Model, ids, edits: dict[int, Edit], n_variants: int | None
     x = np.broadcast_to(x, (n_variants, *x.shape))  # (n_variants, [n_texts,] T, d_model)
     x, after = run_layers(model, x, positions, edits=edits, start=start)
     rows = slice(None) if rows is None else rows
-    shared = [LayerTrace(*(np.broadcast_to(a, (n_variants, *a.shape)) for a in s))
-              for s in before]
+    shared = [LayerTrace(*(np.broadcast_to(a, (n_variants, *a.shape)) for a in s)) for s in before]
     return Edited(output_logits(model, x[..., rows, :]), shared + after)
 
 
@@ -249,8 +264,9 @@ def kl_divergence(p_logits, q_logits) -> np.ndarray:
     try:
         np.broadcast_shapes(p_logits.shape, q_logits.shape)
     except ValueError:
-        raise ValueError(f"logits must broadcast to one shape, got {p_logits.shape} and "
-                         f"{q_logits.shape}") from None
+        raise ValueError(
+            f"logits must broadcast to one shape, got {p_logits.shape} and {q_logits.shape}"
+        ) from None
     log_p = p_logits - _logsumexp(p_logits)
     log_q = q_logits - _logsumexp(q_logits)
     return np.sum(softmax(p_logits, axis=-1) * (log_p - log_q), axis=-1)
@@ -271,8 +287,9 @@ def next_token_loss(logits, next_ids) -> np.ndarray:
     try:
         picked = np.broadcast_to(next_ids, logits.shape[:-1])[..., None]  # (..., 1)
     except ValueError:
-        raise ValueError(f"give one next token per row: logits {logits.shape}, next_ids "
-                         f"{next_ids.shape}") from None
+        raise ValueError(
+            f"give one next token per row: logits {logits.shape}, next_ids {next_ids.shape}"
+        ) from None
     log_p = logits - _logsumexp(logits)  # (..., vocab_size)
     return -np.take_along_axis(log_p, picked, axis=-1)[..., 0]
 

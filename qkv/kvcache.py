@@ -96,10 +96,7 @@ class KVCache:
     def append(self, k, v) -> None:
         """Add the key and value of new positions, each ``(n_kv_heads, t_new, d_head)``."""
         k, v = as_float_array("k", k, min_ndim=3), as_float_array("v", v, min_ndim=3)
-        if (
-            np.shape(k) != np.shape(v)
-            or np.shape(k)[::2] != self.keys.shape[::2]
-        ):
+        if np.shape(k) != np.shape(v) or np.shape(k)[::2] != self.keys.shape[::2]:
             raise ValueError(
                 f"new k {np.shape(k)} and v {np.shape(v)} must both be "
                 f"(n_kv_heads, t_new, d_head) = ({self.keys.shape[0]}, t_new, {self.keys.shape[2]})"
@@ -118,16 +115,12 @@ def _check_sequence(x, w: MultiHeadWeights) -> np.ndarray:
         raise ValueError(f"w must be a qkv.MultiHeadWeights, got {type(w).__name__}")
     x = as_float_array("x", x)
     if x.ndim != 2 or x.shape[1] != w.d_model:
-        raise ValueError(
-            f"x must be (T, d_model={w.d_model}), got shape {x.shape}"
-        )
+        raise ValueError(f"x must be (T, d_model={w.d_model}), got shape {x.shape}")
     return x
 
 
 # --8<-- [start:decode_cached]
-def decode_with_cache(
-    x, w: MultiHeadWeights, counter: WorkCounter | None = None
-) -> np.ndarray:
+def decode_with_cache(x, w: MultiHeadWeights, counter: WorkCounter | None = None) -> np.ndarray:
     """Causal self-attention, one token at a time, reusing cached K and V.
 
     Parameters
@@ -180,9 +173,7 @@ def decode_with_cache(
 
 
 # --8<-- [start:decode_uncached]
-def decode_without_cache(
-    x, w: MultiHeadWeights, counter: WorkCounter | None = None
-) -> np.ndarray:
+def decode_without_cache(x, w: MultiHeadWeights, counter: WorkCounter | None = None) -> np.ndarray:
     """Causal decoding that recomputes the whole prefix at every step.
 
     This is what ``model(prefix)[-1]`` in a plain generation loop does: each

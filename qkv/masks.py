@@ -75,18 +75,11 @@ def padding_mask(lengths, t: int) -> np.ndarray:
     t = whole_number("t", t, minimum=1)
     lengths = np.asarray(lengths)
     if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
-        raise ValueError(
-            f"lengths must be a 1-D array of ints, got {lengths!r}"
-        )
+        raise ValueError(f"lengths must be a 1-D array of ints, got {lengths!r}")
     if (lengths < 1).any() or (lengths > t).any():
-        raise ValueError(
-            f"every length must be between 1 and t={t}, "
-            f"got {lengths.tolist()}"
-        )
+        raise ValueError(f"every length must be between 1 and t={t}, got {lengths.tolist()}")
     positions = np.arange(t)  # (t,)
-    return (positions[None, :] < lengths[:, None])[
-        :, None, :
-    ]  # (batch, 1, t)
+    return (positions[None, :] < lengths[:, None])[:, None, :]  # (batch, 1, t)
 
 
 # --8<-- [end:padding_mask]

@@ -46,16 +46,13 @@ class MultiHeadWeights:
         whole_number("n_kv_heads", self.n_kv_heads, minimum=1)
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
-                f"n_heads ({self.n_heads}) must be a positive multiple of "
-                f"n_kv_heads ({self.n_kv_heads})"
+                f"n_heads ({self.n_heads}) must be a positive multiple of n_kv_heads ({self.n_kv_heads})"
             )
         if np.ndim(self.w_q) != 2:
             raise ValueError(f"w_q must be 2-D (d_model, n_heads * d_head), got shape {np.shape(self.w_q)}")
         d_model, width_q = np.shape(self.w_q)
         if width_q % self.n_heads:
-            raise ValueError(
-                f"w_q width {width_q} is not divisible by n_heads={self.n_heads}"
-            )
+            raise ValueError(f"w_q width {width_q} is not divisible by n_heads={self.n_heads}")
         d_head = width_q // self.n_heads
         want = {
             "w_k": (d_model, self.n_kv_heads * d_head),
@@ -108,9 +105,7 @@ class MultiHeadWeights:
             w_q=rng.normal(0, d_model**-0.5, (d_model, n_heads * d_head)),
             w_k=rng.normal(0, d_model**-0.5, (d_model, n_kv_heads * d_head)),
             w_v=rng.normal(0, d_model**-0.5, (d_model, n_kv_heads * d_head)),
-            w_o=rng.normal(
-                0, (n_heads * d_head) ** -0.5, (n_heads * d_head, d_model)
-            ),
+            w_o=rng.normal(0, (n_heads * d_head) ** -0.5, (n_heads * d_head, d_model)),
             n_heads=n_heads,
             n_kv_heads=n_kv_heads,
         )
@@ -159,8 +154,7 @@ def checked_inputs(x_q, x_kv, w: MultiHeadWeights) -> tuple[np.ndarray, np.ndarr
     """``x_q`` and ``x_kv`` as float arrays whose last axis is ``w.d_model``, or a ValueError."""
     if not isinstance(w, MultiHeadWeights):
         raise ValueError(f"w must be a qkv.MultiHeadWeights, got {type(w).__name__}")
-    return (as_float_array("x_q", x_q, width=w.d_model),
-            as_float_array("x_kv", x_kv, width=w.d_model))
+    return (as_float_array("x_q", x_q, width=w.d_model), as_float_array("x_kv", x_kv, width=w.d_model))
 
 
 # --8<-- [start:multi_head_attention]
@@ -218,16 +212,12 @@ def grouped_attention(q, k, v, mask=None, scale=True) -> Attention:
     if mask is not None:
         mask = np.asarray(mask)
         if mask.ndim < 2:
-            raise ValueError(
-                f"mask must be (..., Tq, Tk), got shape {mask.shape}"
-            )
+            raise ValueError(f"mask must be (..., Tq, Tk), got shape {mask.shape}")
         mask = mask[..., None, :, :]  # same mask for every head
     return attention(q, k, v, mask=mask, scale=scale)
 
 
-def multi_head_attention(
-    x_q, x_kv, w: MultiHeadWeights, mask=None, scale=True
-) -> Attention:
+def multi_head_attention(x_q, x_kv, w: MultiHeadWeights, mask=None, scale=True) -> Attention:
     """Run ``w.n_heads`` attentions side by side, then mix them with ``w_o``.
 
     Parameters

@@ -37,9 +37,7 @@ class Projections:
         for name in ("w_q", "w_k", "w_v"):
             w = as_float_array(name, getattr(self, name))
             if w.ndim != 2:
-                raise ValueError(
-                    f"{name} must be 2-D (d_model, d), got shape {w.shape}"
-                )
+                raise ValueError(f"{name} must be 2-D (d_model, d), got shape {w.shape}")
             object.__setattr__(self, name, w)
         if self.w_q.shape != self.w_k.shape:
             raise ValueError(
@@ -48,8 +46,7 @@ class Projections:
             )
         if self.w_v.shape[0] != self.w_q.shape[0]:
             raise ValueError(
-                f"w_v must read the same d_model as w_q: got w_v {self.w_v.shape} "
-                f"and w_q {self.w_q.shape}"
+                f"w_v must read the same d_model as w_q: got w_v {self.w_v.shape} and w_q {self.w_q.shape}"
             )
 
     @property
@@ -65,9 +62,7 @@ class Projections:
         return self.w_v.shape[1]
 
     @classmethod
-    def random(
-        cls, rng, d_model: int, d_k: int, d_v: int | None = None
-    ) -> Projections:
+    def random(cls, rng, d_model: int, d_k: int, d_v: int | None = None) -> Projections:
         """Draw the three matrices with entries N(0, 1/d_model).
 
         That variance makes each component of ``x @ w`` have variance 1 when
@@ -152,9 +147,7 @@ def self_attention(x, p: Projections, mask=None, scale=True) -> Attention:
 
 
 # --8<-- [start:cross_attention]
-def cross_attention(
-    x_q, x_kv, p: Projections, mask=None, scale=True
-) -> Attention:
+def cross_attention(x_q, x_kv, p: Projections, mask=None, scale=True) -> Attention:
     """Attention with queries from ``x_q`` and keys and values from ``x_kv``.
 
     Parameters

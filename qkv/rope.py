@@ -42,8 +42,7 @@ def rope_angles(positions, d: int, base: float = 10_000.0) -> np.ndarray:
         raise ValueError(f"base must be a positive finite number, got {base!r}")
     positions = real_array("positions", positions).astype(np.float64)
     if positions.ndim != 1 or not np.isfinite(positions).all():
-        raise ValueError(f"positions must be one finite number per token (shape (T,)); "
-                         f"got {positions!r}")
+        raise ValueError(f"positions must be one finite number per token (shape (T,)); got {positions!r}")
     frequencies = base ** (-np.arange(0, d, 2) / d)  # (d/2,)
     return positions[:, None] * frequencies[None, :]  # (T, d/2)
 

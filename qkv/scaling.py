@@ -29,8 +29,9 @@ def _check_counts(**counts: int) -> None:
             raise ValueError(f"{name} must be a positive whole number, got {value!r}")
 
 
-def draw_queries_keys(d_k: int, n_draws: int, n_keys: int = 1,
-                      seed: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def draw_queries_keys(
+    d_k: int, n_draws: int, n_keys: int = 1, seed: int = 0
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Yield independent standard-normal queries and keys, a chunk of draws at a time.
 
     Each draw is one query and ``n_keys`` keys whose ``d_k`` components are independent
@@ -90,8 +91,10 @@ def score_samples(d_k: int, scale=True, n_draws: int = 20_000, seed: int = 0) ->
     8.0 1.0
     """
     factor = scale_factor(scale, d_k)
-    parts = [(q[:, 0] * k[:, 0]).sum(axis=-1) * factor  # (m,): one dot product per draw
-             for q, k in draw_queries_keys(d_k, n_draws, n_keys=1, seed=seed)]
+    parts = [
+        (q[:, 0] * k[:, 0]).sum(axis=-1) * factor  # (m,): one dot product per draw
+        for q, k in draw_queries_keys(d_k, n_draws, n_keys=1, seed=seed)
+    ]
     return np.concatenate(parts)
 
 
@@ -144,8 +147,7 @@ class Saturation(NamedTuple):
     """Frobenius norm of d(weights)/d(query) = factor · J K: the gradient that reaches q."""
 
 
-def saturation(d_k: int, scale=True, n_keys: int = 6, n_draws: int = 10_000,
-               seed: int = 0) -> Saturation:
+def saturation(d_k: int, scale=True, n_keys: int = 6, n_draws: int = 10_000, seed: int = 0) -> Saturation:
     """Run :func:`qkv.attention` on random queries and keys and measure its softmax.
 
     One query attends over ``n_keys`` keys per draw (6 by default, the length of the

@@ -49,10 +49,32 @@ from qkv.rope import rope
 from qkv.smollm2_file import INSTALL_COMMAND, PACKAGE, cache_root, gguf_path, read_weights
 
 __all__ = [
-    "INSTALL_COMMAND", "MAX_TOKENS", "NO_EDIT", "PACKAGE", "Config", "Decoded", "Edit", "Layer",
-    "LayerTrace", "Model", "Trace", "cache_root", "check_ids", "decode_cached", "decode_uncached",
-    "decoder_layer", "forward", "generate", "gguf_path", "load", "output_logits", "rms_norm",
-    "run", "run_layers", "silu", "unload",
+    "INSTALL_COMMAND",
+    "MAX_TOKENS",
+    "NO_EDIT",
+    "PACKAGE",
+    "Config",
+    "Decoded",
+    "Edit",
+    "Layer",
+    "LayerTrace",
+    "Model",
+    "Trace",
+    "cache_root",
+    "check_ids",
+    "decode_cached",
+    "decode_uncached",
+    "decoder_layer",
+    "forward",
+    "generate",
+    "gguf_path",
+    "load",
+    "output_logits",
+    "rms_norm",
+    "run",
+    "run_layers",
+    "silu",
+    "unload",
 ]
 
 MAX_TOKENS = 64
@@ -113,8 +135,7 @@ class Config:
         4
         """
         if meta.get("general.architecture") != "llama":
-            raise ValueError(f"expected a llama model, the file says "
-                             f"{meta.get('general.architecture')!r}")
+            raise ValueError(f"expected a llama model, the file says {meta.get('general.architecture')!r}")
         d_model, n_heads = int(meta["llama.embedding_length"]), int(meta["llama.attention.head_count"])
         config = cls(
             n_layers=int(meta["llama.block_count"]),
@@ -129,8 +150,10 @@ class Config:
             context_length=int(meta["llama.context_length"]),
         )
         if int(meta["llama.rope.dimension_count"]) != config.d_head:
-            raise ValueError("this forward pass rotates every dimension of a head; the file "
-                             f"rotates {meta['llama.rope.dimension_count']} of {config.d_head}")
+            raise ValueError(
+                "this forward pass rotates every dimension of a head; the file "
+                f"rotates {meta['llama.rope.dimension_count']} of {config.d_head}"
+            )
         return config
 
 
@@ -172,8 +195,9 @@ class Model:
             raise ValueError("text is empty: give at least one character to tokenize")
         ids = np.array(self.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int64)
         if len(ids) > MAX_TOKENS:
-            raise ValueError(f"text has {len(ids)} tokens; at most MAX_TOKENS = {MAX_TOKENS} "
-                             f"are allowed here")
+            raise ValueError(
+                f"text has {len(ids)} tokens; at most MAX_TOKENS = {MAX_TOKENS} are allowed here"
+            )
         return ids
 
     def pieces(self, ids) -> tuple[str, ...]:
@@ -204,14 +228,15 @@ def check_ids(ids, config: Config) -> np.ndarray:
     """
     arr = np.asarray(ids)
     if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
-        raise ValueError(f"ids must be a 1-D sequence of ints, got shape {arr.shape}, "
-                         f"dtype {arr.dtype}")
+        raise ValueError(f"ids must be a 1-D sequence of ints, got shape {arr.shape}, dtype {arr.dtype}")
     if not 1 <= len(arr) <= MAX_TOKENS:
         raise ValueError(f"got {len(arr)} token ids; give 1 to MAX_TOKENS = {MAX_TOKENS}")
     bad = np.flatnonzero((arr < 0) | (arr >= config.vocab_size))
     if bad.size:
-        raise ValueError(f"token id {arr[bad[0]]} at position {bad[0]} is out of range: "
-                         f"ids must be in 0..{config.vocab_size - 1}")
+        raise ValueError(
+            f"token id {arr[bad[0]]} at position {bad[0]} is out of range: "
+            f"ids must be in 0..{config.vocab_size - 1}"
+        )
     return arr.astype(np.int64)
 
 
@@ -274,8 +299,9 @@ NO_EDIT = Edit()
 
 
 # --8<-- [start:decoder_layer]
-def decoder_layer(x, layer: Layer, config: Config, positions, cache: KVCache | None = None,
-                  edit: Edit = NO_EDIT):
+def decoder_layer(
+    x, layer: Layer, config: Config, positions, cache: KVCache | None = None, edit: Edit = NO_EDIT
+):
     """One Llama decoder layer: attention, then an MLP, each added back to the stream.
 
     Parameters
@@ -373,9 +399,15 @@ class Trace:
         return [(p, float(probs[i])) for p, i in zip(self.model.pieces(best), best, strict=True)]
 
 
-def run_layers(model: Model, x, positions, caches: list[KVCache] | None = None,
-               edits: dict[int, Edit] | None = None, start: int = 0, stop: int | None = None
-               ) -> tuple[np.ndarray, list[LayerTrace]]:
+def run_layers(
+    model: Model,
+    x,
+    positions,
+    caches: list[KVCache] | None = None,
+    edits: dict[int, Edit] | None = None,
+    start: int = 0,
+    stop: int | None = None,
+) -> tuple[np.ndarray, list[LayerTrace]]:
     """Send the residual stream ``x`` (..., T, d_model) of tokens at ``positions`` through
     the decoder layers ``start`` to ``stop - 1`` (all of them by default) in turn, with one
     cache per layer when decoding; return the stream they leave and what each computed.
@@ -385,17 +417,19 @@ def run_layers(model: Model, x, positions, caches: list[KVCache] | None = None,
     """
     stop = len(model.layers) if stop is None else stop
     if not 0 <= start <= stop <= len(model.layers):
-        raise ValueError(f"layers run from start to stop - 1: need 0 <= start <= stop <= "
-                         f"{len(model.layers)}, got start={start}, stop={stop}")
+        raise ValueError(
+            f"layers run from start to stop - 1: need 0 <= start <= stop <= "
+            f"{len(model.layers)}, got start={start}, stop={stop}"
+        )
     edits = {} if edits is None else edits
     if any(not start <= i < stop for i in edits):
-        raise ValueError(f"edits name layers {sorted(edits)}, but layers {start}..{stop - 1} "
-                         f"run")
+        raise ValueError(f"edits name layers {sorted(edits)}, but layers {start}..{stop - 1} run")
     caches = [None] * len(model.layers) if caches is None else caches
     seen = []
     for i in range(start, stop):
-        x, trace = decoder_layer(x, model.layers[i], model.config, positions, caches[i],
-                                 edits.get(i, NO_EDIT))
+        x, trace = decoder_layer(
+            x, model.layers[i], model.config, positions, caches[i], edits.get(i, NO_EDIT)
+        )
         seen.append(trace)
     return x, seen
 
@@ -455,8 +489,9 @@ def decode_cached(model: Model, ids, counter: WorkCounter | None = None) -> Deco
     """
     ids = check_ids(ids, model.config)
     config, counter = model.config, WorkCounter() if counter is None else counter
-    caches = [KVCache.empty(config.n_kv_heads, config.d_head, dtype=model.embedding.dtype)
-              for _ in model.layers]
+    caches = [
+        KVCache.empty(config.n_kv_heads, config.d_head, dtype=model.embedding.dtype) for _ in model.layers
+    ]
     logits = []
     for t, token in enumerate(ids):
         # only the newest token goes in: (1, d_model)
@@ -485,11 +520,14 @@ def generate(model: Model, text: str, n_new: int = 8) -> str:
     """Greedy continuation: the ``n_new`` likeliest next tokens, one at a time, as text."""
     ids = model.encode(text)
     if n_new < 1 or len(ids) + n_new > MAX_TOKENS:
-        raise ValueError(f"n_new must be at least 1 and the prompt's {len(ids)} tokens plus "
-                         f"n_new at most MAX_TOKENS = {MAX_TOKENS}; got n_new={n_new}")
+        raise ValueError(
+            f"n_new must be at least 1 and the prompt's {len(ids)} tokens plus "
+            f"n_new at most MAX_TOKENS = {MAX_TOKENS}; got n_new={n_new}"
+        )
     config = model.config
-    caches = [KVCache.empty(config.n_kv_heads, config.d_head, dtype=model.embedding.dtype)
-              for _ in model.layers]
+    caches = [
+        KVCache.empty(config.n_kv_heads, config.d_head, dtype=model.embedding.dtype) for _ in model.layers
+    ]
     new, position, feed = [], 0, ids
     while len(new) < n_new:
         # the prompt at first, then one token: (t, d_model)
@@ -510,29 +548,39 @@ def _assemble(tensors, meta, tokenizer, sha256: str) -> Model:
     config = Config.from_metadata(meta)
     layers = []
     for i in range(config.n_layers):
+
         def w(name, i=i):
             return tensors[f"blk.{i}.{name}.weight"]
 
         attention = MultiHeadWeights(
-            w_q=w("attn_q").T, w_k=w("attn_k").T, w_v=w("attn_v").T, w_o=w("attn_output").T,
-            n_heads=config.n_heads, n_kv_heads=config.n_kv_heads,
+            w_q=w("attn_q").T,
+            w_k=w("attn_k").T,
+            w_v=w("attn_v").T,
+            w_o=w("attn_output").T,
+            n_heads=config.n_heads,
+            n_kv_heads=config.n_kv_heads,
         )
-        layers.append(Layer(
-            attn_norm=w("attn_norm"), attention=attention, mlp_norm=w("ffn_norm"),
-            w_gate=w("ffn_gate").T, w_up=w("ffn_up").T, w_down=w("ffn_down").T,
-        ))
+        layers.append(
+            Layer(
+                attn_norm=w("attn_norm"),
+                attention=attention,
+                mlp_norm=w("ffn_norm"),
+                w_gate=w("ffn_gate").T,
+                w_up=w("ffn_up").T,
+                w_down=w("ffn_down").T,
+            )
+        )
     if "output.weight" in tensors:
-        raise ValueError("this file has a separate output matrix; SmolLM2 ties it to the "
-                         "token embeddings")
-    return Model(config, tensors["token_embd.weight"], tuple(layers),
-                 tensors["output_norm.weight"], tokenizer, sha256)
+        raise ValueError("this file has a separate output matrix; SmolLM2 ties it to the token embeddings")
+    return Model(
+        config, tensors["token_embd.weight"], tuple(layers), tensors["output_norm.weight"], tokenizer, sha256
+    )
 
 
 _LOADED: dict[tuple, Model] = {}
 
 
-def load(path: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None
-         ) -> Model:
+def load(path: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None) -> Model:
     """Load SmolLM2-135M-Instruct: from memory if this process has it, else from the cache
     folder, else from the GGUF file (and fill the cache): :func:`qkv.smollm2_file.read_weights`.
 

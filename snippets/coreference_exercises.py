@@ -13,20 +13,36 @@ model = smollm2.load()
 pair = coreference.PAIRS[1]  # trophy / suitcase, big / small
 run = coreference.run_pair(model, pair)
 trophy = run.nouns[0]  # its position(s)
-for name, query in ((" it", run.it), (f" {pair.words[0]} / {pair.words[1]}", run.word)):
-    big, small = run.weights[:, 13, 8, query, trophy].sum(axis=-1)  # layer 14, head 9
-    print(f"query{name}: weight on 'trophy' {big:.2f} after 'big', {small:.2f} after "
-          f"'small'; the same to the last bit: {big == small}")
+for name, query in (
+    (" it", run.it),
+    (f" {pair.words[0]} / {pair.words[1]}", run.word),
+):
+    big, small = run.weights[:, 13, 8, query, trophy].sum(
+        axis=-1
+    )  # layer 14, head 9
+    print(
+        f"query{name}: weight on 'trophy' {big:.2f} after 'big', {small:.2f} after "
+        f"'small'; the same to the last bit: {big == small}"
+    )
 # --8<-- [end:trophy]
 
 # --8<-- [start:explorer]
-soft, hungry = (smollm2.run(f"The cat sat on the mat because it was {word}", model)
-                for word in ("soft", "hungry"))
-word, it = len(soft.ids) - 1, soft.pieces.index(" it")  # the last word; the query of it
+soft, hungry = (
+    smollm2.run(f"The cat sat on the mat because it was {word}", model)
+    for word in ("soft", "hungry")
+)
+word, it = (
+    len(soft.ids) - 1,
+    soft.pieces.index(" it"),
+)  # the last word; the query of it
 for trace in (soft, hungry):
     row = trace.weights[13, 8, word]  # layer 14, head 9, query at the last word
     best = int(np.argmax(row))
-    print(f"at {trace.pieces[word]!r}: most weight on {trace.pieces[best]!r}, {row[best]:.2f}")
-print("the row of ' it' the same in both, in every head:",
-      bool(np.array_equal(soft.weights[:, :, it], hungry.weights[:, :, it])))
+    print(
+        f"at {trace.pieces[word]!r}: most weight on {trace.pieces[best]!r}, {row[best]:.2f}"
+    )
+print(
+    "the row of ' it' the same in both, in every head:",
+    bool(np.array_equal(soft.weights[:, :, it], hungry.weights[:, :, it])),
+)
 # --8<-- [end:explorer]

@@ -47,8 +47,7 @@ head = 3
 cols = slice(head * w.d_head, (head + 1) * w.d_head)  # its 64 columns
 w_q3, w_k3, w_v3 = w.w_q[:, cols], w.w_k[:, cols], w.w_v[:, cols]
 q_all = qkv.split_heads(x @ w.w_q, w.n_heads)  # (8, 6, 64)
-print("head 3's queries == x @ its own W_Q:",
-      np.allclose(q_all[head], x @ w_q3))
+print("head 3's queries == x @ its own W_Q:", np.allclose(q_all[head], x @ w_q3))
 for name in ("w_q", "w_k", "w_v", "w_o"):
     print(f"{name} {getattr(w, name).shape}: {getattr(w, name).size:,}")
 one_head = w_q3.size + w_k3.size + w_v3.size
@@ -84,13 +83,16 @@ def cosine_scores(q, k):
 T, d = 6, 64
 q, k = rng.normal(size=(T, d)), rng.normal(size=(T, d))
 cos = cosine_scores(q, k)
-print(f"random vectors: cosines in [{cos.min():.2f}, {cos.max():.2f}],"
-      f" largest weight {qkv.softmax(cos).max():.3f}")
+print(
+    f"random vectors: cosines in [{cos.min():.2f}, {cos.max():.2f}],"
+    f" largest weight {qkv.softmax(cos).max():.3f}"
+)
 ceiling = np.e**2 / (np.e**2 + T - 1)  # one key at +1, five at -1
 lined_up = np.vstack([q[0], -np.repeat(q[:1], T - 1, axis=0)])
 best_case = cosine_scores(q[:1], lined_up)  # key 0 with q[0], rest against
-print(f"best case: largest weight {qkv.softmax(best_case).max():.3f},"
-      f" ceiling {ceiling:.3f}")
+print(
+    f"best case: largest weight {qkv.softmax(best_case).max():.3f}, ceiling {ceiling:.3f}"
+)
 sharp = qkv.softmax(best_case / 0.05).max()
 print(f"best case, temperature 0.05: largest weight {sharp:.3f}")
 
@@ -98,8 +100,9 @@ louder = 3 * q[:1]  # the same direction, three times the norm
 h_1 = qkv.entropy(qkv.softmax(q[:1] @ k.T / np.sqrt(d)))[0]
 h_3 = qkv.entropy(qkv.softmax(louder @ k.T / np.sqrt(d)))[0]
 print(f"dot product, query x3: entropy {h_1:.3f} -> {h_3:.3f} nats")
-same = np.allclose(qkv.softmax(cosine_scores(q[:1], k)),
-                   qkv.softmax(cosine_scores(louder, k)))
+same = np.allclose(
+    qkv.softmax(cosine_scores(q[:1], k)), qkv.softmax(cosine_scores(louder, k))
+)
 print("cosine,      query x3: weights unchanged:", same)
 # --8<-- [end:cosine]
 
@@ -132,6 +135,8 @@ for T in (64, 128, 256):
     x = np.random.default_rng(T).normal(size=(T, 64))
     maps = qkv.multi_head_attention(x, x, w).weights  # (8, T, T)
     flops = qkv.attention_flops(T, T, w.d_head, w.d_head, w.n_heads)
-    print(f"T = {T:>3}: attention flops {flops:>11,}",
-          f"  weight maps {maps.nbytes:>9,} bytes")
+    print(
+        f"T = {T:>3}: attention flops {flops:>11,}",
+        f"  weight maps {maps.nbytes:>9,} bytes",
+    )
 # --8<-- [end:quadratic]

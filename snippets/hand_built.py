@@ -17,13 +17,18 @@ Q, K, V = qkv.project(x, p)
 
 def named(row, names):
     """The non-zero entries of a row, by name: 'liquid 8' or '-'."""
-    return ", ".join(f"{n} {v:g}" for n, v in zip(names, row, strict=True) if v) or "-"
+    return (
+        ", ".join(f"{n} {v:g}" for n, v in zip(names, row, strict=True) if v)
+        or "-"
+    )
 
 
 print(f"{'word':<6} {'query looks for':<20} {'key shows':<25} value hands over")
 for i, word in enumerate(words):
-    print(f"{word:<6} {named(Q[i], features):<20} {named(K[i], features):<25}",
-          named(V[i], toy.VALUE_COLUMNS))
+    print(
+        f"{word:<6} {named(Q[i], features):<20} {named(K[i], features):<25}",
+        named(V[i], toy.VALUE_COLUMNS),
+    )
 # --8<-- [end:roles]
 
 # --8<-- [start:weights]
@@ -37,7 +42,9 @@ for word, row in zip(words, weights, strict=True):
 drank, milk, she = (words.index(w) for w in ("drank", "milk", "she"))
 scores = Q[drank] @ K.T / np.sqrt(toy.D_K)  # drank's query against every key
 print("drank's scaled scores:", scores.round(2))
-print(f"drank -> milk {weights[drank, milk]:.2f},  drank -> she {weights[drank, she]:.2f}")
+print(
+    f"drank -> milk {weights[drank, milk]:.2f},  drank -> she {weights[drank, she]:.2f}"
+)
 print("drank's output:", named(output[drank].round(2), toy.VALUE_COLUMNS))
 # --8<-- [end:drank]
 
@@ -53,5 +60,7 @@ S = Q @ K.T / np.sqrt(toy.D_K)  # every scaled score: (6, 6)
 W = qkv.softmax(S)  # every row of weights
 frm, cup = words.index("from"), words.index("cup")
 for i, j in [(frm, cup), (cup, frm)]:
-    print(f"{words[i]:>4} -> {words[j]:<4} score {S[i, j]:.2f}   weight {W[i, j]:.2f}")
+    print(
+        f"{words[i]:>4} -> {words[j]:<4} score {S[i, j]:.2f}   weight {W[i, j]:.2f}"
+    )
 # --8<-- [end:one_way]

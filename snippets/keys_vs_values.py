@@ -33,17 +33,24 @@ print("drank receives: ", named(after.output[drank], hands_over))
 K_new = K.copy()
 K_new[milk] = 0  # milk's key stops showing "liquid"; its value still says "dairy"
 after = qkv.attention(Q, K_new, V)
-print(f"drank -> milk: {base.weights[drank, milk]:.2f} -> {after.weights[drank, milk]:.2f}")
+print(
+    f"drank -> milk: {base.weights[drank, milk]:.2f} -> {after.weights[drank, milk]:.2f}"
+)
 print("drank receives: ", named(after.output[drank], hands_over))
 changed = ~np.isclose(after.weights, base.weights).all(axis=-1)
-print("rows of weights that changed:", [w for w, c in zip(words, changed, strict=True) if c])
+print(
+    "rows of weights that changed:",
+    [w for w, c in zip(words, changed, strict=True) if c],
+)
 # --8<-- [end:change_key]
 
 # --8<-- [start:exercise_double]
 V_twice = V.copy()
 V_twice[milk] *= 2  # milk hands over twice as much dairy
 after = qkv.attention(Q, K, V_twice)
-print(f"drank -> milk: {base.weights[drank, milk]:.2f} -> {after.weights[drank, milk]:.2f}")
+print(
+    f"drank -> milk: {base.weights[drank, milk]:.2f} -> {after.weights[drank, milk]:.2f}"
+)
 print("drank receives: ", named(after.output[drank], hands_over))
 # --8<-- [end:exercise_double]
 

@@ -14,8 +14,7 @@ w = qkv.MultiHeadWeights.random(rng, d_model=d_model, n_heads=n_heads)
 # --8<-- [end:setup]
 
 # --8<-- [start:unchanged]
-layers = [qkv.MultiHeadWeights.random(rng, d_model, n_heads)
-          for _ in range(3)]
+layers = [qkv.MultiHeadWeights.random(rng, d_model, n_heads) for _ in range(3)]
 
 
 def keys_and_values(layers, x, causal=True):
@@ -34,10 +33,14 @@ print("when a seventh token arrives:")
 for causal in (True, False):
     before = keys_and_values(layers, tokens[:6], causal)  # six so far
     after = keys_and_values(layers, tokens, causal)  # a seventh arrives
-    moved = [max(np.abs(ka[:6] - kb).max(), np.abs(va[:6] - vb).max())
-             for (kb, vb), (ka, va) in zip(before, after, strict=True)]
-    print(f"  {'causal' if causal else 'no mask':<8}",
-          "  ".join(f"layer {i}: {m:.1e}" for i, m in enumerate(moved, 1)))
+    moved = [
+        max(np.abs(ka[:6] - kb).max(), np.abs(va[:6] - vb).max())
+        for (kb, vb), (ka, va) in zip(before, after, strict=True)
+    ]
+    print(
+        f"  {'causal' if causal else 'no mask':<8}",
+        "  ".join(f"layer {i}: {m:.1e}" for i, m in enumerate(moved, 1)),
+    )
 # --8<-- [end:unchanged]
 
 # --8<-- [start:decode]
@@ -52,40 +55,48 @@ print(f"max |cached - one pass| = {np.abs(cached - one_pass).max():.1e}")
 
 # --8<-- [start:work]
 print(f"{'':>5} {'K/V projections':>20}   {'query-key scores':>25}")
-print(f"{'T':>5} {'cache':>9} {'no cache':>10}"
-      f"   {'cache':>10} {'no cache':>14}")
+print(f"{'T':>5} {'cache':>9} {'no cache':>10}   {'cache':>10} {'no cache':>14}")
 for T in (4, 16, 64, 256):
     x = rng.normal(size=(T, d_model))
     cache, no_cache = qkv.WorkCounter(), qkv.WorkCounter()
     qkv.decode_with_cache(x, w, cache)
     qkv.decode_without_cache(x, w, no_cache)
-    print(f"{T:>5} {cache.total_kv_projections:>9,}"
-          f" {no_cache.total_kv_projections:>10,}"
-          f"   {cache.total_scores:>10,} {no_cache.total_scores:>14,}")
-print(f"the last token alone at T={T}:"
-      f" projections {cache.kv_projections[-1]} vs"
-      f" {no_cache.kv_projections[-1]},"
-      f" scores {cache.scores[-1]:,} vs {no_cache.scores[-1]:,}")
+    print(
+        f"{T:>5} {cache.total_kv_projections:>9,}"
+        f" {no_cache.total_kv_projections:>10,}"
+        f"   {cache.total_scores:>10,} {no_cache.total_scores:>14,}"
+    )
+print(
+    f"the last token alone at T={T}:"
+    f" projections {cache.kv_projections[-1]} vs"
+    f" {no_cache.kv_projections[-1]},"
+    f" scores {cache.scores[-1]:,} vs {no_cache.scores[-1]:,}"
+)
 # --8<-- [end:work]
 
 # --8<-- [start:memory]
 context = 4096  # tokens; 2 bytes per number (float16 / bfloat16)
-print(f"{'model':<13}{'layers':>7}{'heads':>6}{'KV heads':>9}{'d_head':>7}"
-      f"{'per token':>11}{'4,096 tokens':>14}")
+print(
+    f"{'model':<13}{'layers':>7}{'heads':>6}{'KV heads':>9}{'d_head':>7}{'per token':>11}{'4,096 tokens':>14}"
+)
 for m in qkv.MODELS:
     token = qkv.kv_cache_bytes(m.n_layers, m.n_kv_heads, m.d_head, 1)
     full = qkv.kv_cache_bytes(m.n_layers, m.n_kv_heads, m.d_head, context)
-    print(f"{m.name:<13}{m.n_layers:>7}{m.n_heads:>6}{m.n_kv_heads:>9}"
-          f"{m.d_head:>7}{token / 2**10:>7,.0f} KiB"
-          f"{full / 2**20:>10,.0f} MiB")
+    print(
+        f"{m.name:<13}{m.n_layers:>7}{m.n_heads:>6}{m.n_kv_heads:>9}"
+        f"{m.d_head:>7}{token / 2**10:>7,.0f} KiB"
+        f"{full / 2**20:>10,.0f} MiB"
+    )
 # --8<-- [end:memory]
 
 # --8<-- [start:shrink]
 for m in qkv.MODELS:
     as_multi_head = qkv.kv_cache_bytes(m.n_layers, m.n_heads, m.d_head, 1)
     actual = qkv.kv_cache_bytes(m.n_layers, m.n_kv_heads, m.d_head, 1)
-    print(f"{m.name:<13}{m.kind:<14}{m.n_heads:>3} query heads,"
-          f"{m.n_kv_heads:>3} KV heads: cache / {as_multi_head / actual:.0f}")
+    print(
+        f"{m.name:<13}{m.kind:<14}{m.n_heads:>3} query heads,"
+        f"{m.n_kv_heads:>3} KV heads: cache / {as_multi_head / actual:.0f}"
+    )
 # --8<-- [end:shrink]
 
 # --8<-- [start:grouped]
@@ -93,13 +104,17 @@ x = rng.normal(size=(16, 64))
 for n_kv in (8, 2, 1):  # multi-head, grouped-query, multi-query
     w_g = qkv.MultiHeadWeights.random(rng, 64, n_heads=8, n_kv_heads=n_kv)
     cache = qkv.KVCache.empty(n_kv, w_g.d_head)
-    cache.append(qkv.split_heads(x @ w_g.w_k, n_kv),
-                 qkv.split_heads(x @ w_g.w_v, n_kv))
-    formula = qkv.kv_cache_bytes(1, n_kv, w_g.d_head, len(x),
-                                 bytes_per_value=8)  # float64
+    cache.append(
+        qkv.split_heads(x @ w_g.w_k, n_kv), qkv.split_heads(x @ w_g.w_v, n_kv)
+    )
+    formula = qkv.kv_cache_bytes(
+        1, n_kv, w_g.d_head, len(x), bytes_per_value=8
+    )  # float64
     work = qkv.WorkCounter()
     qkv.decode_with_cache(x, w_g, work)
-    print(f"n_kv_heads={n_kv}: keys {cache.keys.shape},"
-          f" {cache.nbytes():>6,} bytes (formula {formula:>6,}),"
-          f" scores {work.total_scores:,}")
+    print(
+        f"n_kv_heads={n_kv}: keys {cache.keys.shape},"
+        f" {cache.nbytes():>6,} bytes (formula {formula:>6,}),"
+        f" scores {work.total_scores:,}"
+    )
 # --8<-- [end:grouped]

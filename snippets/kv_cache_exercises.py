@@ -12,14 +12,18 @@ layers, query_heads, kv_heads, d_head = 24, 16, 4, 64
 tokens, bytes_per_number = 8192, 2  # 16-bit numbers
 
 shared = qkv.kv_cache_bytes(layers, kv_heads, d_head, tokens, bytes_per_number)
-unshared = qkv.kv_cache_bytes(layers, query_heads, d_head, tokens, bytes_per_number)
+unshared = qkv.kv_cache_bytes(
+    layers, query_heads, d_head, tokens, bytes_per_number
+)
 print(f"4 key/value heads:  {shared:,} bytes = {shared / 2**20:g} MiB")
 print(f"16 key/value heads: {unshared:,} bytes = {unshared / 2**20:g} MiB")
 # --8<-- [end:cache_size]
 
 # --8<-- [start:score_count]
 heads, T = 8, 100
-w = qkv.MultiHeadWeights.random(np.random.default_rng(0), d_model=16, n_heads=heads)
+w = qkv.MultiHeadWeights.random(
+    np.random.default_rng(0), d_model=16, n_heads=heads
+)
 x = np.random.default_rng(1).normal(size=(T, 16))  # 100 tokens, fed one at a time
 cached, recomputed = qkv.WorkCounter(), qkv.WorkCounter()
 qkv.decode_with_cache(x, w, cached)

@@ -34,21 +34,25 @@ print(f"{'merge_heads':<20}{concat.shape}")
 print(f"{'@ W_O -> output':<20}{out.shape}")
 
 layer = qkv.multi_head_attention(x, x, w)
-print("steps above vs multi_head_attention, max difference:",
-      np.abs(out - layer.output).max())
+print(
+    "steps above vs multi_head_attention, max difference:",
+    np.abs(out - layer.output).max(),
+)
 # --8<-- [end:shapes]
 
 # --8<-- [start:cost]
 w_one = qkv.MultiHeadWeights.random(rng, d_model=512, n_heads=1)
 T = 1024
-print(f"{'':<8}{'flops at T=1024':>16}{'parameters':>12}"
-      f"   weight maps for 6 tokens")
+print(
+    f"{'':<8}{'flops at T=1024':>16}{'parameters':>12}   weight maps for 6 tokens"
+)
 for label, m in (("8 heads", w), ("1 head", w_one)):
     flops = qkv.attention_flops(T, T, m.d_head, m.d_head, m.n_heads)
     params = m.w_q.size + m.w_k.size + m.w_v.size + m.w_o.size
     maps = qkv.multi_head_attention(x, x, m).weights
-    print(f"{label:<8}{flops:>16,}{params:>12,}"
-          f"   {maps.shape}, {maps.nbytes:,} bytes")
+    print(
+        f"{label:<8}{flops:>16,}{params:>12,}   {maps.shape}, {maps.nbytes:,} bytes"
+    )
 # --8<-- [end:cost]
 
 # --8<-- [start:padding]
@@ -57,8 +61,14 @@ batch = rng.normal(size=(2, 6, d_model))  # whatever sits in the padding
 pad = qkv.padding_mask(lengths, 6)  # (2, 1, 6)
 allowed = pad & qkv.causal_mask(6)  # (2, 1, 6) & (6, 6) -> (2, 6, 6)
 padded = qkv.multi_head_attention(batch, batch, w, mask=allowed)
-print("mask", allowed.shape, " weights", padded.weights.shape,
-      " output", padded.output.shape)
+print(
+    "mask",
+    allowed.shape,
+    " weights",
+    padded.weights.shape,
+    " output",
+    padded.output.shape,
+)
 print("largest weight on a padding key:", padded.weights[0, :, :, 4:].max())
 
 short = batch[0, :4]  # the first sequence without its padding

@@ -15,8 +15,9 @@ print(f"weights in the layer: {params:,}")
 # --8<-- [end:gpt2_sizes]
 
 # --8<-- [start:grouped_shapes]
-g = qkv.MultiHeadWeights.random(np.random.default_rng(0), d_model=768, n_heads=12,
-                                n_kv_heads=4)
+g = qkv.MultiHeadWeights.random(
+    np.random.default_rng(0), d_model=768, n_heads=12, n_kv_heads=4
+)
 for name in ("w_q", "w_k", "w_v", "w_o"):
     print(name, getattr(g, name).shape)
 grouped = sum(m.size for m in (g.w_q, g.w_k, g.w_v, g.w_o))

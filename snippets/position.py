@@ -42,6 +42,7 @@ print("  no mask:    ", unmasked[:, 0].round(3))
 print("  causal mask:", masked[:, 0].round(3))
 # --8<-- [end:counting]
 
+
 # --8<-- [start:rotate]
 def attention_with_rope(x, p):
     """Self-attention, queries and keys turned by position; values untouched."""
@@ -56,8 +57,10 @@ print(f"with RoPE, the shuffled sentence's weights differ by up to {moved:.2f}")
 for word in ("drank", "from"):
     i = toy.SENTENCE.index(word)
     j = int(in_order.weights[i].argmax())
-    print(f"{word} -> {toy.SENTENCE[j]}: {in_order.weights[i, j]:.2f} in order,",
-          f"{unshuffled[i, j]:.2f} shuffled")
+    print(
+        f"{word} -> {toy.SENTENCE[j]}: {in_order.weights[i, j]:.2f} in order,",
+        f"{unshuffled[i, j]:.2f} shuffled",
+    )
 she_out = in_order.output[0].round(2)
 print("she's output (person, verb, dairy, container):", she_out)
 # --8<-- [end:rotate]
@@ -73,8 +76,10 @@ def score(m, n):
 
 
 for m, n in [(3, 0), (10, 7), (500, 497), (3, 1), (10, 9)]:
-    print(f"query at {m:>3}, key at {n:>3} (offset {m - n}):",
-          f"score {score(m, n):+.6f}")
+    print(
+        f"query at {m:>3}, key at {n:>3} (offset {m - n}):",
+        f"score {score(m, n):+.6f}",
+    )
 # --8<-- [end:offset]
 
 # --8<-- [start:layer_two]
@@ -94,8 +99,10 @@ first_rev, second_rev = values_per_layer(x2[order])
 at = order.index(milk)  # where milk stands in the reversed sentence
 gap_1 = np.abs(first[milk] - first_rev[at]).max()
 gap_2 = np.abs(second[milk] - second_rev[at]).max()
-print(f"milk's value, in order vs reversed: layer 1 {gap_1:.1f} apart,",
-      f"layer 2 {gap_2:.2f}")
+print(
+    f"milk's value, in order vs reversed: layer 1 {gap_1:.1f} apart,",
+    f"layer 2 {gap_2:.2f}",
+)
 # --8<-- [end:layer_two]
 
 # --8<-- [start:exercise_self]

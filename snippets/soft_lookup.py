@@ -12,12 +12,14 @@ palette = {  # what each entry holds: an RGB colour
     "white": (1.0, 1.0, 1.0),
 }
 names = list(palette)
-keys = np.array([  # what each entry is scored by: (warm, bright)
-    [1.0, 0.2],   # red
-    [0.8, 0.8],   # orange
-    [-1.0, 0.0],  # blue
-    [0.0, 1.0],   # white
-])
+keys = np.array(
+    [  # what each entry is scored by: (warm, bright)
+        [1.0, 0.2],  # red
+        [0.8, 0.8],  # orange
+        [-1.0, 0.0],  # blue
+        [0.0, 1.0],  # white
+    ]
+)
 values = np.array(list(palette.values()))  # what gets averaged
 query = np.array([[1.0, 0.0]])  # what we ask for: "something warm"
 
@@ -36,14 +38,17 @@ for factor in (1, 4, 16, 64):
     red = w[0, names.index("red")]
     print(f"x{factor:<3} weight on red {red:.4f}  answer", a[0].round(3))
 blue = w[0, names.index("blue")]  # at 64 times
-print(f"weight on blue at x64: {blue:.2g} in float64,",
-      f"{np.float32(blue):.2g} as float32, {np.float16(blue)} as float16")
+print(
+    f"weight on blue at x64: {blue:.2g} in float64,",
+    f"{np.float32(blue):.2g} as float32, {np.float16(blue)} as float16",
+)
 # --8<-- [end:sharpen]
 
 # --8<-- [start:hard]
 print("palette['orange'] ->", palette["orange"])
 print("'warm' in palette ->", "warm" in palette)
 # --8<-- [end:hard]
+
 
 # --8<-- [start:nudge]
 def best_match(q):
@@ -63,23 +68,32 @@ print("average:   ", soft_before.round(3), "->", soft_after.round(3))
 bright = np.array([[0.0, 1.0]])  # "something bright"
 print("scores:", keys @ bright[0])
 w, a = qkv.attention(bright, keys, values)
-for name, weight in sorted(zip(names, w[0], strict=True), key=lambda pair: -pair[1]):
+for name, weight in sorted(
+    zip(names, w[0], strict=True), key=lambda pair: -pair[1]
+):
     print(f"  weight on {name:<6} {weight:.3f}")
 print("answer:", a[0].round(3))
 # --8<-- [end:exercise_bright]
 
 # --8<-- [start:exercise_factor]
 factor = 1
-while qkv.attention(query * factor, keys, values).weights[0, names.index("red")] <= 0.99:
+while (
+    qkv.attention(query * factor, keys, values).weights[0, names.index("red")]
+    <= 0.99
+):
     factor += 1
 print("smallest whole factor with red above 0.99:", factor)
 # --8<-- [end:exercise_factor]
 
 # --8<-- [start:exercise_blue]
-at_blue = 64 * keys[names.index("blue")][None]  # a long query pointing straight at blue
+at_blue = (
+    64 * keys[names.index("blue")][None]
+)  # a long query pointing straight at blue
 w, a = qkv.attention(at_blue, keys, values)
 print(f"weight on blue {w[0, names.index('blue')]:.6f}   answer {a[0]}")
-print(f"weight left for the other three: {1 - w[0, names.index('blue')]:.2g}",
-      f"(summed: {np.delete(w[0], names.index('blue')).sum():.2g})")
+print(
+    f"weight left for the other three: {1 - w[0, names.index('blue')]:.2g}",
+    f"(summed: {np.delete(w[0], names.index('blue')).sum():.2g})",
+)
 print("red channel above zero:", a[0, 0] > 0)
 # --8<-- [end:exercise_blue]

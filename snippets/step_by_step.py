@@ -46,9 +46,11 @@ for _ in range(2000):
     q, k, _ = qkv.project(x, qkv.Projections.random(rng, p.d_model, d_k, p.d_v))
     raw.append((q @ k.T)[other])  # 30 scores per draw
 raw = np.concatenate(raw)
-print(f"{raw.size:,} scores: std raw {raw.std():.2f}",
-      f"(theory sqrt(8) = {np.sqrt(d_k):.2f}),",
-      f"scaled {(raw / np.sqrt(d_k)).std():.2f} (theory 1)")
+print(
+    f"{raw.size:,} scores: std raw {raw.std():.2f}",
+    f"(theory sqrt(8) = {np.sqrt(d_k):.2f}),",
+    f"scaled {(raw / np.sqrt(d_k)).std():.2f} (theory 1)",
+)
 # --8<-- [end:spread]
 
 
@@ -65,20 +67,23 @@ print("column sums:", weights.sum(axis=0).round(3))
 
 # --8<-- [start:mix]
 output = weights @ V  # row i = sum over j of weights[i, j] * V[j]
-print("output = weights @ V:", weights.shape, "@", V.shape, "->",
-      output.shape)
+print("output = weights @ V:", weights.shape, "@", V.shape, "->", output.shape)
 
 i = words.index("milk")
 mixture = sum(weights[i, j] * V[j] for j in range(len(words)))
-print(f"output for {words[i]!r} equals its weighted sum of value rows:",
-      np.allclose(output[i], mixture))
+print(
+    f"output for {words[i]!r} equals its weighted sum of value rows:",
+    np.allclose(output[i], mixture),
+)
 # --8<-- [end:mix]
 
 
 # --8<-- [start:residual]
 rng = np.random.default_rng(2)
 d_model = X.shape[-1]
-W_O = rng.normal(0.0, 1 / np.sqrt(p.d_v), (p.d_v, d_model))  # (4, 16): back to X's width
+W_O = rng.normal(
+    0.0, 1 / np.sqrt(p.d_v), (p.d_v, d_model)
+)  # (4, 16): back to X's width
 update = output @ W_O  # (6, 4) @ (4, 16) -> (6, 16)
 X_next = X + update  # added to the residual stream; X itself is kept
 print("output", output.shape, "@ W_O", W_O.shape, "->", update.shape)
@@ -95,12 +100,8 @@ print("output matches the steps above:", np.allclose(result.output, output))
 
 # --8<-- [start:exercise_by_hand]
 q = np.array([[2.0, 0.0, 2.0, 0.0]])  # one query, d_k = 4, so sqrt(d_k) = 2
-k = np.array([[1.0, 0.0, 1.0, 0.0],
-              [0.0, 1.0, 0.0, 1.0],
-              [1.0, 0.0, 0.0, 0.0]])
-v = np.array([[1.0, 0.0],
-              [0.0, 1.0],
-              [1.0, 1.0]])
+k = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
+v = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
 w, out = qkv.attention(q, k, v)
 print("scaled scores:", (q @ k.T / 2).round(3))
 print("weights:      ", w.round(3))
@@ -109,14 +110,18 @@ print("output:       ", out.round(3))
 
 
 # --8<-- [start:exercise_wrong_axis]
-by_column = qkv.softmax(scaled, axis=0)  # normalised over the queries: the wrong axis
+by_column = qkv.softmax(
+    scaled, axis=0
+)  # normalised over the queries: the wrong axis
 print("row sums:   ", by_column.sum(axis=-1).round(3))
 print("column sums:", by_column.sum(axis=0).round(3))
 other = Q.copy()
 other[words.index("cup")] *= 3  # change only cup's query
 moved = qkv.softmax(other @ K.T / np.sqrt(d_k), axis=0)
-print("she's row moves when cup's query changes:",
-      not np.allclose(moved[0], by_column[0]))
+print(
+    "she's row moves when cup's query changes:",
+    not np.allclose(moved[0], by_column[0]),
+)
 # --8<-- [end:exercise_wrong_axis]
 
 

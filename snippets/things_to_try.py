@@ -21,6 +21,8 @@ def row(label, numbers):
 
 def header(label=""):
     print(f"{label:<16}" + "".join(f"{w:>9}" for w in WORDS))
+
+
 # --8<-- [end:setup]
 
 
@@ -41,9 +43,14 @@ def ranking(state):
     return [WORDS[j] for j in np.argsort(-state.raw)]
 
 
-print("d_k=1  query  ranks the keys                          same weights unscaled")
+print(
+    "d_k=1  query  ranks the keys                          same weights unscaled"
+)
 for word in WORDS:
-    on, off = explorer_state(word, 1, scale=True), explorer_state(word, 1, scale=False)
+    on, off = (
+        explorer_state(word, 1, scale=True),
+        explorer_state(word, 1, scale=False),
+    )
     same = np.array_equal(on.weights, off.weights)  # exactly, not roughly
     print(f"       {word:<6} {' > '.join(ranking(on)):<39} {same}")
 print("scale factor at d_k=1:", qkv.scale_factor(True, 1))
@@ -66,8 +73,9 @@ def summary(d_k, scale):
         s = explorer_state(word, d_k, scale)
         first, second = np.sort(s.scaled)[::-1][:2]  # scores reaching softmax
         top = WORDS[int(np.argmax(s.weights))]
-        print(f"{word:<7}{top:>8}{first:>11.3f}{second:>11.3f}"
-              f"{s.max_weight:>11.4f}{s.entropy:>9.4f}")
+        print(
+            f"{word:<7}{top:>8}{first:>11.3f}{second:>11.3f}{s.max_weight:>11.4f}{s.entropy:>9.4f}"
+        )
 
 
 summary(64, scale=False)
@@ -78,8 +86,9 @@ summary(64, scale=False)
 for scale in (False, True):
     w = explorer_state("she", 64, scale).weights
     largest = np.abs(qkv.softmax_jacobian(w)).max()  # d weight / d score
-    print(f"she, d_k=64, scaling {'on ' if scale else 'off'}: "
-          f"largest softmax gradient entry {largest:.6f}")
+    print(
+        f"she, d_k=64, scaling {'on ' if scale else 'off'}: largest softmax gradient entry {largest:.6f}"
+    )
 # --8<-- [end:gradient]
 
 
@@ -94,8 +103,9 @@ for word in WORDS:
     s = explorer_state(word, 64, scale=False)
     first, second = np.argsort(-s.scaled)[:2]
     gap = s.scaled[first] - s.scaled[second]
-    print(f"{word:<7}{gap:>15.3f}{s.weights[second] / s.weights[first]:>21.4f}"
-          f"{np.exp(-gap):>12.4f}")
+    print(
+        f"{word:<7}{gap:>15.3f}{s.weights[second] / s.weights[first]:>21.4f}{np.exp(-gap):>12.4f}"
+    )
 # --8<-- [end:near_ties]
 
 
@@ -103,9 +113,13 @@ for word in WORDS:
 d_k = 1
 while explorer_state("she", d_k, scale=False).max_weight <= 0.9:
     d_k += 1
-now, before = (explorer_state("she", d, scale=False).max_weight for d in (d_k, d_k - 1))
-print(f"she, scaling off: largest weight first above 0.9 at d_k = {d_k}",
-      f"({now:.3f}; {before:.3f} at d_k = {d_k - 1})")
+now, before = (
+    explorer_state("she", d, scale=False).max_weight for d in (d_k, d_k - 1)
+)
+print(
+    f"she, scaling off: largest weight first above 0.9 at d_k = {d_k}",
+    f"({now:.3f}; {before:.3f} at d_k = {d_k - 1})",
+)
 # --8<-- [end:exercise_first_dk]
 
 

@@ -59,8 +59,10 @@ on_pad = padded.weights[1][:, 4:]  # every query's weight on the two pads
 print("weights on padding all exactly 0:", bool((on_pad == 0).all()))
 
 short = qkv.self_attention(X[:4], p)  # the four words alone, unpadded
-print("real tokens' outputs equal the unpadded ones:",
-      np.allclose(padded.output[1, :4], short.output))
+print(
+    "real tokens' outputs equal the unpadded ones:",
+    np.allclose(padded.output[1, :4], short.output),
+)
 
 both = qkv.causal_mask(6) & pad  # (6, 6) & (2, 1, 6) -> (2, 6, 6)
 print("causal and padding together:", both.shape)
@@ -71,8 +73,12 @@ print("causal and padding together:", both.shape)
 decoder_words = ("elle", "a", "bu")  # three positions of another sequence
 decoder = toy.embeddings(decoder_words, seed=7)  # (3, 16)
 cross = qkv.cross_attention(decoder, X, p)  # Q from decoder; K, V from X
-print("cross-attention weights:", cross.weights.shape,
-      " output:", cross.output.shape)
+print(
+    "cross-attention weights:",
+    cross.weights.shape,
+    " output:",
+    cross.output.shape,
+)
 show(cross.weights, decoder_words, words)
 print("row sums:", cross.weights.sum(axis=-1).round(6))
 # --8<-- [end:cross]

@@ -23,6 +23,8 @@ def show_pair(S, W):
     for i, j in [(milk, frm), (frm, milk)]:
         s, w = S[i, j], W[i, j]
         print(f"{words[i]} -> {words[j]}: score {s:+.3f}   weight {w:.3f}")
+
+
 # --8<-- [end:setup]
 
 # --8<-- [start:products]
@@ -32,14 +34,20 @@ moved = qkv.Projections(w_q=p.w_q @ A, w_k=p.w_k @ np.linalg.inv(A).T, w_v=p.w_v
 product, product_moved = p.w_q @ p.w_k.T, moved.w_q @ moved.w_k.T
 print(f"largest change in W_Q:      {np.abs(moved.w_q - p.w_q).max():.2f}")
 print(f"largest change in W_Q W_Kᵀ: {np.abs(product_moved - product).max():.1e}")
-print(f"largest change in a score:  {np.abs(scores(moved) - scores(p)).max():.1e}")
+print(
+    f"largest change in a score:  {np.abs(scores(moved) - scores(p)).max():.1e}"
+)
 
 W_O = rng.normal(size=(p.d_v, x.shape[1]))  # an output matrix, back to x's width
-B = rng.normal(size=(p.d_v, p.d_v))  # another invertible matrix, on the value side
+B = rng.normal(
+    size=(p.d_v, p.d_v)
+)  # another invertible matrix, on the value side
 added = qkv.self_attention(x, p).output @ W_O  # what the head adds to the stream
 with_b = qkv.Projections(p.w_q, p.w_k, p.w_v @ B)
 added_b = qkv.self_attention(x, with_b).output @ (np.linalg.inv(B) @ W_O)
-print(f"largest change in what the head adds: {np.abs(added_b - added).max():.1e}")
+print(
+    f"largest change in what the head adds: {np.abs(added_b - added).max():.1e}"
+)
 # --8<-- [end:products]
 
 # --8<-- [start:asymmetric]
@@ -68,7 +76,9 @@ for name, s in [("separate", S), ("tied", S_tied)]:
 
 # --8<-- [start:what_breaks]
 k = x @ p.w_k  # tied: each word's query is its own key
-b = np.random.default_rng(2).normal(size=p.d_k)  # a bias, added to the queries only
+b = np.random.default_rng(2).normal(
+    size=p.d_k
+)  # a bias, added to the queries only
 
 
 def asymmetry(q, k):
@@ -83,7 +93,10 @@ print(f"tied, with a query bias: {asymmetry(k + b, k):.2f}")
 # --8<-- [end:what_breaks]
 
 # --8<-- [start:tie_kv]
-feats, hand = toy.feature_embeddings(), toy.hand_built_projections()  # hand-built toy
+feats, hand = (
+    toy.feature_embeddings(),
+    toy.hand_built_projections(),
+)  # hand-built toy
 tied_kv = qkv.Projections(w_q=hand.w_q, w_k=hand.w_k, w_v=hand.w_k)  # W_V = W_K
 
 
@@ -94,9 +107,15 @@ def named(row, names):
 
 
 drank, dairy = words.index("drank"), toy.FEATURES.index("dairy")
-separate, tied = qkv.self_attention(feats, hand), qkv.self_attention(feats, tied_kv)
+separate, tied = (
+    qkv.self_attention(feats, hand),
+    qkv.self_attention(feats, tied_kv),
+)
 print("weights identical:", np.array_equal(tied.weights, separate.weights))
-print("drank receives, W_V separate:", named(separate.output[drank], toy.VALUE_COLUMNS))
+print(
+    "drank receives, W_V separate:",
+    named(separate.output[drank], toy.VALUE_COLUMNS),
+)
 print("drank receives, W_V = W_K:   ", named(tied.output[drank], toy.FEATURES))
 print("dairy received by any word, W_V = W_K:", tied.output[:, dairy].max())
 # --8<-- [end:tie_kv]
@@ -106,7 +125,9 @@ for d_k, d_v in [(8, 8), (2, 8), (8, 2), (64, 3)]:
     pk = toy.projections(d_k, d_v)
     w, out = qkv.self_attention(x, pk)
     rank = np.linalg.matrix_rank(pk.w_q @ pk.w_k.T)  # of a (16, 16) matrix
-    print(f"d_k={d_k:<2} d_v={d_v}:  weights {w.shape}  output {out.shape}  rank {rank:>2}")
+    print(
+        f"d_k={d_k:<2} d_v={d_v}:  weights {w.shape}  output {out.shape}  rank {rank:>2}"
+    )
 # --8<-- [end:dk_dv]
 
 # --8<-- [start:exercise_scale]

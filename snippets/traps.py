@@ -32,8 +32,9 @@ Q6, K6, V6 = qkv.project(X, p6)
 weights = qkv.softmax(Q6 @ K6.T / np.sqrt(8))
 forgot = weights  # wrong: stopped after softmax
 output = weights @ V6  # right: the weights applied to the values
-print("shapes:", forgot.shape, output.shape,
-      " equal:", forgot.shape == output.shape)
+print(
+    "shapes:", forgot.shape, output.shape, " equal:", forgot.shape == output.shape
+)
 print("largest difference:", np.abs(forgot - output).max().round(3))
 print("rows of the wrong one sum to 1:", forgot.sum(axis=-1).round(6))
 # --8<-- [end:forgot_values]
@@ -64,12 +65,18 @@ twice = np.vstack([X, X[2]])  # "milk" appears twice: identical embeddings
 labels = (*words, "milk'")
 w = qkv.self_attention(twice, p).weights  # (7, 7)
 milk, copy = 2, 6
-print("milk -> milk:", w[milk, milk].round(3),
-      "  milk -> milk':", w[milk, copy].round(3))
+print(
+    "milk -> milk:",
+    w[milk, milk].round(3),
+    "  milk -> milk':",
+    w[milk, copy].round(3),
+)
 favourite = w[milk].argmax()
 print("milk's favourite key:", labels[favourite], w[milk, favourite].round(3))
 same = np.allclose(w[:, milk], w[:, copy], rtol=1e-12, atol=0)
 print("every query weighs milk and milk' equally:", same)
-print("words whose favourite key is themselves:",
-      [labels[i] for i in range(7) if w[i].argmax() == i])
+print(
+    "words whose favourite key is themselves:",
+    [labels[i] for i in range(7) if w[i].argmax() == i],
+)
 # --8<-- [end:similarity]

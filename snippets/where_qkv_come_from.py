@@ -57,7 +57,9 @@ print(f"bias on the queries: weights change by {change:.3f}")
 # --8<-- [end:key_bias]
 
 # --8<-- [start:exercise_params]
-head = qkv.Projections.random(np.random.default_rng(0), d_model=512, d_k=64, d_v=64)
+head = qkv.Projections.random(
+    np.random.default_rng(0), d_model=512, d_k=64, d_v=64
+)
 print("W_Q, W_K, W_V:", head.w_q.shape, head.w_k.shape, head.w_v.shape)
 print("learned numbers:", head.w_q.size + head.w_k.size + head.w_v.size)
 # --8<-- [end:exercise_params]
@@ -66,9 +68,14 @@ print("learned numbers:", head.w_q.size + head.w_k.size + head.w_v.size)
 f = toy.FEATURES.index
 hand = toy.hand_built_projections()
 w_q = hand.w_q.copy()
-w_q[f("person"), f("liquid")] = 8.0  # a person now also looks for something to drink
+w_q[f("person"), f("liquid")] = (
+    8.0  # a person now also looks for something to drink
+)
 mine = qkv.Projections(w_q, hand.w_k, hand.w_v)
 she = toy.SENTENCE.index("she")
 row = qkv.self_attention(toy.feature_embeddings(), mine).weights[she]
-print("she ->", ", ".join(f"{w} {x:.2f}" for w, x in zip(toy.SENTENCE, row, strict=True)))
+print(
+    "she ->",
+    ", ".join(f"{w} {x:.2f}" for w, x in zip(toy.SENTENCE, row, strict=True)),
+)
 # --8<-- [end:exercise_she]

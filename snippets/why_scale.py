@@ -24,16 +24,20 @@ print(f"std at d_k=64 / std at d_k=1 = {ratio:.2f}   (sqrt(64) = 8)")
 
 # --8<-- [start:saturation]
 n_keys = 6  # one query over six keys, like the toy sentence; 10,000 draws
-print(f"uniform weights over {n_keys} keys: max weight {1 / n_keys:.3f},",
-      f"entropy {np.log(n_keys):.3f} nats")
+print(
+    f"uniform weights over {n_keys} keys: max weight {1 / n_keys:.3f},",
+    f"entropy {np.log(n_keys):.3f} nats",
+)
 print(" d_k  scaled  mean max w  max w > 0.99  mean entropy  median |J|")
 for d_k in [1, 64]:
     for scale in [True, False]:
         s = saturation(d_k, scale=scale, n_keys=n_keys)
         near_one_hot = (s.max_weight > 0.99).mean()
-        print(f"{d_k:4}  {scale!s:6}  {s.max_weight.mean():10.3f}",
-              f"{near_one_hot:13.1%}  {s.entropy.mean():12.3f}",
-              f"{np.median(s.jacobian_norm):11.4f}")
+        print(
+            f"{d_k:4}  {scale!s:6}  {s.max_weight.mean():10.3f}",
+            f"{near_one_hot:13.1%}  {s.entropy.mean():12.3f}",
+            f"{np.median(s.jacobian_norm):11.4f}",
+        )
 # --8<-- [end:saturation]
 
 
@@ -55,8 +59,10 @@ print(" d_k   scaled  unscaled     scaled  unscaled")
 for d_k in [64, 256, 512]:
     scaled = saturation(d_k, scale=True).query_gradient_norm
     raw = saturation(d_k, scale=False).query_gradient_norm
-    print(f"{d_k:4}  {np.median(scaled):7.4f}  {np.median(raw):8.4f}",
-          f"  {scaled.mean():8.3f}  {raw.mean():8.3f}")
+    print(
+        f"{d_k:4}  {np.median(scaled):7.4f}  {np.median(raw):8.4f}",
+        f"  {scaled.mean():8.3f}  {raw.mean():8.3f}",
+    )
 # --8<-- [end:query_gradient]
 
 
@@ -71,7 +77,9 @@ for sigma in [1.0, 2.0]:  # std 2: what training may well produce
 
 
 # --8<-- [start:exercise_d16]
-print(f"d_k = 16: std of raw scores {score_std(16, scale=False):.2f}   (sqrt(16) = 4)")
+print(
+    f"d_k = 16: std of raw scores {score_std(16, scale=False):.2f}   (sqrt(16) = 4)"
+)
 # --8<-- [end:exercise_d16]
 
 
@@ -82,5 +90,7 @@ qs = np.concatenate([q for q, _ in chunks])[:, 0] * sigma  # (20000, 64)
 ks = np.concatenate([k for _, k in chunks])[:, 0] * sigma
 factor = 1 / (sigma**2 * np.sqrt(64))
 dots = (qs * ks).sum(axis=-1)
-print(f"divide by sigma^2 sqrt(d_k) = {1 / factor:.0f}: std of scores {(dots * factor).std():.3f}")
+print(
+    f"divide by sigma^2 sqrt(d_k) = {1 / factor:.0f}: std of scores {(dots * factor).std():.3f}"
+)
 # --8<-- [end:exercise_sigma]

@@ -55,13 +55,22 @@ class BackgroundBuild:
                 return  # it has run already
             (self.folder / "started").touch()
             project, env = recipe()
-            argv = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
-                    str(self.site)]
+            argv = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(self.site)]
             subprocess.Popen(
-                [sys.executable, "-c", _RUN_AND_RECORD, str(self.log),
-                 str(self.folder / "returncode"), str(project), *argv],
-                env={**env, "NO_MKDOCS_2_WARNING": "1"}, pass_fds=[lock],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                [
+                    sys.executable,
+                    "-c",
+                    _RUN_AND_RECORD,
+                    str(self.log),
+                    str(self.folder / "returncode"),
+                    str(project),
+                    *argv,
+                ],
+                env={**env, "NO_MKDOCS_2_WARNING": "1"},
+                pass_fds=[lock],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+            )
         finally:
             os.close(lock)  # the build's process keeps the lock until it ends
 
@@ -79,6 +88,8 @@ class BackgroundBuild:
             code = None
         if code != 0:
             log = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
-            raise AssertionError(f"mkdocs build --strict (log: {self.log}) "
-                                 f"{'died' if code is None else f'failed ({code})'}:\n{log[-6000:]}")
+            raise AssertionError(
+                f"mkdocs build --strict (log: {self.log}) "
+                f"{'died' if code is None else f'failed ({code})'}:\n{log[-6000:]}"
+            )
         return self.site

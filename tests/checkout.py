@@ -27,7 +27,10 @@ def project_files(root: Path = ROOT) -> list[str]:
     """Paths (relative to ``root``) of the files a clone plus uncommitted work would hold."""
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=root, capture_output=True, text=True, check=True,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split("\0")
     return sorted(p for p in listed if p and (root / p).is_file())
 
@@ -53,8 +56,12 @@ def borrow_environment(root: Path) -> Path:
     env_dir = root / ".venv"
     venv.EnvBuilder(with_pip=False, symlinks=True).create(env_dir)
     python = env_dir / "bin" / "python"
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(purelib, "_borrowed_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     # Jupyter finds nbconvert's templates and the kernel spec under <prefix>/share/jupyter.
     shared_data = Path(sys.prefix, "share", "jupyter")
@@ -71,10 +78,10 @@ def borrow_environment(root: Path) -> Path:
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment for commands run in a copy: no variable pointing back at this tree
     (``QKV_VENV``, ``QKV_CACHE``, ...) or changing what a build makes."""
-    env = {k: v for k, v in os.environ.items()
-           if not (k.startswith("QKV_") and k != "QKV_CHROMIUM")
-           and k not in ("VIRTUAL_ENV", "PYTHONPATH", "SOURCE_DATE_EPOCH")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith("QKV_") and k != "QKV_CHROMIUM")
+        and k not in ("VIRTUAL_ENV", "PYTHONPATH", "SOURCE_DATE_EPOCH")
+    }
     return {**env, "NO_MKDOCS_2_WARNING": "1", **extra}
-
-
-

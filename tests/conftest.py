@@ -62,8 +62,9 @@ class _Builds:
         # a snapshot of the tree (what a clone plus uncommitted work holds): no cache at all
         copy_project(self.clean_tree)
         paths = os.pathsep.join([str(self.clean_tree), str(self.clean_tree / "sitebuild")])
-        return self.clean_tree, clean_env(PYTHONPATH=paths, SOURCE_DATE_EPOCH=self.epoch,
-                                          QKV_SITE_URL=PUBLISHED_URL)
+        return self.clean_tree, clean_env(
+            PYTHONPATH=paths, SOURCE_DATE_EPOCH=self.epoch, QKV_SITE_URL=PUBLISHED_URL
+        )
 
 
 @pytest.fixture(scope="session")
@@ -128,7 +129,7 @@ class _SiteHandler(http.server.SimpleHTTPRequestHandler):
     def translate_path(self, path):
         if not path.startswith(PUBLISHED_PATH):
             return str(Path(self.directory) / "not-below-the-site-path")
-        return super().translate_path("/" + path[len(PUBLISHED_PATH):])
+        return super().translate_path("/" + path[len(PUBLISHED_PATH) :])
 
     def log_message(self, *args):  # keep test output readable
         pass
@@ -212,8 +213,10 @@ def pytest_collection_modifyitems(config, items):
             continue
         needs = set(getattr(item, "fixturenames", ()))
         if tier == "fast" and needs & (SITE_FIXTURES | BROWSER_FIXTURES):
-            wrong.append(f"{item.nodeid}: uses {sorted(needs & (SITE_FIXTURES | BROWSER_FIXTURES))}; "
-                         "move it to tests/site or tests/browser")
+            wrong.append(
+                f"{item.nodeid}: uses {sorted(needs & (SITE_FIXTURES | BROWSER_FIXTURES))}; "
+                "move it to tests/site or tests/browser"
+            )
         if tier != "browser" and needs & BROWSER_FIXTURES:
             wrong.append(f"{item.nodeid}: opens Chromium; move it to tests/browser")
         for name in ("build", "browser"):

@@ -61,8 +61,9 @@ def written_numbers(sentence: str) -> list[Written]:
     """Every number written in ``sentence``, in order; digits that are part of a name
     (GPT-2, float32, Q4_1, SmolLM2-135M, 7B, d_k) are not numbers; tests/fast/
     test_prose_numbers.py shows what is read from which text."""
-    text = re.sub("[⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+", lambda m: "^{" + m.group().translate(_SUPERSCRIPTS) + "}",
-                  sentence).replace("\u2212", "-")
+    text = re.sub(
+        "[⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+", lambda m: "^{" + m.group().translate(_SUPERSCRIPTS) + "}", sentence
+    ).replace("\u2212", "-")
     found = []
     for m in _NUMBER.finditer(text):
         start, end = m.span()
@@ -90,8 +91,7 @@ def written_numbers(sentence: str) -> list[Written]:
         if sign_at is not None:
             value = -value
         tolerance = 0.5 * 10.0 ** -(len(decimals) - 1 if decimals else 0)
-        found.append(Written(text[(sign_at if sign_at is not None else first_digit):end],
-                             value, tolerance))
+        found.append(Written(text[(sign_at if sign_at is not None else first_digit) : end], value, tolerance))
     return found
 
 
@@ -119,9 +119,15 @@ def check_prose(claim_id: str, *computed: float | EllipsisType) -> None:
     if len(written) != len(computed):
         raise AssertionError(
             f"claim {claim_id!r} writes {len(written)} numbers ({shown}); the test passed "
-            f"{len(computed)}.\nSentence: {sentence}")
-    wrong = [f"{w.text} (computed {c!r})" for w, c in zip(written, computed, strict=True)
-             if c is not Ellipsis and not w.matches(float(c))]
+            f"{len(computed)}.\nSentence: {sentence}"
+        )
+    wrong = [
+        f"{w.text} (computed {c!r})"
+        for w, c in zip(written, computed, strict=True)
+        if c is not Ellipsis and not w.matches(float(c))
+    ]
     if wrong:
-        raise AssertionError(f"claim {claim_id!r} writes numbers the test does not compute: "
-                             f"{'; '.join(wrong)}.\nSentence: {sentence}")
+        raise AssertionError(
+            f"claim {claim_id!r} writes numbers the test does not compute: "
+            f"{'; '.join(wrong)}.\nSentence: {sentence}"
+        )

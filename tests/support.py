@@ -36,25 +36,28 @@ CHROMIUM_ARGS = [
 ]
 
 
-def build_site(out: Path, extra_env: dict[str, str] | None = None, *, cwd: Path = ROOT,
-               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def build_site(
+    out: Path, extra_env: dict[str, str] | None = None, *, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """Run ``mkdocs build --strict`` in ``cwd`` into ``out``; return the finished process.
 
     ``env`` replaces this process's environment as the base (``extra_env`` goes on top).
     """
-    env = {**(os.environ if env is None else env), "NO_MKDOCS_2_WARNING": "1",
-           **(extra_env or {})}
+    env = {**(os.environ if env is None else env), "NO_MKDOCS_2_WARNING": "1", **(extra_env or {})}
     return subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=1200,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
 
 
 def last_commit_time() -> str:
     """The last commit's time, as ./dev build dates a build (a fixed date before the first
     commit): same commit, same bytes, sitemap dates included."""
-    done = subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=ROOT,
-                          capture_output=True, text=True)
+    done = subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture_output=True, text=True)
     return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "1700000000"
 
 
@@ -65,8 +68,9 @@ def dev_serve_watch_options() -> list[str]:
     command = re.search(r"mkdocs\" serve (.*?)(?:\n\s*;;|$)", serve.replace("\\\n", " "), re.S)
     words = command.group(1).split()
     # drop the fixed address: the tests and benchmarks hand the server a socket instead
-    return [w for i, w in enumerate(words) if w != "-a" and (i == 0 or words[i - 1] != "-a")
-            and w != "--strict"]
+    return [
+        w for i, w in enumerate(words) if w != "-a" and (i == 0 or words[i - 1] != "-a") and w != "--strict"
+    ]
 
 
 _NUMBER = re.compile(r"[-\u2212]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -147,8 +151,10 @@ def expect_url(page, **want) -> None:
     after a change)."""
     want = {k: str(v) for k, v in want.items()}
     page.wait_for_function(
-        "want => Object.entries(want).every("
-        "([k, v]) => new URLSearchParams(location.search).get(k) === v)", arg=want, timeout=3000)
+        "want => Object.entries(want).every(([k, v]) => new URLSearchParams(location.search).get(k) === v)",
+        arg=want,
+        timeout=3000,
+    )
 
 
 def html_pages(site: Path) -> list[Path]:
@@ -206,9 +212,22 @@ def serve(root: Path, *args: str, env: dict[str, str] | None = None) -> Iterator
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
     env = {**(os.environ if env is None else env), "NO_MKDOCS_2_WARNING": "1"}
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "serve_socket.py"), str(sock.fileno()), "serve",
-         "--strict", *args], cwd=root, env=env, pass_fds=[sock.fileno()],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        [
+            sys.executable,
+            str(ROOT / "tests" / "serve_socket.py"),
+            str(sock.fileno()),
+            "serve",
+            "--strict",
+            *args,
+        ],
+        cwd=root,
+        env=env,
+        pass_fds=[sock.fileno()],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     sock.close()  # the server holds its own copy
     served = Served(process, url)
     try:
@@ -249,8 +268,13 @@ def build_dist(out: Path) -> tuple[Path, Path]:
     ``--no-isolation`` builds with the test environment's pinned setuptools instead of
     fetching one into a fresh environment (the release workflow does that; same backend).
     """
-    done = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out),
-                           str(ROOT)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, f"python -m build failed:\n{done.stdout}\n{done.stderr}"
     (sdist,), (wheel,) = out.glob("qkv-*.tar.gz"), out.glob("qkv-*.whl")
     return sdist, wheel

@@ -52,8 +52,17 @@ class Reference:
 
 def _key(inputs: Inputs, sha256: str) -> str:
     versions = {name: importlib.metadata.version(name) for name in PACKAGES}
-    text = json.dumps([sha256, versions, inputs.tokenize, inputs.trace, inputs.next_token,
-                       inputs.continue_, Path(__file__).read_text(encoding="utf-8")])
+    text = json.dumps(
+        [
+            sha256,
+            versions,
+            inputs.tokenize,
+            inputs.trace,
+            inputs.next_token,
+            inputs.continue_,
+            Path(__file__).read_text(encoding="utf-8"),
+        ]
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -68,8 +77,7 @@ def _compute(inputs: Inputs, path: Path) -> tuple[dict, dict[str, np.ndarray]]:
         path.parent, gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
     ).eval()
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    texts = {*inputs.tokenize, *inputs.trace, *inputs.next_token,
-             *(prompt for prompt, _ in inputs.continue_)}
+    texts = {*inputs.tokenize, *inputs.trace, *inputs.next_token, *(prompt for prompt, _ in inputs.continue_)}
     # add_special_tokens=True: the reference adds no BOS either, so ids must agree as they are
     ids = {text: tokenizer(text, add_special_tokens=True)["input_ids"] for text in sorted(texts)}
     arrays, next_token, continuation = {}, {}, {}
@@ -81,17 +89,26 @@ def _compute(inputs: Inputs, path: Path) -> tuple[dict, dict[str, np.ndarray]]:
         for prompt in inputs.next_token:
             next_token[prompt] = int(hf(torch.tensor([ids[prompt]])).logits[0, -1].argmax())
         for prompt, n_new in inputs.continue_:
-            out = hf.generate(torch.tensor([ids[prompt]]), max_new_tokens=n_new,
-                              do_sample=False, pad_token_id=tokenizer.eos_token_id)
-            continuation[prompt] = tokenizer.decode(out[0, len(ids[prompt]):])
+            out = hf.generate(
+                torch.tensor([ids[prompt]]),
+                max_new_tokens=n_new,
+                do_sample=False,
+                pad_token_id=tokenizer.eos_token_id,
+            )
+            continuation[prompt] = tokenizer.decode(out[0, len(ids[prompt]) :])
     c = hf.config
-    config = {"n_layers": c.num_hidden_layers, "d_model": c.hidden_size,
-              "n_heads": c.num_attention_heads, "n_kv_heads": c.num_key_value_heads,
-              "d_mlp": c.intermediate_size, "vocab_size": c.vocab_size,
-              "rope_theta": c.rope_parameters["rope_theta"], "norm_eps": c.rms_norm_eps,
-              "tied_embeddings": bool(c.tie_word_embeddings)}
-    return {"ids": ids, "next_token": next_token, "continuation": continuation,
-            "config": config}, arrays
+    config = {
+        "n_layers": c.num_hidden_layers,
+        "d_model": c.hidden_size,
+        "n_heads": c.num_attention_heads,
+        "n_kv_heads": c.num_key_value_heads,
+        "d_mlp": c.intermediate_size,
+        "vocab_size": c.vocab_size,
+        "rope_theta": c.rope_parameters["rope_theta"],
+        "norm_eps": c.rms_norm_eps,
+        "tied_embeddings": bool(c.tie_word_embeddings),
+    }
+    return {"ids": ids, "next_token": next_token, "continuation": continuation, "config": config}, arrays
 
 
 @contextlib.contextmanager
@@ -121,5 +138,7 @@ def reference(inputs: Inputs) -> Reference:
         ids=answers["ids"],
         weights={t: arrays[f"weights_{i}"] for i, t in enumerate(inputs.trace)},
         logits={t: arrays[f"logits_{i}"] for i, t in enumerate(inputs.trace)},
-        next_token=answers["next_token"], continuation=answers["continuation"],
-        config=answers["config"])
+        next_token=answers["next_token"],
+        continuation=answers["continuation"],
+        config=answers["config"],
+    )

@@ -133,8 +133,9 @@ def problems(claims: list[Claim], guards: list[Guard]) -> list[str]:
     guarded = {g.claim_id for g in guards}
     for claim in claims:
         if claim.id not in guarded:
-            found.append(f"claim '{claim.id}' in {claim.page} has no test marked "
-                         f"@pytest.mark.claim('{claim.id}')")
+            found.append(
+                f"claim '{claim.id}' in {claim.page} has no test marked @pytest.mark.claim('{claim.id}')"
+            )
     for guard in guards:
         if guard.claim_id not in seen:
             found.append(f"{guard.test} guards claim '{guard.claim_id}', which no page makes")
@@ -152,8 +153,9 @@ def nav_order(nav) -> list[str]:
     return []
 
 
-def how_we_know_markdown(claims: list[Claim], guards: list[Guard], titles: dict[str, str],
-                         order: list[str] | None = None) -> str:
+def how_we_know_markdown(
+    claims: list[Claim], guards: list[Guard], titles: dict[str, str], order: list[str] | None = None
+) -> str:
     tests_by_claim: dict[str, list[str]] = {}
     for guard in guards:
         tests_by_claim.setdefault(guard.claim_id, []).append(guard.test)
@@ -222,7 +224,9 @@ def on_page_markdown(markdown, page, config, files):
 
     def mark(match: re.Match) -> str:
         claim_id = match.group(1)
-        return (f'[✓]({target}#{claim_id}){{: .claim-mark #claim-{claim_id} '
-                f'title="Checked by a test: see How we know" }}')
+        return (
+            f"[✓]({target}#{claim_id}){{: .claim-mark #claim-{claim_id} "
+            f'title="Checked by a test: see How we know" }}'
+        )
 
     return CLAIM_MARK.sub(mark, markdown)

@@ -79,8 +79,9 @@ def explorer_data(words=toy.SENTENCE, d_v: int = D_V) -> dict:
     _, _, values = project(toy.embeddings(words), toy.projections(1, d_v=d_v))  # (T, d_v)
 
     def table(field: str, s: int = 0) -> list:
-        return [[to_fixed(getattr(states[s, qi, d], field)) for d in range(D_K_MAX)]
-                for qi in range(len(words))]
+        return [
+            [to_fixed(getattr(states[s, qi, d], field)) for d in range(D_K_MAX)] for qi in range(len(words))
+        ]
 
     return {
         "words": words,

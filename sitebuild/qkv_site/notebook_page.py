@@ -31,8 +31,7 @@ NO_ALT = "No description has been provided for this image"
 MATHS = re.compile(r"\$\$(.+?)\$\$|(?<![\\$])\$(?!\$)(.+?)(?<![\\$])\$", re.S)
 URL_ATTRIBUTES = ("src", "href", "srcset", "poster", "data", "action")
 # an import() in a script, a url() or @import in CSS, naming another host
-EXTERNAL_IN_CODE = re.compile(r"""(?:import\(\s*["']|url\(\s*["']?|@import\s+["'])(?:https?:)?//""",
-                              re.I)
+EXTERNAL_IN_CODE = re.compile(r"""(?:import\(\s*["']|url\(\s*["']?|@import\s+["'])(?:https?:)?//""", re.I)
 IMAGE = re.compile(r"data:image/(png|jpeg);base64,([A-Za-z0-9+/=\s]+)")
 
 
@@ -44,9 +43,12 @@ def remove_cdn_loaders(soup: BeautifulSoup) -> None:
     """Drop the template's MathJax loader and configuration and its Mermaid module."""
     for script in soup.find_all("script"):
         source, kind = script.get("src"), script.get("type", "")
-        if kind == "text/x-mathjax-config" or (source is not None and not source.strip()) \
-                or "mathjax" in (source or "").lower() \
-                or (kind == "module" and "mermaid" in script.get_text()):
+        if (
+            kind == "text/x-mathjax-config"
+            or (source is not None and not source.strip())
+            or "mathjax" in (source or "").lower()
+            or (kind == "module" and "mermaid" in script.get_text())
+        ):
             script.decompose()
     for comment in soup.find_all(string=lambda s: isinstance(s, Comment) and "mathjax" in s.lower()):
         comment.extract()
@@ -59,19 +61,22 @@ def maths_to_mathml(soup: BeautifulSoup) -> None:
             if text.find_parent(["code", "pre"]) is not None:
                 continue
             paragraph = text.parent
-            if paragraph.name == "p" and len(paragraph.contents) == 1 \
-                    and (whole := re.fullmatch(r"\s*\$\$(.+?)\$\$\s*", text, re.S)):
+            if (
+                paragraph.name == "p"
+                and len(paragraph.contents) == 1
+                and (whole := re.fullmatch(r"\s*\$\$(.+?)\$\$\s*", text, re.S))
+            ):
                 # a formula alone in its paragraph replaces it (a div may not sit in a p)
-                paragraph.replace_with(_fragment(
-                    f'<div class="arithmatex">{to_mathml(whole.group(1), display=True)}</div>'))
+                paragraph.replace_with(
+                    _fragment(f'<div class="arithmatex">{to_mathml(whole.group(1), display=True)}</div>')
+                )
                 continue
             pieces, last = [], 0
             for match in MATHS.finditer(text):
-                pieces.append(NavigableString(text[last:match.start()]))
+                pieces.append(NavigableString(text[last : match.start()]))
                 latex, display = (match.group(1), True) if match.group(1) else (match.group(2), False)
                 tag = "div" if display else "span"
-                pieces.append(_fragment(f'<{tag} class="arithmatex">{to_mathml(latex, display)}'
-                                        f"</{tag}>"))
+                pieces.append(_fragment(f'<{tag} class="arithmatex">{to_mathml(latex, display)}</{tag}>'))
                 last = match.end()
             pieces.append(NavigableString(text[last:]))
             text.replace_with(*pieces)
@@ -118,7 +123,7 @@ def refuse_external(soup: BeautifulSoup, css: str) -> None:
                     raise ValueError(f"the notebook page would load {url} ({tag.name} {attribute})")
     for code in [*(s.get_text() for s in soup.find_all("script")), css]:
         if found := EXTERNAL_IN_CODE.search(code):
-            context = code[max(0, found.start() - 80):found.end() + 80]
+            context = code[max(0, found.start() - 80) : found.end() + 80]
             raise ValueError(f"the notebook page would load from another host: ...{context}...")
 
 
@@ -127,8 +132,9 @@ def toc_tokens(soup: BeautifulSoup) -> list[dict]:
     root: list[dict] = []
     open_levels: list[dict] = []  # the last token seen at each depth
     for heading in soup.find_all(re.compile(r"^h[1-6]$"), id=True):
-        name = "".join(s for s in heading.find_all(string=True)
-                       if not s.find_parent("a", class_="anchor-link")).strip()
+        name = "".join(
+            s for s in heading.find_all(string=True) if not s.find_parent("a", class_="anchor-link")
+        ).strip()
         token = {"level": int(heading.name[1]), "id": heading["id"], "name": name, "children": []}
         while open_levels and open_levels[-1]["level"] >= token["level"]:
             open_levels.pop()

@@ -77,9 +77,11 @@ MAX_TOKENS = 64
 """The most tokens of a reader's own text the page runs (as :data:`qkv.smollm2.MAX_TOKENS`);
 a longer text is cut to its first :data:`MAX_TOKENS` tokens, with a message."""
 
-MODEL_NAME = ("SmolLM2-135M-Instruct: its Q4_1 file (4-bit weights, 8-bit embeddings) "
-              "dequantized to float32, run on raw text with no chat template and no BOS token, "
-              "so the first token is both a word and the attention sink.")
+MODEL_NAME = (
+    "SmolLM2-135M-Instruct: its Q4_1 file (4-bit weights, 8-bit embeddings) "
+    "dequantized to float32, run on raw text with no chat template and no BOS token, "
+    "so the first token is both a word and the attention sink."
+)
 """How the page names the model, precisely (the file, the numbers, the input)."""
 
 STAGES = ("raw scores", "scaled scores", "softmax weights")
@@ -157,8 +159,7 @@ def sentence_data(trace) -> dict:
     weights = [causal_weights(raw), causal_weights(scaled)]  # s = 0, 1
 
     def per_head(x, decimals):  # (layers, heads, ...) -> [layer][head] lists of ints
-        return [[fixed(x[layer, head], decimals) for head in range(c.n_heads)]
-                for layer in range(c.n_layers)]
+        return [[fixed(x[layer, head], decimals) for head in range(c.n_heads)] for layer in range(c.n_layers)]
 
     return {
         "raw": per_head(triangle(raw), SCORE_DECIMALS),
@@ -174,13 +175,15 @@ def layer_blocks(data: dict, n_layers: int) -> list[dict]:
     blocks = []
     for first in range(0, n_layers, LAYERS_PER_FILE):
         part = slice(first, first + LAYERS_PER_FILE)
-        blocks.append({
-            "first_layer": first + 1,
-            "raw": data["raw"][part],
-            "scaled": data["scaled"][part],
-            "weights": [table[part] for table in data["weights"]],
-            "entropy": [table[part] for table in data["entropy"]],
-        })
+        blocks.append(
+            {
+                "first_layer": first + 1,
+                "raw": data["raw"][part],
+                "scaled": data["scaled"][part],
+                "weights": [table[part] for table in data["weights"]],
+                "entropy": [table[part] for table in data["entropy"]],
+            }
+        )
     return blocks
 
 
@@ -214,8 +217,14 @@ def index_data(traces) -> dict:
         "defaults": dict(DEFAULTS),
         "stages": list(STAGES),
         "layers_per_file": LAYERS_PER_FILE,
-        "sentences": [{"text": t.model.decode(t.ids), "labels": [label(p) for p in t.pieces],
-                       "files": block_files(n, c.n_layers)} for n, t in enumerate(traces, start=1)],
+        "sentences": [
+            {
+                "text": t.model.decode(t.ids),
+                "labels": [label(p) for p in t.pieces],
+                "files": block_files(n, c.n_layers),
+            }
+            for n, t in enumerate(traces, start=1)
+        ],
     }
 
 

@@ -21,8 +21,7 @@ pytestmark = pytest.mark.browser
 
 AXE_JS = importlib.resources.files("axe_playwright_python") / "axe.min.js"
 AXE_OPTIONS = {
-    "runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa",
-                                          "best-practice"]},
+    "runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]},
     "resultTypes": ["violations"],  # skip collecting passes: about twice as fast
 }
 SCHEMES = ("default", "slate")  # Material's light and dark palettes
@@ -36,8 +35,11 @@ PATHS = [*nav_paths(), "404.html"]  # every page of mkdocs.yml's nav, and the 40
 def test_every_built_page_is_audited(built_site: Path):
     """The audit's page list is the site's: a new page cannot slip past it."""
     built = {p.relative_to(built_site).as_posix() for p in html_pages(built_site)}
-    listed = {(path or "") + "index.html" if not path.endswith(".html") else path
-              for path in PATHS if path != "404.html"}
+    listed = {
+        (path or "") + "index.html" if not path.endswith(".html") else path
+        for path in PATHS
+        if path != "404.html"
+    }
     assert listed == built
 
 
@@ -47,8 +49,7 @@ def reused_page(browser, site_url):
 
     The reader asks for reduced motion, so colours switch at once when the scheme changes
     (axe would otherwise read a colour halfway through Material's fade)."""
-    context = browser.new_context(viewport={"width": WIDTHS[0], "height": 900},
-                                  reduced_motion="reduce")
+    context = browser.new_context(viewport={"width": WIDTHS[0], "height": 900}, reduced_motion="reduce")
     context.add_init_script(path=str(AXE_JS))
     page = context.new_page()
     yield page
@@ -73,8 +74,7 @@ def open_page(page, site_url: str, path: str) -> None:
 
 
 def axe_violations(page) -> list[dict]:
-    return page.evaluate("options => axe.run(document, options).then(r => r.violations)",
-                         AXE_OPTIONS)
+    return page.evaluate("options => axe.run(document, options).then(r => r.violations)", AXE_OPTIONS)
 
 
 def audit(page, site_url: str, path: str) -> list[tuple[str, str, str, str]]:
@@ -89,8 +89,7 @@ def audit(page, site_url: str, path: str) -> list[tuple[str, str, str, str]]:
             view = f"{scheme} {width}px"
             for rule in axe_violations(page):
                 for node in rule["nodes"]:
-                    found.append((view, rule["id"], " > ".join(map(str, node["target"])),
-                                  node["html"][:160]))
+                    found.append((view, rule["id"], " > ".join(map(str, node["target"])), node["html"][:160]))
     return found
 
 
@@ -102,11 +101,12 @@ def test_no_axe_violations(reused_page, site_url, path):
         for _, rule, _, _ in found:
             counts[rule] = counts.get(rule, 0) + 1
         summary = ", ".join(f"{rule}: {n}" for rule, n in sorted(counts.items()))
-        lines = [f"  [{view}] {rule}: {target}\n      {html}" for view, rule, target, html
-                 in found[:40]]
+        lines = [f"  [{view}] {rule}: {target}\n      {html}" for view, rule, target, html in found[:40]]
         more = f"\n  ... and {len(found) - 40} more" if len(found) > 40 else ""
-        pytest.fail(f"page /{path}: {len(found)} axe violations ({summary}):\n"
-                    + "\n".join(lines) + more, pytrace=False)
+        pytest.fail(
+            f"page /{path}: {len(found)} axe violations ({summary}):\n" + "\n".join(lines) + more,
+            pytrace=False,
+        )
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p or "index" for p in PATHS])
@@ -133,7 +133,8 @@ def test_no_sideways_scroll_at_320px(reused_page, site_url, path):
     }""")
     assert widths["scroll"] <= widths["client"], (
         f"page /{path} scrolls sideways at {REFLOW_WIDTH} px: {widths['scroll']} px of content "
-        f"in {widths['client']} px; sticking out: {widths['wide']}")
+        f"in {widths['client']} px; sticking out: {widths['wide']}"
+    )
 
 
 def test_reduced_motion_turns_off_fades_and_smooth_scrolling(browser, site_url):
@@ -163,8 +164,7 @@ FOCUS_PAGES = ("soft-lookup/", "explorer/")
 
 @pytest.mark.parametrize("width", (640, 1280))  # 640: a 1280 px screen at 200 % zoom
 @pytest.mark.parametrize("path", FOCUS_PAGES)
-def test_tab_reaches_only_visible_controls_each_with_a_focus_ring(reused_page, site_url, path,
-                                                                  width):
+def test_tab_reaches_only_visible_controls_each_with_a_focus_ring(reused_page, site_url, path, width):
     """Walking a page with Tab: every stop is on screen (no hidden drawer links) and drawn
     with a visible outline."""
     page = reused_page

@@ -40,8 +40,10 @@ INJECTED = "https://cdn.example.org/injected.js"  # answered by the test, never 
 
 
 def serve_injected_script(page) -> None:
-    page.route(INJECTED, lambda route: route.fulfill(
-        content_type="text/javascript", body="window.__injected = true;"))
+    page.route(
+        INJECTED,
+        lambda route: route.fulfill(content_type="text/javascript", body="window.__injected = true;"),
+    )
 
 
 def violations(page) -> list[str]:
@@ -95,8 +97,10 @@ def test_a_script_from_another_origin_and_an_inline_one_are_blocked(page, site_u
 def test_without_the_policy_the_same_injection_runs(page, site_url):
     """The control: the page served with its meta element removed runs both scripts."""
     serve_injected_script(page)
-    page.route(site_url + "soft-lookup/", lambda route: route.fulfill(
-        response=(response := route.fetch()), body=_no_policy(response.text())))
+    page.route(
+        site_url + "soft-lookup/",
+        lambda route: route.fulfill(response=(response := route.fetch()), body=_no_policy(response.text())),
+    )
     page.goto(site_url + "soft-lookup/", wait_until="networkidle")
     page.evaluate(INJECT, INJECTED)
     assert page.evaluate("[window.__injected, window.__inline]") == [True, True]

@@ -52,9 +52,14 @@ def shown_field(stage: int) -> str:
 def offline_and_quiet(page):
     """Every test: no request may leave 127.0.0.1, and the console stays free of errors."""
     outside, errors = [], []
-    page.on("request", lambda r: outside.append(r.url)
+    page.on(
+        "request",
+        lambda r: (
+            outside.append(r.url)
             if urlparse(r.url).hostname != "127.0.0.1" and not r.url.startswith(("data:", "blob:"))
-            else None)
+            else None
+        ),
+    )
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     yield
@@ -69,7 +74,8 @@ def open_explorer(page, site_url, query: str = ""):
 
 def bars(page) -> dict[str, float]:
     pairs = page.eval_on_selector_all(
-        '[data-testid="bar"]', "els => els.map(e => [e.dataset.key, e.dataset.value])")
+        '[data-testid="bar"]', "els => els.map(e => [e.dataset.key, e.dataset.value])"
+    )
     return {key: float(value) for key, value in pairs}
 
 
@@ -81,8 +87,6 @@ def bar_values(page) -> np.ndarray:
 
 def number(page, testid: str) -> float:
     return float(page.get_by_test_id(testid).text_content())
-
-
 
 
 def controls(page) -> dict:
@@ -123,8 +127,7 @@ def assert_shows(page, stage: int, query: str, d_k: int, scale: bool):
 def sample_states(n: int = 10, seed: int = 5) -> list[tuple[int, str, int, bool]]:
     rng = random.Random(seed)
     fixed = [(1, "she", 1, True), (2, "cup", 64, True), (3, "a", 64, False), (4, "milk", 33, False)]
-    drawn = [(rng.randint(1, 4), rng.choice(WORDS), rng.randint(1, 64), rng.random() < 0.5)
-             for _ in range(n)]
+    drawn = [(rng.randint(1, 4), rng.choice(WORDS), rng.randint(1, 64), rng.random() < 0.5) for _ in range(n)]
     return fixed + drawn
 
 
@@ -138,8 +141,12 @@ def test_page_shows_qkvs_numbers(page, site_url, stage, query, d_k, scale):
 def test_default_state_is_written_to_the_url(page, site_url):
     open_explorer(page, site_url)
     d = DEFAULTS
-    assert url_state(page) == {"stage": str(d["stage"]), "query": d["query"],
-                               "dk": str(d["dk"]), "scale": str(d["scale"])}
+    assert url_state(page) == {
+        "stage": str(d["stage"]),
+        "query": d["query"],
+        "dk": str(d["dk"]),
+        "scale": str(d["scale"]),
+    }
     assert_shows(page, d["stage"], d["query"], d["dk"], bool(d["scale"]))
 
 
@@ -158,26 +165,33 @@ def test_url_state_round_trips(page, site_url):
     assert_shows(page, 4, "from", 47, False)
 
 
-@pytest.mark.parametrize("query,state", [
-    ("?stage=9&query=tea&dk=999&scale=maybe", (4, DEFAULTS["query"], 64, DEFAULTS["scale"])),
-    ("?stage=-3&query=DRANK&dk=0&scale=0", (1, "drank", 1, 0)),
-    ("?stage=two&dk=abc&scale=", (DEFAULTS["stage"], DEFAULTS["query"], DEFAULTS["dk"],
-                                  DEFAULTS["scale"])),
-    ("?dk=12.6", (DEFAULTS["stage"], DEFAULTS["query"], 13, DEFAULTS["scale"])),
-])
+@pytest.mark.parametrize(
+    "query,state",
+    [
+        ("?stage=9&query=tea&dk=999&scale=maybe", (4, DEFAULTS["query"], 64, DEFAULTS["scale"])),
+        ("?stage=-3&query=DRANK&dk=0&scale=0", (1, "drank", 1, 0)),
+        (
+            "?stage=two&dk=abc&scale=",
+            (DEFAULTS["stage"], DEFAULTS["query"], DEFAULTS["dk"], DEFAULTS["scale"]),
+        ),
+        ("?dk=12.6", (DEFAULTS["stage"], DEFAULTS["query"], 13, DEFAULTS["scale"])),
+    ],
+)
 def test_invalid_url_values_fall_back_or_are_clamped(page, site_url, query, state):
     open_explorer(page, site_url, query)
     stage, word, d_k, scale = state
     assert_shows(page, stage, word, d_k, bool(scale))
-    assert url_state(page) == {"stage": str(stage), "query": word, "dk": str(d_k),
-                               "scale": str(scale)}
+    assert url_state(page) == {"stage": str(stage), "query": word, "dk": str(d_k), "scale": str(scale)}
 
 
-@pytest.mark.parametrize("payload", [
-    "<img src=x onerror=window.__xss=1>",
-    '"><script>window.__xss=2</script>',
-    "she<svg onload=window.__xss=3>",
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "<img src=x onerror=window.__xss=1>",
+        '"><script>window.__xss=2</script>',
+        "she<svg onload=window.__xss=3>",
+    ],
+)
 def test_hostile_query_is_not_executed_or_injected(page, site_url, payload):
     page.goto(site_url + "explorer/?stage=3&dk=8&query=" + payload)
     page.wait_for_selector("#qkv-explorer.qx-ready")
@@ -256,11 +270,17 @@ def test_experiment_4_scaling_at_dk_64_restores_a_spread(page, site_url):
 def test_experiment_2_at_dk_1_scaling_makes_no_difference(page, site_url):
     for stage in (2, 3, 4):
         open_explorer(page, site_url, f"?stage={stage}&query=she&dk=1&scale=1")
-        on = (bar_values(page), page.get_by_test_id("entropy").text_content(),
-              page.get_by_test_id("output").get_attribute("data-value"))
+        on = (
+            bar_values(page),
+            page.get_by_test_id("entropy").text_content(),
+            page.get_by_test_id("output").get_attribute("data-value"),
+        )
         page.get_by_test_id("scale").uncheck()
-        off = (bar_values(page), page.get_by_test_id("entropy").text_content(),
-               page.get_by_test_id("output").get_attribute("data-value"))
+        off = (
+            bar_values(page),
+            page.get_by_test_id("entropy").text_content(),
+            page.get_by_test_id("output").get_attribute("data-value"),
+        )
         assert np.array_equal(on[0], off[0]) and on[1:] == off[1:]
     # while at d_k = 4 the same switch does change the weights
     open_explorer(page, site_url, "?stage=3&query=she&dk=4&scale=1")
@@ -295,14 +315,17 @@ def test_keyboard_operates_every_control(page, site_url):
 
 def test_controls_are_labelled_and_readouts_are_announced(page, site_url):
     open_explorer(page, site_url)
-    for label, testid in (("Stage", "stage"), ("Query word", "query"),
-                          ("Head dimension", "dk"), ("Scale by", "scale")):
+    for label, testid in (
+        ("Stage", "stage"),
+        ("Query word", "query"),
+        ("Head dimension", "dk"),
+        ("Scale by", "scale"),
+    ):
         assert page.get_by_label(label).first.get_attribute("data-testid") == testid
     # One live region only, the status line: the readouts change on every slider step.
     assert page.locator('#qkv-explorer [aria-live], #qkv-explorer [role="status"]').count() == 1
     assert page.get_by_test_id("announce").get_attribute("role") == "status"
-    assert page.get_by_test_id("stage").get_attribute("aria-valuetext").startswith(
-        str(DEFAULTS["stage"]))
+    assert page.get_by_test_id("stage").get_attribute("aria-valuetext").startswith(str(DEFAULTS["stage"]))
 
 
 def test_status_speaks_once_after_the_slider_settles(page, site_url):
@@ -325,9 +348,11 @@ def test_status_speaks_once_after_the_slider_settles(page, site_url):
     assert len(spoken) == 1, spoken
     want = expected("milk", 14, True)
     top = WORDS[int(np.argmax(want["weights"]))]
-    assert spoken[0] == (f"Stage 3, softmax weights, for the query \u201cmilk\u201d at d_k 14, "
-                         f"scaling on. Largest weight {want['max_weight']:.2f} on \u201c{top}\u201d; "
-                         f"entropy {want['entropy']:.2f} nats.")
+    assert spoken[0] == (
+        f"Stage 3, softmax weights, for the query \u201cmilk\u201d at d_k 14, "
+        f"scaling on. Largest weight {want['max_weight']:.2f} on \u201c{top}\u201d; "
+        f"entropy {want['entropy']:.2f} nats."
+    )
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -391,9 +416,11 @@ def test_instant_navigation_keeps_the_model_loaded_for_the_visit(page, instant_s
     page.locator('article a[href$="things-to-try/"]').last.click()
     page.wait_for_url("**/things-to-try/**")
     link = instant_site_url + "explorer/?model=smollm2&text=" + quote("Back again.") + "&layer=20"
-    page.evaluate("""href => { const a = document.createElement('a'); a.href = href; a.id = 'qkv-back';
+    page.evaluate(
+        """href => { const a = document.createElement('a'); a.href = href; a.id = 'qkv-back';
                                a.textContent = 'back'; document.querySelector('article').appendChild(a); }""",
-                  link)
+        link,
+    )
     page.click("#qkv-back")
     n = len(smollm2.load().tokenizer.encode("Back again.", add_special_tokens=False).ids)
     page.wait_for_selector(f"#qkv-explorer .qx-trained[data-drawn='own,20,9,{n},3,1']", timeout=60000)

@@ -42,16 +42,26 @@ def expected(sentence: int, layer: int, head: int, query: int, scale: int) -> di
     scores = raw / 8 if scale else raw
     w = np.exp(scores - scores.max())
     w /= w.sum()
-    return {"raw": raw, "scaled": scores, "weights": w,
-            "entropy": float(-(w * np.log(np.where(w > 0, w, 1))).sum()), "max_weight": float(w.max())}
+    return {
+        "raw": raw,
+        "scaled": scores,
+        "weights": w,
+        "entropy": float(-(w * np.log(np.where(w > 0, w, 1))).sum()),
+        "max_weight": float(w.max()),
+    }
 
 
 @pytest.fixture(autouse=True)
 def offline_and_quiet(page):
     outside, errors = [], []
-    page.on("request", lambda r: outside.append(r.url)
+    page.on(
+        "request",
+        lambda r: (
+            outside.append(r.url)
             if urlparse(r.url).hostname != "127.0.0.1" and not r.url.startswith(("data:", "blob:"))
-            else None)
+            else None
+        ),
+    )
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     yield
@@ -63,14 +73,14 @@ def wait_drawn(page, state: tuple):
     page.wait_for_function(
         "key => { const p = document.querySelector('#qkv-explorer .qx-trained');"
         " return p && p.getAttribute('data-drawn') === key; }",
-        arg=",".join(map(str, state)), timeout=10000)
+        arg=",".join(map(str, state)),
+        timeout=10000,
+    )
 
 
 def open_trained(page, site_url, query: str = ""):
     page.goto(site_url + "explorer/?model=smollm2" + query)
     page.wait_for_selector("#qkv-explorer.qx-ready .qx-trained[data-drawn]")
-
-
 
 
 def controls(page) -> tuple:
@@ -90,8 +100,10 @@ def assert_shows(page, sentence, layer, head, query, stage, scale):
     want = expected(sentence, layer, head, query, scale)
     field, atol = [("raw", SCORE_SHOWN), ("scaled", SCALED_SHOWN), ("weights", WEIGHT_SHOWN)][stage - 1]
     bars = page.eval_on_selector_all(
-        '[data-testid="bar"]', "els => els.map(e => [e.dataset.pos, e.dataset.key, e.dataset.value, "
-        "e.querySelector('.qx-num').textContent])")
+        '[data-testid="bar"]',
+        "els => els.map(e => [e.dataset.pos, e.dataset.key, e.dataset.value, "
+        "e.querySelector('.qx-num').textContent])",
+    )
     assert [int(b[0]) for b in bars] == list(range(1, query + 1))  # causal: keys 1..P in order
     assert [b[1] for b in bars] == labels(sentence)[:query]
     values = np.array([float(b[2]) for b in bars])
@@ -182,14 +194,18 @@ def test_a_shorter_sentence_clamps_the_query(page, site_url):
     expect_url(page, sentence=3, query=8)
 
 
-@pytest.mark.parametrize("query,state", [
-    ("&sentence=99&layer=0&head=10&query=500&stage=4&scale=maybe",
-     (len(SENTENCES), 1, 9, "last", 3, DEFAULTS["scale"])),
-    ("&sentence=-1&layer=31&head=-5&query=0&stage=0&scale=0", (1, 30, 1, 1, 1, 0)),
-    ("&sentence=two&layer=x&head=&query=1e3&stage=&scale=",
-     tuple(DEFAULTS[k] for k in KEYS)),
-    ("&layer=12.6&head=2.4", (1, 13, 2, DEFAULTS["query"], DEFAULTS["stage"], DEFAULTS["scale"])),
-])
+@pytest.mark.parametrize(
+    "query,state",
+    [
+        (
+            "&sentence=99&layer=0&head=10&query=500&stage=4&scale=maybe",
+            (len(SENTENCES), 1, 9, "last", 3, DEFAULTS["scale"]),
+        ),
+        ("&sentence=-1&layer=31&head=-5&query=0&stage=0&scale=0", (1, 30, 1, 1, 1, 0)),
+        ("&sentence=two&layer=x&head=&query=1e3&stage=&scale=", tuple(DEFAULTS[k] for k in KEYS)),
+        ("&layer=12.6&head=2.4", (1, 13, 2, DEFAULTS["query"], DEFAULTS["stage"], DEFAULTS["scale"])),
+    ],
+)
 def test_invalid_url_values_fall_back_or_are_clamped(page, site_url, query, state):
     if state[3] == "last":  # the query clamps to the sentence's last token
         state = (*state[:3], len(trace(state[0]).ids), *state[4:])
@@ -198,14 +214,18 @@ def test_invalid_url_values_fall_back_or_are_clamped(page, site_url, query, stat
     assert url_state(page) == {"model": "smollm2", **{k: str(v) for k, v in zip(KEYS, state, strict=True)}}
 
 
-@pytest.mark.parametrize("payload", [
-    "<img src=x onerror=window.__xss=1>",
-    '"><script>window.__xss=2</script>',
-    "3<svg onload=window.__xss=3>",
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "<img src=x onerror=window.__xss=1>",
+        '"><script>window.__xss=2</script>',
+        "3<svg onload=window.__xss=3>",
+    ],
+)
 def test_hostile_values_are_not_executed_or_injected(page, site_url, payload):
-    page.goto(site_url + "explorer/?model=smollm2&sentence=" + payload + "&layer=" + payload
-              + "&query=" + payload)
+    page.goto(
+        site_url + "explorer/?model=smollm2&sentence=" + payload + "&layer=" + payload + "&query=" + payload
+    )
     page.wait_for_selector("#qkv-explorer.qx-ready .qx-trained[data-drawn]")
     page.wait_for_timeout(200)  # give an injected handler the chance to run
     assert page.evaluate("typeof window.__xss") == "undefined"
@@ -245,9 +265,15 @@ def test_keyboard_operates_every_control(page, site_url):
 
 def test_controls_are_labelled_and_the_summary_waits_for_the_controls_to_settle(page, site_url):
     open_trained(page, site_url)
-    for label, testid in (("Model", "model"), ("Sentence", "sentence"), ("Layer", "layer"),
-                          ("Query head", "head"), ("Query token", "query"), ("Stage", "stage"),
-                          ("Scale by", "scale")):
+    for label, testid in (
+        ("Model", "model"),
+        ("Sentence", "sentence"),
+        ("Layer", "layer"),
+        ("Query head", "head"),
+        ("Query token", "query"),
+        ("Stage", "stage"),
+        ("Scale by", "scale"),
+    ):
         assert page.get_by_label(label).first.get_attribute("data-testid") == testid
     status = page.locator('.qx-trained [role="status"]')
     page.wait_for_function("() => document.querySelector('.qx-trained [role=status]').textContent")
@@ -315,7 +341,17 @@ def test_usable_on_a_phone(page, site_url, width):
     page.set_viewport_size({"width": width, "height": 800})
     open_trained(page, site_url, "&sentence=4&query=9")
     assert page.evaluate("document.documentElement.scrollWidth") <= width
-    for testid in ("model", "sentence", "layer", "head", "query", "stage", "scale", "entropy",
-                   "max-weight", "kv-head"):
+    for testid in (
+        "model",
+        "sentence",
+        "layer",
+        "head",
+        "query",
+        "stage",
+        "scale",
+        "entropy",
+        "max-weight",
+        "kv-head",
+    ):
         box = page.get_by_test_id(testid).bounding_box()
         assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, testid

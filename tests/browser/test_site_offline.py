@@ -9,9 +9,14 @@ from support import html_pages
 
 def test_every_page_loads_offline_without_console_errors(page, site_url, built_site):
     outside, errors = [], []
-    page.on("request", lambda r: outside.append(r.url)
+    page.on(
+        "request",
+        lambda r: (
+            outside.append(r.url)
             if urlparse(r.url).hostname not in ("127.0.0.1",) and not r.url.startswith(("data:", "blob:"))
-            else None)
+            else None
+        ),
+    )
     page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
     paths = [p.relative_to(built_site).as_posix() for p in html_pages(built_site)]

@@ -237,8 +237,11 @@ def test_multi_head_equals_a_loop_over_heads():
     heads = []
     for h in range(3):
         cols = slice(4 * h, 4 * h + 4)
-        heads.append(qkv.attention(x @ w.w_q[:, cols], x @ w.w_k[:, cols], x @ w.w_v[:, cols],
-                                   mask=qkv.causal_mask(5)).output)
+        heads.append(
+            qkv.attention(
+                x @ w.w_q[:, cols], x @ w.w_k[:, cols], x @ w.w_v[:, cols], mask=qkv.causal_mask(5)
+            ).output
+        )
     np.testing.assert_allclose(got, np.concatenate(heads, axis=-1) @ w.w_o, rtol=1e-12)
 
 
@@ -257,8 +260,9 @@ def test_multi_head_weights_refuse_inconsistent_shapes():
     with pytest.raises(ValueError, match="multiple of n_kv_heads"):
         qkv.MultiHeadWeights.random(np.random.default_rng(0), d_model=8, n_heads=4, n_kv_heads=3)
     with pytest.raises(ValueError, match=r"w_o must have shape \(8, 8\)"):
-        qkv.MultiHeadWeights(np.ones((8, 8)), np.ones((8, 8)), np.ones((8, 8)), np.ones((4, 8)),
-                             n_heads=2, n_kv_heads=2)
+        qkv.MultiHeadWeights(
+            np.ones((8, 8)), np.ones((8, 8)), np.ones((8, 8)), np.ones((4, 8)), n_heads=2, n_kv_heads=2
+        )
 
 
 def test_split_heads_refuses_indivisible_width():

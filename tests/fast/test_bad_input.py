@@ -29,12 +29,17 @@ def _append_strings():
 
 # (function under test, the call, a regex its message must match)
 CASES = [
-    (qkv.attention, lambda: qkv.attention(X, np.zeros((0, 8)), np.zeros((0, 2))),
-     r"k has shape \(0, 8\).*at least one position"),
-    (qkv.attention, lambda: qkv.attention(np.zeros((2, 0)), np.zeros((3, 0)), X),
-     r"q has shape \(2, 0\).*one feature"),
-    (qkv.attention, lambda: qkv.attention(np.zeros((0, 4)), np.zeros((3, 4)), X),
-     r"q has shape \(0, 4\)"),
+    (
+        qkv.attention,
+        lambda: qkv.attention(X, np.zeros((0, 8)), np.zeros((0, 2))),
+        r"k has shape \(0, 8\).*at least one position",
+    ),
+    (
+        qkv.attention,
+        lambda: qkv.attention(np.zeros((2, 0)), np.zeros((3, 0)), X),
+        r"q has shape \(2, 0\).*one feature",
+    ),
+    (qkv.attention, lambda: qkv.attention(np.zeros((0, 4)), np.zeros((3, 4)), X), r"q has shape \(0, 4\)"),
     (qkv.attention, lambda: qkv.attention([[1, 2], [3]], X, X), "q must be an array of numbers"),
     (qkv.softmax, lambda: qkv.softmax("abc"), "z must hold numbers"),
     (qkv.softmax, lambda: qkv.softmax([]), r"at least one score along axis -1, got shape \(0,\)"),
@@ -53,33 +58,67 @@ CASES = [
     (qkv.split_heads, lambda: qkv.split_heads(X, 3), "last axis 8 .* not divisible by n_heads=3"),
     (qkv.split_heads, lambda: qkv.split_heads(np.zeros(8), 2), r"x must have at least 2 dimensions"),
     (qkv.merge_heads, lambda: qkv.merge_heads(X), r"x must have at least 3 dimensions .*\(3, 8\)"),
-    (qkv.grouped_attention,
-     lambda: qkv.grouped_attention(np.zeros((2, 3, 4)), np.zeros((0, 3, 4)), np.zeros((0, 3, 4))),
-     "n_heads a multiple of n_kv_heads >= 1"),
-    (qkv.grouped_attention,
-     lambda: qkv.grouped_attention(np.zeros((3, 4)), np.zeros((3, 4)), np.zeros((3, 4))),
-     r"q must be \(\.\.\., n_heads, Tq, d_head\)"),
-    (qkv.multi_head_attention, lambda: qkv.multi_head_attention(X[:, :6], X, W),
-     r"x_q must be \(\.\.\., T, 8\), got shape \(3, 6\)"),
-    (qkv.multi_head_attention, lambda: qkv.multi_head_attention(X, X[:, :7], W),
-     r"x_kv must be \(\.\.\., T, 8\), got shape \(3, 7\)"),
-    (qkv.multi_head_attention, lambda: qkv.multi_head_attention(X, X, P),
-     "w must be a qkv.MultiHeadWeights, got Projections"),
-    (qkv.MultiHeadWeights, lambda: qkv.MultiHeadWeights.random(RNG, d_model=8, n_heads=2, n_kv_heads=0),
-     "n_kv_heads must be a whole number >= 1, got 0"),
-    (qkv.MultiHeadWeights, lambda: qkv.MultiHeadWeights.random(RNG, d_model=8, n_heads=0),
-     "n_heads must be a whole number >= 1, got 0"),
-    (qkv.MultiHeadWeights, lambda: qkv.MultiHeadWeights.random(RNG, d_model=4, n_heads=8),
-     "d_head must be a whole number >= 1, got 0"),
-    (qkv.MultiHeadWeights, lambda: qkv.MultiHeadWeights(W.w_q, W.w_k, W.w_v, W.w_o, 2.0, 2),
-     "n_heads must be a whole number >= 1, got 2.0"),
-    (qkv.MultiHeadWeights, lambda: qkv.MultiHeadWeights(np.zeros(8), W.w_k, W.w_v, W.w_o, 2, 2),
-     r"w_q must be 2-D"),
+    (
+        qkv.grouped_attention,
+        lambda: qkv.grouped_attention(np.zeros((2, 3, 4)), np.zeros((0, 3, 4)), np.zeros((0, 3, 4))),
+        "n_heads a multiple of n_kv_heads >= 1",
+    ),
+    (
+        qkv.grouped_attention,
+        lambda: qkv.grouped_attention(np.zeros((3, 4)), np.zeros((3, 4)), np.zeros((3, 4))),
+        r"q must be \(\.\.\., n_heads, Tq, d_head\)",
+    ),
+    (
+        qkv.multi_head_attention,
+        lambda: qkv.multi_head_attention(X[:, :6], X, W),
+        r"x_q must be \(\.\.\., T, 8\), got shape \(3, 6\)",
+    ),
+    (
+        qkv.multi_head_attention,
+        lambda: qkv.multi_head_attention(X, X[:, :7], W),
+        r"x_kv must be \(\.\.\., T, 8\), got shape \(3, 7\)",
+    ),
+    (
+        qkv.multi_head_attention,
+        lambda: qkv.multi_head_attention(X, X, P),
+        "w must be a qkv.MultiHeadWeights, got Projections",
+    ),
+    (
+        qkv.MultiHeadWeights,
+        lambda: qkv.MultiHeadWeights.random(RNG, d_model=8, n_heads=2, n_kv_heads=0),
+        "n_kv_heads must be a whole number >= 1, got 0",
+    ),
+    (
+        qkv.MultiHeadWeights,
+        lambda: qkv.MultiHeadWeights.random(RNG, d_model=8, n_heads=0),
+        "n_heads must be a whole number >= 1, got 0",
+    ),
+    (
+        qkv.MultiHeadWeights,
+        lambda: qkv.MultiHeadWeights.random(RNG, d_model=4, n_heads=8),
+        "d_head must be a whole number >= 1, got 0",
+    ),
+    (
+        qkv.MultiHeadWeights,
+        lambda: qkv.MultiHeadWeights(W.w_q, W.w_k, W.w_v, W.w_o, 2.0, 2),
+        "n_heads must be a whole number >= 1, got 2.0",
+    ),
+    (
+        qkv.MultiHeadWeights,
+        lambda: qkv.MultiHeadWeights(np.zeros(8), W.w_k, W.w_v, W.w_o, 2, 2),
+        r"w_q must be 2-D",
+    ),
     (qkv.Projections, lambda: qkv.Projections.random(RNG, d_model=8, d_k=0), "d_k must be a whole"),
-    (qkv.Projections, lambda: qkv.Projections.random(RNG, d_model=8, d_k=4, d_v=1.5),
-     "d_v must be a whole number >= 1, got 1.5"),
-    (qkv.Projections, lambda: qkv.Projections(np.ones((8, 4)), np.ones((8, 3)), np.ones((8, 2))),
-     r"w_q and w_k must have the same shape"),
+    (
+        qkv.Projections,
+        lambda: qkv.Projections.random(RNG, d_model=8, d_k=4, d_v=1.5),
+        "d_v must be a whole number >= 1, got 1.5",
+    ),
+    (
+        qkv.Projections,
+        lambda: qkv.Projections(np.ones((8, 4)), np.ones((8, 3)), np.ones((8, 2))),
+        r"w_q and w_k must have the same shape",
+    ),
     (qkv.project, lambda: qkv.project(X[:, :7], P), r"x has d_model=7 .* expect d_model=8"),
     (qkv.project, lambda: qkv.project(X, W), "p must be a qkv.Projections, got MultiHeadWeights"),
     (qkv.self_attention, lambda: qkv.self_attention("text", P), "x must hold numbers"),
@@ -106,13 +145,19 @@ CASES = [
     (qkv.ModelConfig, lambda: qkv.ModelConfig("x", 2, 6, 4, 64, ""), "multiple of n_kv_heads"),
     (qkv.ModelConfig, lambda: qkv.ModelConfig("x", 2, 8, 0, 64, ""), "n_kv_heads must be a whole"),
     (qkv.KVCache, lambda: qkv.KVCache.empty(n_kv_heads=0, d_head=4), "n_kv_heads must be a whole"),
-    (qkv.KVCache, lambda: qkv.KVCache.empty(n_kv_heads=2, d_head=4).append(
-        np.zeros((2, 1, 3)), np.zeros((2, 1, 3))), r"\(n_kv_heads, t_new, d_head\) = \(2, t_new, 4\)"),
+    (
+        qkv.KVCache,
+        lambda: qkv.KVCache.empty(n_kv_heads=2, d_head=4).append(np.zeros((2, 1, 3)), np.zeros((2, 1, 3))),
+        r"\(n_kv_heads, t_new, d_head\) = \(2, t_new, 4\)",
+    ),
     (qkv.KVCache, _append_strings, "k must hold numbers"),
     (qkv.decode_with_cache, lambda: qkv.decode_with_cache(X[:, :4], W), r"x must be \(T, d_model=8\)"),
     (qkv.decode_with_cache, lambda: qkv.decode_with_cache(X, P), "w must be a qkv.MultiHeadWeights"),
-    (qkv.decode_without_cache, lambda: qkv.decode_without_cache(np.zeros((0, 8)), W),
-     r"x has shape \(0, 8\)"),
+    (
+        qkv.decode_without_cache,
+        lambda: qkv.decode_without_cache(np.zeros((0, 8)), W),
+        r"x has shape \(0, 8\)",
+    ),
     (toy.embeddings, lambda: toy.embeddings(d_model=0), "d_model must be a whole number >= 1"),
     (toy.projections, lambda: toy.projections(2.5), "d_k must be a whole number"),
     (toy.projections, lambda: toy.projections(8, d_v=65), "d_v must be between 1 and 64"),
@@ -127,25 +172,39 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("function", "call", "message"), CASES,
-                         ids=[f"{f.__name__}-{i}" for i, (f, _, _) in enumerate(CASES)])
+@pytest.mark.parametrize(
+    ("function", "call", "message"), CASES, ids=[f"{f.__name__}-{i}" for i, (f, _, _) in enumerate(CASES)]
+)
 def test_bad_input_gets_a_value_error_naming_the_problem(function, call, message):
     with pytest.raises(ValueError, match=message):
         call()
 
 
 # Public names with nothing to refuse: result types, a counter, data, argument-free builders.
-NOTHING_TO_REFUSE = {"Attention", "ScoreStats", "WorkCounter", "MODELS", "ExplorerState",
-                     "Saturation", "feature_embeddings", "hand_built_projections"}
+NOTHING_TO_REFUSE = {
+    "Attention",
+    "ScoreStats",
+    "WorkCounter",
+    "MODELS",
+    "ExplorerState",
+    "Saturation",
+    "feature_embeddings",
+    "hand_built_projections",
+}
 
 
 def public_callables(module) -> dict:
     """The functions and classes ``module`` offers: its ``__all__``, or those it defines."""
     names = getattr(module, "__all__", None) or [
-        n for n, obj in vars(module).items()
-        if not n.startswith("_") and getattr(obj, "__module__", None) == module.__name__]
-    return {n: getattr(module, n) for n in names
-            if inspect.isfunction(getattr(module, n)) or inspect.isclass(getattr(module, n))}
+        n
+        for n, obj in vars(module).items()
+        if not n.startswith("_") and getattr(obj, "__module__", None) == module.__name__
+    ]
+    return {
+        n: getattr(module, n)
+        for n in names
+        if inspect.isfunction(getattr(module, n)) or inspect.isclass(getattr(module, n))
+    }
 
 
 def test_every_public_function_has_a_case():

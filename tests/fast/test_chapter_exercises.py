@@ -35,13 +35,19 @@ def three_kinds(page_output):
 def test_causal_mask_of_five_forbids_ten_pairs_and_the_first_token_sees_itself(three_kinds):
     for t in range(1, 12):  # T(T-1)/2 in general: the strict upper triangle
         assert int((~qkv.causal_mask(t)).sum()) == t * (t - 1) // 2
-    weights = qkv.self_attention(toy.embeddings()[:5], toy.projections(toy.D_K, toy.D_V),
-                                 mask=qkv.causal_mask(5)).weights
+    weights = qkv.self_attention(
+        toy.embeddings()[:5], toy.projections(toy.D_K, toy.D_V), mask=qkv.causal_mask(5)
+    ).weights
     assert weights[0, 0] == 1.0
     assert np.all(weights[np.triu_indices(5, k=1)] == 0.0)
     section = "three_kinds_exercises.py:causal_count"
-    lower_triangle = "\n".join(("[" if i == 0 else " ") + "[" + " ".join(
-        "1" if j <= i else "0" for j in range(5)) + "]" for i in range(5)) + "]"
+    lower_triangle = (
+        "\n".join(
+            ("[" if i == 0 else " ") + "[" + " ".join("1" if j <= i else "0" for j in range(5)) + "]"
+            for i in range(5)
+        )
+        + "]"
+    )
     assert three_kinds[section].startswith(lower_triangle + "\n")
     t = 5  # the exercise's five tokens
     forbidden = int((~qkv.causal_mask(t)).sum())
@@ -58,8 +64,10 @@ def test_five_readers_of_six_words_get_5_by_6_weights_and_5_by_4_output(three_ki
     assert cross.weights.shape == (len(reader), len(toy.SENTENCE))  # one row per asker
     assert cross.output.shape == (len(reader), toy.D_V)
     assert np.allclose(cross.weights.sum(axis=-1), 1.0)
-    assert three_kinds["three_kinds_exercises.py:cross_shapes"].split() == \
-        f"weights {cross.weights.shape} output {cross.output.shape}".split()
+    assert (
+        three_kinds["three_kinds_exercises.py:cross_shapes"].split()
+        == f"weights {cross.weights.shape} output {cross.output.shape}".split()
+    )
     check_prose("kinds-exercise-cross-shapes", *cross.weights.shape, toy.D_V)
 
 
@@ -79,8 +87,9 @@ def test_end_padding_changes_no_real_token_under_a_causal_mask(three_kinds):
     both = qkv.self_attention(x, p, mask=qkv.causal_mask(6) & qkv.padding_mask([4, 6], 6))
     causal = qkv.self_attention(x, p, mask=qkv.causal_mask(6))
     gap = np.abs(both.output[0, :4] - causal.output[0, :4]).max()
-    assert printed(three_kinds, "three_kinds_exercises.py:end_padding",
-                   "real tokens, causal + padding vs causal alone:") == [gap]
+    assert printed(
+        three_kinds, "three_kinds_exercises.py:end_padding", "real tokens, causal + padding vs causal alone:"
+    ) == [gap]
     check_prose("kinds-exercise-end-padding", gap)
 
 
@@ -104,8 +113,10 @@ def test_softmax_down_the_columns_of_the_exercise_by_hand(traps):
     text = traps["traps_exercises.py:wrong_axis"]
     matrix = text.split("wrong weights:", 1)[1].split("row sums:", 1)[0]
     np.testing.assert_allclose(numbers(matrix), by_hand.ravel(), atol=5e-4)
-    assert traps.line("traps_exercises.py:wrong_axis", "row sums:").split() == \
-        f"row sums: [{sums[0]:.3f} {sums[1]:.3f}] their mean: {1:.3f}".split()
+    assert (
+        traps.line("traps_exercises.py:wrong_axis", "row sums:").split()
+        == f"row sums: [{sums[0]:.3f} {sums[1]:.3f}] their mean: {1:.3f}".split()
+    )
     assert printed(traps, "traps_exercises.py:wrong_axis", "right row sums:") == [1.0, 1.0]
 
 
@@ -125,8 +136,10 @@ def test_left_padding_with_a_causal_mask_empties_the_pad_queries(traps):
     with pytest.raises(ValueError, match=r"\(0, 0\)") as refused:
         qkv.attention(np.ones((2, t, 3)), np.ones((2, t, 3)), np.ones((2, t, 3)), mask=allowed)
     section = "traps_exercises.py:left_padding"
-    assert traps.line(section, "(sequence, query) pairs left with no key:") == \
-        f"(sequence, query) pairs left with no key: {by_hand}"
+    assert (
+        traps.line(section, "(sequence, query) pairs left with no key:")
+        == f"(sequence, query) pairs left with no key: {by_hand}"
+    )
     refusal = traps[section].split("\n", 1)[1].strip()
     assert refusal == textwrap.fill(f"qkv refuses: {refused.value}", 72)
 
@@ -152,26 +165,48 @@ def test_gpt2_small_heads_are_64_wide_and_the_layer_holds_4_times_768_squared(mu
     assert multi_head.line(section, "d_head =") == f"d_head = {w.d_head}"
     assert printed(multi_head, section, "weights in the layer:") == [count]
     # "each 768 × 768 ..., so the layer holds 4 × 768^2 = 2,359,296 weights"
-    check_prose("heads-exercise-gpt2", *w.w_q.shape, len(matrices), d_model,
-                np.log(w.w_q.size) / np.log(d_model), count)
+    check_prose(
+        "heads-exercise-gpt2",
+        *w.w_q.shape,
+        len(matrices),
+        d_model,
+        np.log(w.w_q.size) / np.log(d_model),
+        count,
+    )
 
 
 @pytest.mark.claim("heads-exercise-grouped")
 def test_grouped_query_layer_shapes_and_weight_count(multi_head):
     d_model, n_heads, n_kv = 768, 12, 4  # as the exercise gives them
-    g = qkv.MultiHeadWeights.random(np.random.default_rng(5), d_model=d_model, n_heads=n_heads,
-                                    n_kv_heads=n_kv)
+    g = qkv.MultiHeadWeights.random(
+        np.random.default_rng(5), d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv
+    )
     d_head = d_model // n_heads
-    shapes = {"w_q": (d_model, d_model), "w_k": (d_model, n_kv * d_head),
-              "w_v": (d_model, n_kv * d_head), "w_o": (d_model, d_model)}
+    shapes = {
+        "w_q": (d_model, d_model),
+        "w_k": (d_model, n_kv * d_head),
+        "w_v": (d_model, n_kv * d_head),
+        "w_o": (d_model, d_model),
+    }
     assert {name: getattr(g, name).shape for name in shapes} == shapes
     count = sum(m.size for m in (g.w_q, g.w_k, g.w_v, g.w_o))
     assert count == 2 * d_model**2 + 2 * d_model * n_kv * d_head
     assert 1 - count / (4 * d_model**2) == pytest.approx(1 / 3)  # "a third fewer"
     square = np.log(g.w_q.size) / np.log(d_model)
     # "keep 768 × 768; ... 4 heads of 64, ... 768 × 256, ... 2 × 768^2 + 2 × 768 × 256 = ..."
-    check_prose("heads-exercise-grouped", *g.w_q.shape, n_kv, d_head, *g.w_k.shape,
-                len(("w_q", "w_o")), d_model, square, len(("w_k", "w_v")), *g.w_k.shape, count)
+    check_prose(
+        "heads-exercise-grouped",
+        *g.w_q.shape,
+        n_kv,
+        d_head,
+        *g.w_k.shape,
+        len(("w_q", "w_o")),
+        d_model,
+        square,
+        len(("w_k", "w_v")),
+        *g.w_k.shape,
+        count,
+    )
     section = "multi_head_exercises.py:grouped_shapes"
     for name, shape in shapes.items():
         assert multi_head.line(section, f"{name} ") == f"{name} {shape}"
@@ -196,10 +231,20 @@ def test_the_exercise_cache_takes_192_mib_and_768_without_sharing(kv_cache):
     section = "kv_cache_exercises.py:cache_size"
     mib = 2**20
     assert printed(kv_cache, section, f"{kv_heads} key/value heads:") == [shared, shared / mib]
-    assert printed(kv_cache, section, f"{query_heads} key/value heads:") == \
-        [unshared, unshared / mib]
-    check_prose("cache-exercise-size", len(("key", "value")), layers, kv_heads, d_head, tokens,
-                size, shared, shared / mib, query_heads, unshared / mib)
+    assert printed(kv_cache, section, f"{query_heads} key/value heads:") == [unshared, unshared / mib]
+    check_prose(
+        "cache-exercise-size",
+        len(("key", "value")),
+        layers,
+        kv_heads,
+        d_head,
+        tokens,
+        size,
+        shared,
+        shared / mib,
+        query_heads,
+        unshared / mib,
+    )
 
 
 @pytest.mark.claim("cache-exercise-scores")
@@ -207,8 +252,21 @@ def test_the_exercise_decoder_scores_40400_with_and_2706800_without_the_cache(kv
     h, t = 8, 100
     with_cache = h * t * (t + 1) // 2
     without = h * t * (t + 1) * (2 * t + 1) // 6
-    check_prose("cache-exercise-scores", h, t, t + 1, ..., with_cache,  # "/ 2": the formula's
-                h, t, t + 1, 2 * t + 1, ..., without, without / with_cache)  # "/ 6" likewise
+    check_prose(
+        "cache-exercise-scores",
+        h,
+        t,
+        t + 1,
+        ...,
+        with_cache,  # "/ 2": the formula's
+        h,
+        t,
+        t + 1,
+        2 * t + 1,
+        ...,
+        without,
+        without / with_cache,
+    )  # "/ 6" likewise
     w = qkv.MultiHeadWeights.random(np.random.default_rng(6), d_model=16, n_heads=h)
     x = np.random.default_rng(7).normal(size=(t, 16))
     cached, recomputed = qkv.WorkCounter(), qkv.WorkCounter()

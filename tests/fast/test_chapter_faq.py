@@ -27,8 +27,6 @@ def shown(page_output):
     return page_output("faq.md")
 
 
-
-
 def _cosine(q, k):
     """Cosine of every query with every key: (Tq, d), (Tk, d) -> (Tq, Tk)."""
     q = q / np.linalg.norm(q, axis=-1, keepdims=True)
@@ -77,8 +75,9 @@ def test_scaling_up_a_query_never_lowers_the_best_keys_weight(seed):
 @pytest.mark.parametrize(("t_q", "t_k", "d_k", "d_v"), [(3, 5, 4, 7), (2, 9, 16, 1), (4, 4, 3, 3)])
 def test_d_v_is_free_and_the_weights_stay_tq_by_tk(t_q, t_k, d_k, d_v):
     rng = np.random.default_rng(0)
-    weights, out = qkv.attention(rng.normal(size=(t_q, d_k)), rng.normal(size=(t_k, d_k)),
-                                 rng.normal(size=(t_k, d_v)))
+    weights, out = qkv.attention(
+        rng.normal(size=(t_q, d_k)), rng.normal(size=(t_k, d_k)), rng.normal(size=(t_k, d_v))
+    )
     assert weights.shape == (t_q, t_k)
     assert out.shape == (t_q, d_v)
 
@@ -102,7 +101,7 @@ def test_mismatched_d_k_raises_naming_bothshapes():
 
 def _printed_error(text: str) -> str:
     """The ValueError a block prints (wrapped over lines), on one line."""
-    return " ".join(text[text.index("ValueError:"):].split())
+    return " ".join(text[text.index("ValueError:") :].split())
 
 
 @pytest.mark.claim("faq-dk-mismatch-error")
@@ -129,13 +128,14 @@ def test_each_heads_matrices_are_a_block_of_columns(shown):
         wide = getattr(w, name)
         per_head = qkv.split_heads(x @ wide, w.n_heads)
         for h in range(w.n_heads):
-            own = x @ wide[:, h * 64:(h + 1) * 64]  # head 3: columns 192 to 255
+            own = x @ wide[:, h * 64 : (h + 1) * 64]  # head 3: columns 192 to 255
             assert np.allclose(per_head[h], own, rtol=0, atol=1e-12)
     head = 3  # the page's example head
-    assert shown.line("faq.py:weights", f"head {head}'s queries") == \
-        f"head {head}'s queries == x @ its own W_Q: True"
-    check_prose("faq-head-weights-columns", head, head * w.d_head, (head + 1) * w.d_head - 1,
-                w.d_head)
+    assert (
+        shown.line("faq.py:weights", f"head {head}'s queries")
+        == f"head {head}'s queries == x @ its own W_Q: True"
+    )
+    check_prose("faq-head-weights-columns", head, head * w.d_head, (head + 1) * w.d_head - 1, w.d_head)
 
 
 @pytest.mark.claim("faq-weights-count")
@@ -145,17 +145,25 @@ def test_count_of_weights_in_a_512_wide_8_head_layer(shown):
     assert {m.shape for m in matrices.values()} == {(w.d_model, w.d_model)}  # square
     total = sum(m.size for m in matrices.values())
     bands = (w.w_q, w.w_k, w.w_v)
-    one_head = sum(m[:, :w.d_head].size for m in bands)  # head 0's band of columns
+    one_head = sum(m[:, : w.d_head].size for m in bands)  # head 0's band of columns
     assert one_head == len(bands) * w.d_model * w.d_head
     assert w.n_heads * one_head + w.w_o.size == total  # the bands cover W_Q, W_K, W_V
     for name, m in matrices.items():
-        assert numbers(shown.line("faq.py:weights", name + " "), thousands=True) == \
-            [*m.shape, m.size]
-    assert numbers(shown.line("faq.py:weights", "of which one head's bands"),
-                   thousands=True)[-1] == one_head
+        assert numbers(shown.line("faq.py:weights", name + " "), thousands=True) == [*m.shape, m.size]
+    assert numbers(shown.line("faq.py:weights", "of which one head's bands"), thousands=True)[-1] == one_head
     assert numbers(shown.line("faq.py:weights", "per layer:"), thousands=True) == [total]
-    check_prose("faq-weights-count", w.d_model, len(matrices), w.d_model, w.d_model, total,
-                len(bands), w.d_model, w.d_head, one_head)
+    check_prose(
+        "faq-weights-count",
+        w.d_model,
+        len(matrices),
+        w.d_model,
+        w.d_model,
+        total,
+        len(bands),
+        w.d_model,
+        w.d_head,
+        one_head,
+    )
 
 
 @pytest.mark.claim("faq-dk-models")
@@ -164,11 +172,18 @@ def test_head_size_of_gpt2_and_llama(shown):
     widths = {"GPT-2 (124M)": (768, 12), "Llama 2 7B": (4096, 32), "Llama 3 8B": (4096, 32)}
     published = {name: width // heads for name, (width, heads) in widths.items()}
     assert published["Llama 2 7B"] == published["Llama 3 8B"]
-    check_prose("faq-dk-models", published["GPT-2 (124M)"], *widths["GPT-2 (124M)"],
-                published["Llama 2 7B"], ..., ..., *widths["Llama 3 8B"])  # ...: model names
+    check_prose(
+        "faq-dk-models",
+        published["GPT-2 (124M)"],
+        *widths["GPT-2 (124M)"],
+        published["Llama 2 7B"],
+        ...,
+        ...,
+        *widths["Llama 3 8B"],
+    )  # ...: model names
     for name, d_k in published.items():
         assert by_name[name].d_head == d_k
-        printed_d_k, root = numbers(shown.line("faq.py:d_k", name)[len(name):], thousands=True)
+        printed_d_k, root = numbers(shown.line("faq.py:d_k", name)[len(name) :], thousands=True)
         assert printed_d_k == d_k and abs(root - np.sqrt(d_k)) <= 0.005
 
 
@@ -182,10 +197,10 @@ def test_the_layer_scales_by_the_head_size_not_the_model_width(shown):
     by_width = qkv.softmax(q @ k.swapaxes(-1, -2) / np.sqrt(512))
     assert np.allclose(layer, by_head, rtol=0, atol=1e-12)
     assert not np.allclose(layer, by_width, atol=1e-3)
-    assert shown.line("faq.py:d_k", "the 512-wide layer") == \
-        "the 512-wide layer divides by sqrt(64): True"
-    check_prose("faq-scale-per-head", ..., w.d_model, w.n_heads, w.d_head, np.sqrt(w.d_head),
-                w.d_model)  # ...: "chapter 6"
+    assert shown.line("faq.py:d_k", "the 512-wide layer") == "the 512-wide layer divides by sqrt(64): True"
+    check_prose(
+        "faq-scale-per-head", ..., w.d_model, w.n_heads, w.d_head, np.sqrt(w.d_head), w.d_model
+    )  # ...: "chapter 6"
 
 
 COSINE_MAX = 1  # a cosine lies in [-1, 1]
@@ -252,8 +267,7 @@ def test_a_longer_query_sharpens_dot_product_weights_but_not_cosine_weights(seed
     before = qkv.entropy(qkv.softmax(q @ k.T / np.sqrt(8)))[0]
     after = qkv.entropy(qkv.softmax(factor * q @ k.T / np.sqrt(8)))[0]
     assert after < before
-    assert np.allclose(qkv.softmax(_cosine(q, k)), qkv.softmax(_cosine(factor * q, k)),
-                       rtol=0, atol=1e-12)
+    assert np.allclose(qkv.softmax(_cosine(q, k)), qkv.softmax(_cosine(factor * q, k)), rtol=0, atol=1e-12)
 
 
 @pytest.mark.claim("faq-magnitude-sharpens")

@@ -48,8 +48,7 @@ def _numbers(text: str) -> list[float]:
 def _printed(shown, start: str) -> str:
     """The one line the page prints that starts with ``start``, whichever block prints it
     (the block of the residual stack runs two snippet sections, so it has no section name)."""
-    lines = [ln.strip() for b in shown.blocks for ln in b.text.splitlines()
-             if ln.strip().startswith(start)]
+    lines = [ln.strip() for b in shown.blocks for ln in b.text.splitlines() if ln.strip().startswith(start)]
     assert len(lines) == 1, f"docs/kv-cache.md prints {len(lines)} lines starting {start!r}"
     return lines[0]
 
@@ -77,7 +76,7 @@ def test_cross_attention_keys_and_values_computed_once_serve_every_step():
     k = qkv.split_heads(patches @ w.w_k, w.n_heads)
     v = qkv.split_heads(patches @ w.w_v, w.n_heads)
     for t in range(1, len(text) + 1):
-        q = qkv.split_heads(text[t - 1:t] @ w.w_q, w.n_heads)  # the newest token only
+        q = qkv.split_heads(text[t - 1 : t] @ w.w_q, w.n_heads)  # the newest token only
         _, per_head = qkv.attention(q, k, v)
         reused = qkv.merge_heads(per_head) @ w.w_o
         recomputed = qkv.multi_head_attention(text[:t], patches, w).output[-1:]
@@ -99,8 +98,10 @@ def _changes(layers, tokens, causal):
     t = len(tokens) - 1
     before = _keys_and_values(layers, tokens[:t], causal)
     after = _keys_and_values(layers, tokens, causal)
-    return [max(np.abs(ka[:t] - kb).max(), np.abs(va[:t] - vb).max())
-            for (kb, vb), (ka, va) in zip(before, after, strict=True)]
+    return [
+        max(np.abs(ka[:t] - kb).max(), np.abs(va[:t] - vb).max())
+        for (kb, vb), (ka, va) in zip(before, after, strict=True)
+    ]
 
 
 def _printed_changes(shown, label):
@@ -152,8 +153,11 @@ def test_without_the_mask_deeper_keys_and_values_change(shown):
 
 @pytest.mark.claim("cache-decode-equal", "recap-cache-equal")
 @settings(max_examples=30, deadline=None)
-@given(t=st.integers(1, 12), heads=st.sampled_from([(1, 1), (4, 4), (4, 2), (4, 1), (6, 3)]),
-       seed=st.integers(0, 2**16))
+@given(
+    t=st.integers(1, 12),
+    heads=st.sampled_from([(1, 1), (4, 4), (4, 2), (4, 1), (6, 3)]),
+    seed=st.integers(0, 2**16),
+)
 def test_cached_uncached_and_full_causal_attention_agree(t, heads, seed):
     n_heads, n_kv = heads
     w = qkv.MultiHeadWeights.random(np.random.default_rng(seed), 24, n_heads, n_kv)
@@ -182,8 +186,9 @@ def test_key_value_projection_counts(t):
     # 1 + 2 + ... + T, paired from both ends: (T + 1) * T / 2
     assert uncached.total_kv_projections == sum(range(1, t + 1)) == t * (t + 1) // 2
     if t >= 2:  # "exactly 1 key and value ...; 1 + 2 + ... + T = T(T+1)/2": the first terms
-        check_prose("cache-projections-closed-form", cached.kv_projections[-1],
-                    *uncached.kv_projections[:2], ..., ...)
+        check_prose(
+            "cache-projections-closed-form", cached.kv_projections[-1], *uncached.kv_projections[:2], ..., ...
+        )
 
 
 @pytest.mark.claim("cache-scores-closed-form", "recap-cache-linear")
@@ -206,8 +211,7 @@ def test_score_counts(t, n_heads):
 
 def _work_table(shown):
     """The page's table of totals: T -> (projections cached, uncached, scores cached, uncached)."""
-    rows = [_numbers(line) for line in shown["kv_cache.py:work"].splitlines()
-            if re.match(r"\s*\d", line)]
+    rows = [_numbers(line) for line in shown["kv_cache.py:work"].splitlines() if re.match(r"\s*\d", line)]
     return {int(t): rest for t, *rest in rows}
 
 
@@ -220,8 +224,12 @@ def test_the_pages_table_follows_the_closed_forms(shown):
         assert row == [t, t * (t + 1) // 2, h * t * (t + 1) // 2, h * t * (t + 1) * (2 * t + 1) // 6]
     # and qkv's counters give the same totals
     cached, uncached = _counts(16)
-    assert table[16] == [cached.total_kv_projections, uncached.total_kv_projections,
-                         cached.total_scores, uncached.total_scores]
+    assert table[16] == [
+        cached.total_kv_projections,
+        uncached.total_kv_projections,
+        cached.total_scores,
+        uncached.total_scores,
+    ]
 
 
 @pytest.mark.claim("cache-growth-orders")
@@ -233,17 +241,20 @@ def test_the_pages_table_grows_about_4_16_16_and_64_times_from_64_to_256_tokens(
     factor = long / short
     for ratio, power in zip(ratios, powers, strict=True):  # close to factor ** power
         assert abs(np.log(ratio) / np.log(factor) - power) < 0.02
-    check_prose("cache-growth-orders", short, long, factor, *ratios,
-                *[x for power in powers for x in (factor, power)])
+    check_prose(
+        "cache-growth-orders", short, long, factor, *ratios, *[x for power in powers for x in (factor, power)]
+    )
 
 
 @pytest.mark.claim("cache-growth-orders", "recap-cache-linear")
 def test_growth_orders_measured_from_the_counters():
     small, big = _counts(64), _counts(256)  # T grows 4x
-    ratios = [big[0].total_kv_projections / small[0].total_kv_projections,
-              big[0].total_scores / small[0].total_scores,
-              big[1].total_kv_projections / small[1].total_kv_projections,
-              big[1].total_scores / small[1].total_scores]
+    ratios = [
+        big[0].total_kv_projections / small[0].total_kv_projections,
+        big[0].total_scores / small[0].total_scores,
+        big[1].total_kv_projections / small[1].total_kv_projections,
+        big[1].total_scores / small[1].total_scores,
+    ]
     # linear -> 4x, quadratic -> about 16x, cubic -> about 64x
     assert ratios[0] == 4
     assert 15 < ratios[1] < 17 and 15 < ratios[2] < 17
@@ -256,10 +267,21 @@ def test_the_last_token_at_256(shown):
     assert (cached.kv_projections[-1], uncached.kv_projections[-1]) == (1, 256)
     assert (cached.scores[-1], uncached.scores[-1]) == (4 * 256, 4 * 256 * 256)
     printed = _numbers(shown.line("kv_cache.py:work", "the last token alone at T="))
-    assert printed == [256, cached.kv_projections[-1], uncached.kv_projections[-1],
-                       cached.scores[-1], uncached.scores[-1]]
-    check_prose("cache-table-last-token", 256, cached.kv_projections[-1], cached.scores[-1],
-                uncached.kv_projections[-1], uncached.scores[-1])
+    assert printed == [
+        256,
+        cached.kv_projections[-1],
+        uncached.kv_projections[-1],
+        cached.scores[-1],
+        uncached.scores[-1],
+    ]
+    check_prose(
+        "cache-table-last-token",
+        256,
+        cached.kv_projections[-1],
+        cached.scores[-1],
+        uncached.kv_projections[-1],
+        uncached.scores[-1],
+    )
 
 
 @pytest.mark.claim("cache-models-published")
@@ -274,7 +296,7 @@ def test_models_match_their_published_configs():
 def _memory_row(shown, name):
     """The page's memory table row of a model, after its name: layers, heads, KV heads,
     d_head, KiB per token, MiB at 4,096 tokens."""
-    return _numbers(shown.line("kv_cache.py:memory", name + " ")[len(name):])
+    return _numbers(shown.line("kv_cache.py:memory", name + " ")[len(name) :])
 
 
 @pytest.mark.claim("cache-models-published")
@@ -290,8 +312,10 @@ def test_formula_equals_the_bytes_of_a_real_cache(n_kv_heads):
     x = np.random.default_rng(1).normal(size=(16, 64))
     cache = qkv.KVCache.empty(n_kv_heads, w.d_head)
     for t in range(len(x)):  # token by token, as decoding fills it
-        cache.append(qkv.split_heads(x[t:t + 1] @ w.w_k, n_kv_heads),
-                     qkv.split_heads(x[t:t + 1] @ w.w_v, n_kv_heads))
+        cache.append(
+            qkv.split_heads(x[t : t + 1] @ w.w_k, n_kv_heads),
+            qkv.split_heads(x[t : t + 1] @ w.w_v, n_kv_heads),
+        )
     assert cache.keys.shape == (n_kv_heads, 16, w.d_head)
     assert cache.nbytes() == qkv.kv_cache_bytes(1, n_kv_heads, w.d_head, 16, bytes_per_value=8)
     check_prose("cache-bytes-formula", cache.keys.itemsize)  # float64: 8 bytes per number
@@ -317,8 +341,12 @@ def test_the_page_shows_a_filled_cache_holding_what_the_formula_says(shown):
     for n_kv, ((heads, tokens, d_head), held, formula, _) in rows.items():
         assert heads == n_kv
         # a key and a value of d_head float64 numbers per KV head and token, one layer
-        assert held == formula == 2 * n_kv * tokens * d_head * 8 == \
-            qkv.kv_cache_bytes(1, n_kv, d_head, tokens, bytes_per_value=8)
+        assert (
+            held
+            == formula
+            == 2 * n_kv * tokens * d_head * 8
+            == qkv.kv_cache_bytes(1, n_kv, d_head, tokens, bytes_per_value=8)
+        )
 
 
 def _published_bytes(name, n_tokens, heads_for_cache=None):
@@ -332,19 +360,31 @@ def _published_bytes(name, n_tokens, heads_for_cache=None):
 def test_memory_per_token_and_at_4096_from_the_published_configs(shown):
     for m in qkv.MODELS:
         for n in (1, 4096):
-            assert qkv.kv_cache_bytes(m.n_layers, m.n_kv_heads, m.d_head, n) == \
-                _published_bytes(m.name, n)
+            assert qkv.kv_cache_bytes(m.n_layers, m.n_kv_heads, m.d_head, n) == _published_bytes(m.name, n)
     # The numbers the prose quotes, from the published configurations
     layers, heads, kv_heads, hidden = PUBLISHED["Llama 2 7B"]
     context, kib, gib = 4096, 2**10, 2**30
     per_token = _published_bytes("Llama 2 7B", 1)
     assert per_token == 2 * layers * kv_heads * (hidden // heads) * 2  # K and V, 2 bytes
-    check_prose("cache-memory-table", ..., len(("key", "value")), layers, kv_heads,
-                hidden // heads, np.dtype(np.float16).itemsize, per_token, per_token / kib,
-                _published_bytes("Llama 2 7B", context) / gib, context,
-                ..., _published_bytes("Llama 3 8B", 1) / kib,
-                ..., _published_bytes("Llama 2 70B", context) / gib, context,
-                _published_bytes("Falcon 7B", 1) / kib)  # ...: the model names' numbers
+    check_prose(
+        "cache-memory-table",
+        ...,
+        len(("key", "value")),
+        layers,
+        kv_heads,
+        hidden // heads,
+        np.dtype(np.float16).itemsize,
+        per_token,
+        per_token / kib,
+        _published_bytes("Llama 2 7B", context) / gib,
+        context,
+        ...,
+        _published_bytes("Llama 3 8B", 1) / kib,
+        ...,
+        _published_bytes("Llama 2 70B", context) / gib,
+        context,
+        _published_bytes("Falcon 7B", 1) / kib,
+    )  # ...: the model names' numbers
     for name in PUBLISHED:  # the page's table, rounded to whole KiB and MiB
         per_token, full = _memory_row(shown, name)[4:]
         assert abs(per_token - _published_bytes(name, 1) / 2**10) <= 0.5
@@ -372,8 +412,14 @@ def test_a_batch_of_32_llama2_7b_sequences_at_4096_tokens():
 
 @pytest.mark.claim("cache-gqa-shrink", "recap-gqa-shrink")
 def test_shrink_factor_is_heads_over_kv_heads(shown):
-    expected = {"Llama 3 8B": 4, "Mistral 7B": 4, "Llama 2 70B": 8, "Falcon 7B": 71,
-                "GPT-2 (124M)": 1, "Llama 2 7B": 1}
+    expected = {
+        "Llama 3 8B": 4,
+        "Mistral 7B": 4,
+        "Llama 2 70B": 8,
+        "Falcon 7B": 71,
+        "GPT-2 (124M)": 1,
+        "Llama 2 7B": 1,
+    }
     for m in qkv.MODELS:
         as_multi_head = qkv.kv_cache_bytes(m.n_layers, m.n_heads, m.d_head, 4096)
         actual = qkv.kv_cache_bytes(m.n_layers, m.n_kv_heads, m.d_head, 4096)
@@ -381,14 +427,23 @@ def test_shrink_factor_is_heads_over_kv_heads(shown):
     for name, factor in expected.items():  # the page: "... 8 KV heads: cache / 4"
         _, heads, kv_heads, _ = PUBLISHED[name]
         line = shown.line("kv_cache.py:shrink", name + " ")
-        assert _numbers(line[len(name):]) == [heads, kv_heads, factor]
+        assert _numbers(line[len(name) :]) == [heads, kv_heads, factor]
     by_name = {m.name: m for m in qkv.MODELS}
     llama3, llama70, falcon = (by_name[n] for n in ("Llama 3 8B", "Llama 2 70B", "Falcon 7B"))
     # "Llama 3 8B and Mistral 7B (32 query heads, 8 key/value heads) ... 4 times smaller,
     # Llama 2 70B 8 times, and Falcon 7B (71 query heads, 1 key/value head) 71 times"
-    check_prose("cache-gqa-shrink", ..., llama3.n_heads, llama3.n_kv_heads,
-                llama3.n_heads / llama3.n_kv_heads, ..., llama70.n_heads / llama70.n_kv_heads,
-                falcon.n_heads, falcon.n_kv_heads, falcon.n_heads / falcon.n_kv_heads)
+    check_prose(
+        "cache-gqa-shrink",
+        ...,
+        llama3.n_heads,
+        llama3.n_kv_heads,
+        llama3.n_heads / llama3.n_kv_heads,
+        ...,
+        llama70.n_heads / llama70.n_kv_heads,
+        falcon.n_heads,
+        falcon.n_kv_heads,
+        falcon.n_heads / falcon.n_kv_heads,
+    )
 
 
 @pytest.mark.claim("cache-gqa-same-scores")
@@ -414,5 +469,6 @@ def test_the_page_shows_the_same_score_count_for_8_2_and_1_kv_heads(shown):
     # 8 query heads, each scoring t cached keys at step t, whatever n_kv_heads is
     assert {scores for *_, scores in rows.values()} == {8 * 16 * 17 // 2}
     # while the cache shrinks with the number of KV heads
-    assert {n_kv: held for n_kv, (_, held, _, _) in rows.items()} == \
-        {n_kv: n_kv * rows[1][1] for n_kv in rows}
+    assert {n_kv: held for n_kv, (_, held, _, _) in rows.items()} == {
+        n_kv: n_kv * rows[1][1] for n_kv in rows
+    }

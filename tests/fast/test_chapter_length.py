@@ -22,10 +22,22 @@ from support import ROOT
 
 DOCS = ROOT / "docs"
 CHAPTERS = [
-    "soft-lookup.md", "where-qkv-come-from.md", "keys-vs-values.md", "position.md",
-    "why-three-projections.md", "step-by-step.md", "why-scale.md", "things-to-try.md",
-    "three-kinds.md", "traps.md", "multi-head.md", "kv-cache.md", "trained-model.md",
-    "coreference.md", "faq.md", "recap.md",
+    "soft-lookup.md",
+    "where-qkv-come-from.md",
+    "keys-vs-values.md",
+    "position.md",
+    "why-three-projections.md",
+    "step-by-step.md",
+    "why-scale.md",
+    "things-to-try.md",
+    "three-kinds.md",
+    "traps.md",
+    "multi-head.md",
+    "kv-cache.md",
+    "trained-model.md",
+    "coreference.md",
+    "faq.md",
+    "recap.md",
 ]  # the nav's "The explanation", in order
 MAX_WORDS = 1300
 
@@ -41,13 +53,16 @@ def site_markdown() -> tuple[list, dict]:
         name, options = next(iter(entry.items())) if isinstance(entry, dict) else (entry, {})
         names.append(name)
         settings[name] = options or {}
-    settings["pymdownx.snippets"] = {**settings["pymdownx.snippets"],
-                                     "base_path": [str(ROOT / "snippets"), str(ROOT)]}
+    settings["pymdownx.snippets"] = {
+        **settings["pymdownx.snippets"],
+        "base_path": [str(ROOT / "snippets"), str(ROOT)],
+    }
     # a block the build runs (exec="on") is code and its output: none of it is prose
     executed = {"validator": markdown_exec.validator, "format": lambda *_, **__: "<pre></pre>"}
-    settings["pymdownx.superfences"] = {**settings.get("pymdownx.superfences", {}),
-                                        "custom_fences": [{"name": n, "class": n, **executed}
-                                                          for n in ("python", "py")]}
+    settings["pymdownx.superfences"] = {
+        **settings.get("pymdownx.superfences", {}),
+        "custom_fences": [{"name": n, "class": n, **executed} for n in ("python", "py")],
+    }
     return names, settings
 
 
@@ -56,8 +71,7 @@ def visible_prose(page: str) -> str:
     every ``???`` block (a closed ``<details>``) folded."""
     page = re.sub(r"\A---\n.*?\n---\n", "", page, flags=re.S)  # front matter
     names, settings = site_markdown()
-    soup = BeautifulSoup(markdown.markdown(page, extensions=names, extension_configs=settings),
-                         "html.parser")
+    soup = BeautifulSoup(markdown.markdown(page, extensions=names, extension_configs=settings), "html.parser")
     # folded blocks; code blocks (with their titles); maths; permalink signs
     hidden = soup.select("details:not([open]), .highlight, pre, .arithmatex, .headerlink")
     for element in hidden:

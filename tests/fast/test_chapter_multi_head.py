@@ -23,8 +23,6 @@ def shown(page_output):
     return page_output("multi-head.md")
 
 
-
-
 def _layer(seed=0, d_model=512, n_heads=8, n_kv_heads=None, t=6, batch=()):
     rng = np.random.default_rng(seed)
     w = qkv.MultiHeadWeights.random(rng, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads)
@@ -48,25 +46,43 @@ def test_shapes_at_each_step(t):
     assert qkv.merge_heads(per_head).shape == (t, 512)
     # Head h is the h-th block of d_head columns: split_heads cuts, it does not shuffle.
     for h in range(8):
-        assert np.array_equal(q[h], (x @ w.w_q)[:, h * 64:(h + 1) * 64])
+        assert np.array_equal(q[h], (x @ w.w_q)[:, h * 64 : (h + 1) * 64])
 
 
 @pytest.mark.claim("heads-split-shapes")
 def test_the_page_shows_the_shape_at_each_step(shown):
-    printed = {line[:20].strip(): shapes(line)[0]
-               for line in shown["multi_head.py:shapes"].splitlines() if shapes(line)}
+    printed = {
+        line[:20].strip(): shapes(line)[0]
+        for line in shown["multi_head.py:shapes"].splitlines()
+        if shapes(line)
+    }
     t = printed["x"][0]
     assert t == 6  # the six tokens of the running example
     w, x = _layer(t=t)
     q = qkv.split_heads(x @ w.w_q, w.n_heads)
     weights, per_head = qkv.attention(q, q, q)
     merged = qkv.merge_heads(per_head)
-    assert printed == {"x": x.shape, "x @ W_Q": (x @ w.w_q).shape, "split_heads -> q": q.shape,
-                       "weights": weights.shape, "weights @ v": per_head.shape,
-                       "merge_heads": merged.shape, "@ W_O -> output": (merged @ w.w_o).shape}
+    assert printed == {
+        "x": x.shape,
+        "x @ W_Q": (x @ w.w_q).shape,
+        "split_heads -> q": q.shape,
+        "weights": weights.shape,
+        "weights @ v": per_head.shape,
+        "merge_heads": merged.shape,
+        "@ W_O -> output": (merged @ w.w_o).shape,
+    }
     # (T, 512); (8, T, 64), width 64; (8, T, T); (8, T, 64); (T, 512)
-    check_prose("heads-split-shapes", x.shape[1], q.shape[0], q.shape[2], q.shape[2],
-                weights.shape[0], per_head.shape[0], per_head.shape[2], merged.shape[1])
+    check_prose(
+        "heads-split-shapes",
+        x.shape[1],
+        q.shape[0],
+        q.shape[2],
+        q.shape[2],
+        weights.shape[0],
+        per_head.shape[0],
+        per_head.shape[2],
+        merged.shape[1],
+    )
 
 
 @pytest.mark.claim("heads-merge-inverts-split")
@@ -78,7 +94,7 @@ def test_merge_heads_undoes_split_heads_exactly():
     q = qkv.split_heads(x @ w.w_q, w.n_heads)
     last = w.d_head - 1
     for i in range(w.n_heads):  # its own (512, 64) matrix: the band of W_Q
-        own = w.w_q[:, w.d_head * i: w.d_head * i + last + 1]
+        own = w.w_q[:, w.d_head * i : w.d_head * i + last + 1]
         np.testing.assert_allclose(q[i], x @ own, rtol=1e-12, atol=1e-12)  # BLAS order
     check_prose("heads-merge-inverts-split", last, *own.shape)
 
@@ -89,8 +105,7 @@ def test_the_shown_steps_are_what_multi_head_attention_computes(shown):
     q, k, v = (qkv.split_heads(x @ m, 8) for m in (w.w_q, w.w_k, w.w_v))
     steps = qkv.merge_heads(qkv.attention(q, k, v).output) @ w.w_o
     assert np.array_equal(steps, qkv.multi_head_attention(x, x, w).output)
-    check_prose("heads-steps-equal-layer",
-                np.abs(steps - qkv.multi_head_attention(x, x, w).output).max())
+    check_prose("heads-steps-equal-layer", np.abs(steps - qkv.multi_head_attention(x, x, w).output).max())
     assert numbers(shown.line("multi_head.py:shapes", "steps above vs"), thousands=True) == [0.0]
     # and the same holds for other sizes, batches and grouped-query weights
     for n_heads, n_kv in ((4, 4), (4, 2), (4, 1)):
@@ -129,14 +144,27 @@ def test_the_flops_sentence_states_the_counts_computed():
     assert per_coordinate == 2  # d multiply-adds, each counted as two flops
     # "T^2 dot products ... 2 T^2 d_head flops ... 8 heads of 64 do 8 · 4T^2 · 64 = 4T^2 · 512
     # flops, ... one head of 512"
-    check_prose("heads-flops-equal", exponent, per_coordinate, exponent, w.n_heads, w.d_head, w.n_heads,
-                exponent, w.d_head, exponent, w.d_model, w.d_model)
+    check_prose(
+        "heads-flops-equal",
+        exponent,
+        per_coordinate,
+        exponent,
+        w.n_heads,
+        w.d_head,
+        w.n_heads,
+        exponent,
+        w.d_head,
+        exponent,
+        w.d_model,
+        w.d_model,
+    )
 
 
 @pytest.mark.claim("heads-params-equal", "recap-heads-cost")
 def test_parameter_count_does_not_depend_on_the_number_of_heads():
-    counts = {n: _n_params(qkv.MultiHeadWeights.random(np.random.default_rng(0), 512, n))
-              for n in (1, 2, 4, 8, 16)}
+    counts = {
+        n: _n_params(qkv.MultiHeadWeights.random(np.random.default_rng(0), 512, n)) for n in (1, 2, 4, 8, 16)
+    }
     (count,) = set(counts.values())  # the same for every head count
     w = _layer()[0]  # the page's layer
     matrices = (w.w_q, w.w_k, w.w_v, w.w_o)
@@ -144,8 +172,15 @@ def test_parameter_count_does_not_depend_on_the_number_of_heads():
     assert count == len(matrices) * w.d_model**2
     exponent = np.log(w.w_q.size) / np.log(w.d_model)  # d x d holds d^2 weights
     # "512 × 512 ... 4 · 512^2 = 1,048,576 weights with 1 head or 8 (16 too)"
-    check_prose("heads-params-equal", *w.w_q.shape, len(matrices), w.d_model, exponent, count,
-                *[n for n in counts if n in (1, w.n_heads, 2 * w.n_heads)])
+    check_prose(
+        "heads-params-equal",
+        *w.w_q.shape,
+        len(matrices),
+        w.d_model,
+        exponent,
+        count,
+        *[n for n in counts if n in (1, w.n_heads, 2 * w.n_heads)],
+    )
 
 
 @pytest.mark.claim("heads-weights-memory-8x", "recap-heads-cost")
@@ -168,7 +203,7 @@ def test_the_cost_table_shows_equal_flops_and_parameters_and_8x_the_maps(shown):
         "1 head": [2 * (2 * t * t * 512), 4 * 512**2, 1, 6, 6, 1 * 6 * 6 * 8],
     }
     for label, row in expected.items():
-        assert numbers(shown.line("multi_head.py:cost", label)[len(label):], thousands=True) == row
+        assert numbers(shown.line("multi_head.py:cost", label)[len(label) :], thousands=True) == row
 
 
 @pytest.mark.claim("heads-softmax-small")
@@ -212,18 +247,21 @@ def test_padding_and_causal_masks_combine_and_broadcast_over_heads(shown):
     assert result.weights.shape == (2, 8, 6, 6)
     for h in range(8):  # every head obeys the same mask
         assert np.array_equal(result.weights[:, h] > 0, both)
-    check_prose("heads-mask-broadcast", *pad.shape, *qkv.causal_mask(6).shape, *both.shape,
-                result.weights.shape[1])
-    assert shapes(shown.line("multi_head.py:padding", "mask")) == \
-        [both.shape, result.weights.shape, result.output.shape]
+    check_prose(
+        "heads-mask-broadcast", *pad.shape, *qkv.causal_mask(6).shape, *both.shape, result.weights.shape[1]
+    )
+    assert shapes(shown.line("multi_head.py:padding", "mask")) == [
+        both.shape,
+        result.weights.shape,
+        result.output.shape,
+    ]
 
 
 def test_padding_keys_get_exactly_zero_weight(shown):
     assert numbers(shown.line("multi_head.py:padding", "largest weight on a padding key")) == [0]
     w, batch = _layer(seed=3, t=10, batch=(3,))
     lengths = np.array([3, 10, 7])
-    weights = qkv.multi_head_attention(batch, batch, w,
-                                       mask=qkv.padding_mask(lengths, 10)).weights
+    weights = qkv.multi_head_attention(batch, batch, w, mask=qkv.padding_mask(lengths, 10)).weights
     for b, length in enumerate(lengths):
         assert np.all(weights[b, :, :, length:] == 0.0)
         assert np.all(weights[b, :, :, :length] > 0.0)
@@ -260,8 +298,7 @@ def _sdpa_layer(w, x, mask=None):
         return y.reshape(*y.shape[:-1], w.n_heads, d_head).transpose(-3, -2)
 
     attn_mask = None if mask is None else t(np.ascontiguousarray(mask))[..., None, :, :]
-    out = F.scaled_dot_product_attention(heads(w.w_q), heads(w.w_k), heads(w.w_v),
-                                         attn_mask=attn_mask)
+    out = F.scaled_dot_product_attention(heads(w.w_q), heads(w.w_k), heads(w.w_v), attn_mask=attn_mask)
     return (out.transpose(-3, -2).reshape(*x.shape[:-1], -1) @ t(w.w_o)).numpy()
 
 
@@ -285,15 +322,15 @@ def test_a_layer_around_torch_sdpa_agrees_with_qkv(masked, batch):
 @pytest.mark.claim("heads-torch-mha-mask-inverted")
 def test_nn_multiheadattention_wants_the_mask_inverted():
     w, x = _layer(seed=2, t=6, batch=(1,))
-    layer = torch.nn.MultiheadAttention(512, 8, bias=False, batch_first=True,
-                                        dtype=torch.float64)
+    layer = torch.nn.MultiheadAttention(512, 8, bias=False, batch_first=True, dtype=torch.float64)
     with torch.no_grad():  # copy our weights in: torch stores W transposed, Q/K/V stacked
         layer.in_proj_weight.copy_(torch.from_numpy(np.concatenate([w.w_q, w.w_k, w.w_v], 1).T))
         layer.out_proj.weight.copy_(torch.from_numpy(w.w_o.T))
         causal = qkv.causal_mask(6)
         xt = torch.from_numpy(x)
-        right, right_weights = layer(xt, xt, xt, attn_mask=torch.from_numpy(~causal),
-                                     average_attn_weights=False)
+        right, right_weights = layer(
+            xt, xt, xt, attn_mask=torch.from_numpy(~causal), average_attn_weights=False
+        )
         wrong, _ = layer(xt, xt, xt, attn_mask=torch.from_numpy(causal))
     ours = qkv.multi_head_attention(x, x, w, mask=causal)
     assert np.allclose(right.numpy(), ours.output, rtol=0, atol=1e-12)

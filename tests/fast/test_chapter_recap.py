@@ -101,8 +101,7 @@ def test_without_positions_order_is_invisible_with_rope_only_the_offset_counts(r
     # "without a mask": under a causal mask a shuffle changes more than the order
     causal = qkv.causal_mask(6)
     masked = qkv.self_attention(x, p, mask=causal).output
-    assert not np.allclose(qkv.self_attention(x[order], p, mask=causal).output, masked[order],
-                           atol=1e-3)
+    assert not np.allclose(qkv.self_attention(x[order], p, mask=causal).output, masked[order], atol=1e-3)
 
 
 @pytest.mark.claim("recap-residual")
@@ -190,43 +189,62 @@ def test_eight_heads_cost_what_one_wide_head_costs_and_store_eight_maps(rng):
     one = qkv.MultiHeadWeights.random(rng, d_model=d_model, n_heads=1)
     t = 6
     x = rng.normal(size=(t, d_model))
-    flops = {w.n_heads: qkv.attention_flops(t, t, w.d_head, w.d_head, w.n_heads)
-             for w in (eight, one)}
+    flops = {w.n_heads: qkv.attention_flops(t, t, w.d_head, w.d_head, w.n_heads) for w in (eight, one)}
     params = {w.n_heads: sum(m.size for m in (w.w_q, w.w_k, w.w_v, w.w_o)) for w in (eight, one)}
     maps = {w.n_heads: qkv.multi_head_attention(x, x, w).weights for w in (eight, one)}
     assert flops[heads] == flops[1] and params[heads] == params[1]
     rows_per_token = {n: m.shape[0] for n, m in maps.items()}  # one row of weights per head
     # "8 heads of 64 give every token 8 rows ... where one head of 512 gives 1 ... 8 times"
-    check_prose("recap-heads-cost", heads, eight.d_head, rows_per_token[heads], one.d_head,
-                rows_per_token[1], maps[heads].nbytes / maps[1].nbytes)
+    check_prose(
+        "recap-heads-cost",
+        heads,
+        eight.d_head,
+        rows_per_token[heads],
+        one.d_head,
+        rows_per_token[1],
+        maps[heads].nbytes / maps[1].nbytes,
+    )
 
 
 @pytest.mark.claim("recap-gqa-shrink")
 def test_the_cache_per_token_and_what_sharing_divides_it_by():
     by_name = {m.name: m for m in qkv.MODELS}
     llama3, falcon = by_name["Llama 3 8B"], by_name["Falcon 7B"]
-    per_token = qkv.kv_cache_bytes(llama3.n_layers, llama3.n_kv_heads, llama3.d_head, 1,
-                                   bytes_per_value=1)  # numbers, not bytes
+    per_token = qkv.kv_cache_bytes(
+        llama3.n_layers, llama3.n_kv_heads, llama3.d_head, 1, bytes_per_value=1
+    )  # numbers, not bytes
     tensors = per_token / (llama3.n_layers * llama3.n_kv_heads * llama3.d_head)  # K and V
 
     def shrink(m):
-        return (qkv.kv_cache_bytes(m.n_layers, m.n_heads, m.d_head, 1)
-                / qkv.kv_cache_bytes(m.n_layers, m.n_kv_heads, m.d_head, 1))
+        return qkv.kv_cache_bytes(m.n_layers, m.n_heads, m.d_head, 1) / qkv.kv_cache_bytes(
+            m.n_layers, m.n_kv_heads, m.d_head, 1
+        )
 
     check_prose("recap-gqa-shrink", tensors, shrink(llama3), ..., shrink(falcon))  # ...: "3"
 
 
 def _random_layer(rng, d_model=16, n_heads=4, n_kv_heads=2, d_mlp=24):
     """A small Llama layer with random weights, in qkv.smollm2's own types."""
-    config = smollm2.Config(n_layers=1, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads,
-                            d_head=d_model // n_heads, d_mlp=d_mlp, vocab_size=10,
-                            rope_base=10_000.0, norm_eps=1e-5, context_length=32)
+    config = smollm2.Config(
+        n_layers=1,
+        d_model=d_model,
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        d_head=d_model // n_heads,
+        d_mlp=d_mlp,
+        vocab_size=10,
+        rope_base=10_000.0,
+        norm_eps=1e-5,
+        context_length=32,
+    )
     layer = smollm2.Layer(
         attn_norm=rng.uniform(0.5, 1.5, d_model),
         attention=qkv.MultiHeadWeights.random(rng, d_model, n_heads, n_kv_heads),
         mlp_norm=rng.uniform(0.5, 1.5, d_model),
-        w_gate=rng.normal(size=(d_model, d_mlp)) / 4, w_up=rng.normal(size=(d_model, d_mlp)) / 4,
-        w_down=rng.normal(size=(d_mlp, d_model)) / 4)
+        w_gate=rng.normal(size=(d_model, d_mlp)) / 4,
+        w_up=rng.normal(size=(d_model, d_mlp)) / 4,
+        w_down=rng.normal(size=(d_mlp, d_model)) / 4,
+    )
     return config, layer
 
 

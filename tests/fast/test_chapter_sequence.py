@@ -90,8 +90,7 @@ def test_read_next_leads_to_the_next_chapter(index):
     assert len(paragraphs) == 1, f"docs/{path}: {len(paragraphs)} '**Read next:**' paragraphs"
     links = re.findall(r"\[([^\]]+)\]\(([^)#]+)(?:#[^)]*)?\)", paragraphs[0])
     if index + 1 == len(CHAPTERS):
-        assert "index.md" in [target for _, target in links], \
-            f"docs/{path}: the last chapter leads back home"
+        assert "index.md" in [target for _, target in links], f"docs/{path}: the last chapter leads back home"
         return
     number, title, following = CHAPTERS[index + 1]
     assert links[:1] == [(f"{number}. {title}", following)], f"docs/{path}"
@@ -116,9 +115,11 @@ SOLUTION = re.compile(r'^\?\?\? note "Solution[^"]*"\n((?:    .*\n|\n)+)', re.M)
 EXERCISE = re.compile(r"^\*\*(\d+)\. ([^*]+)\*\*(.*?)(?=^\?\?\? note \"Solution)", re.M | re.S)
 
 
-@pytest.mark.parametrize(("number", "title", "path"),
-                         [c for c in CHAPTERS if c[2] not in WITHOUT_EXERCISES],
-                         ids=[c[2] for c in CHAPTERS if c[2] not in WITHOUT_EXERCISES])
+@pytest.mark.parametrize(
+    ("number", "title", "path"),
+    [c for c in CHAPTERS if c[2] not in WITHOUT_EXERCISES],
+    ids=[c[2] for c in CHAPTERS if c[2] not in WITHOUT_EXERCISES],
+)
 def test_a_chapter_has_two_exercises_with_folded_run_and_guarded_solutions(number, title, path):
     _, body = front_matter_and_body(path)
     exercises = body.split("\n## Exercises\n", 1)
@@ -131,8 +132,9 @@ def test_a_chapter_has_two_exercises_with_folded_run_and_guarded_solutions(numbe
         assert "<!-- claim:" in solution, f"docs/{path}: a solution no test guards"
     asks = [" ".join(m.group(2, 3)).lower() for m in EXERCISE.finditer(section)]
     assert len(asks) == len(solutions), f"docs/{path}: an exercise without its solution"
-    assert any("predict" in ask for ask in asks), \
+    assert any("predict" in ask for ask in asks), (
         f"docs/{path}: no exercise asks the reader to predict a number before running the code"
+    )
 
 
 @pytest.mark.parametrize("doc", PAGES)
@@ -156,14 +158,28 @@ def test_the_notebook_names_chapters_by_their_numbers():
 # Every heading of the explanation this site covers (/work/shared/seed, issue 18): none may be
 # a title or heading here, nor may any page point readers at "the source".
 EXPLAINED_HEADINGS = {
-    "query, key and value", "a soft dictionary lookup", "where they come from",
-    "why keys and values are separate", "why three separate projections",
-    "the computation, step by step", "why three projections and not one", "things to try",
-    "why divide by √d k", "why divide by √dₖ", "the three kinds of attention",
-    "traps worth knowing", "summing up", "multiple heads, and where they come from",
-    "cross-attention, and the caching trick", "questions people ask", "recap in one screen",
+    "query, key and value",
+    "a soft dictionary lookup",
+    "where they come from",
+    "why keys and values are separate",
+    "why three separate projections",
+    "the computation, step by step",
+    "why three projections and not one",
+    "things to try",
+    "why divide by √d k",
+    "why divide by √dₖ",
+    "the three kinds of attention",
+    "traps worth knowing",
+    "summing up",
+    "multiple heads, and where they come from",
+    "cross-attention, and the caching trick",
+    "questions people ask",
+    "recap in one screen",
     # and the shortenings the issue found
-    "three kinds of attention", "recap", "dropping the scaling", "why three projections",
+    "three kinds of attention",
+    "recap",
+    "dropping the scaling",
+    "why three projections",
     "where q, k and v come from",
 }
 

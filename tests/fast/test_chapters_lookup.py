@@ -59,8 +59,7 @@ def random_tied_case(seed, d_k, t):
 
 def assert_printed(text, expected, decimals):
     """The numbers in ``text`` are ``expected`` rounded to ``decimals`` places."""
-    np.testing.assert_allclose(numbers(text), np.ravel(expected), rtol=0,
-                               atol=0.5 * 10.0**-decimals + 1e-9)
+    np.testing.assert_allclose(numbers(text), np.ravel(expected), rtol=0, atol=0.5 * 10.0**-decimals + 1e-9)
 
 
 def named_numbers(text):
@@ -71,8 +70,11 @@ def named_numbers(text):
 
 def unnamed_block(shown, marker):
     """What a block that runs several snippet sections prints, found by one printed line."""
-    found = [b.text for b in shown.blocks if b.section is None
-             and any(ln.strip().startswith(marker) for ln in b.text.splitlines())]
+    found = [
+        b.text
+        for b in shown.blocks
+        if b.section is None and any(ln.strip().startswith(marker) for ln in b.text.splitlines())
+    ]
     assert len(found) == 1, f"docs/{shown.page}: {len(found)} such blocks print {marker!r}"
     return found[0]
 
@@ -117,8 +119,10 @@ def test_home_example_gives_one_row_per_word_and_d_v_columns(shown_home):
     weights, output = qkv.self_attention(toy.feature_embeddings(), p)
     assert weights.shape == (t, t) and output.shape == (t, p.d_v)
     check_prose("home-shapes", *weights.shape, output.shape[1], p.d_v, p.d_k)
-    assert shown_home.line("first_attention.py:attend", "weights:") == \
-        f"weights: {(t, t)}   output: {(t, p.d_v)}"
+    assert (
+        shown_home.line("first_attention.py:attend", "weights:")
+        == f"weights: {(t, t)}   output: {(t, p.d_v)}"
+    )
 
 
 @pytest.mark.claim("home-is-the-formula")
@@ -136,8 +140,7 @@ def test_home_example_is_softmax_of_scaled_scores_times_values(shown_home, hand_
 def test_home_example_drank_puts_over_two_thirds_on_milk(shown_home, hand_built):
     row = hand_built[3].weights[DRANK]
     assert row.argmax() == MILK and row.max() > 2 / 3
-    printed = {w: numbers(shown_home.line("first_attention.py:attend", f"drank -> {w} "))[0]
-               for w in WORDS}
+    printed = {w: numbers(shown_home.line("first_attention.py:attend", f"drank -> {w} "))[0] for w in WORDS}
     assert max(printed, key=printed.get) == "milk" and printed["milk"] > 2 / 3
 
 
@@ -165,17 +168,22 @@ def palette_weights(query):
 
 def printed_weights(text):
     """The 'weight on NAME W' lines of a block, in printed order: [(name, w), ...]."""
-    lines = [ln.split() for ln in text.splitlines() if ln.strip().startswith("weight on ")
-             and not ln.strip().startswith("weight on blue at")]
+    lines = [
+        ln.split()
+        for ln in text.splitlines()
+        if ln.strip().startswith("weight on ") and not ln.strip().startswith("weight on blue at")
+    ]
     return [(words[2], float(words[3])) for words in lines]
 
 
 def test_the_palette_is_the_one_the_page_runs(shown_lookup):
     assert list(NAMES) == ["red", "orange", "blue", "white"]
-    np.testing.assert_array_equal(numbers(shown_lookup.line("soft_lookup.py:soft", "scores:")),
-                                  KEYS @ WARM[0])
-    np.testing.assert_array_equal(numbers(shown_lookup.line("soft_lookup.py:exercise_bright",
-                                                            "scores:")), KEYS @ BRIGHT[0])
+    np.testing.assert_array_equal(
+        numbers(shown_lookup.line("soft_lookup.py:soft", "scores:")), KEYS @ WARM[0]
+    )
+    np.testing.assert_array_equal(
+        numbers(shown_lookup.line("soft_lookup.py:exercise_bright", "scores:")), KEYS @ BRIGHT[0]
+    )
     assert_printed(shown_lookup.line("soft_lookup.py:hard", "palette['orange']"), VALUES[ORANGE], 6)
 
 
@@ -198,8 +206,9 @@ def test_scores_of_the_warm_query_are_the_keys_warmth(shown_lookup):
     assert_printed(shown_lookup.line("soft_lookup.py:soft", "scores:"), scores, 6)
     # and those keys are the page's: the weights it prints are the softmax of these scores
     weights = qkv.attention(WARM, KEYS, VALUES).weights[0]
-    assert printed_weights(shown_lookup["soft_lookup.py:soft"]) == \
-        [(n, pytest.approx(w, abs=5e-4)) for n, w in zip(NAMES, weights, strict=True)]
+    assert printed_weights(shown_lookup["soft_lookup.py:soft"]) == [
+        (n, pytest.approx(w, abs=5e-4)) for n, w in zip(NAMES, weights, strict=True)
+    ]
 
 
 @pytest.mark.claim("lookup-every-key-weighted")
@@ -292,8 +301,7 @@ def test_at_64_times_the_worst_key_still_has_a_tiny_positive_weight(shown_lookup
 
 
 @pytest.mark.claim("lookup-underflow-types")
-def test_the_weight_is_a_subnormal_in_float32_and_bfloat16_and_zero_in_float16(shown_lookup,
-                                                                                 blue_at_64):
+def test_the_weight_is_a_subnormal_in_float32_and_bfloat16_and_zero_in_float16(shown_lookup, blue_at_64):
     tiny32 = float(np.finfo(np.float32).tiny)
     tiny16 = float(np.finfo(np.float16).smallest_subnormal)
     assert 0 < np.float32(blue_at_64) < tiny32  # a subnormal: below the smallest normal
@@ -308,8 +316,9 @@ def test_the_weight_is_a_subnormal_in_float32_and_bfloat16_and_zero_in_float16(s
     finally:
         torch.set_flush_denormal(False)
     assert flushed32 == flushed16
-    check_prose("lookup-underflow-types", *sci(tiny32), flushed32, *sci(tiny16),
-                float(np.float16(blue_at_64)))
+    check_prose(
+        "lookup-underflow-types", *sci(tiny32), flushed32, *sci(tiny16), float(np.float16(blue_at_64))
+    )
     line = shown_lookup.line("soft_lookup.py:sharpen", "weight on blue at x64:")
     assert line.endswith("0.0 as float16") and "e-40 as float32" in line
 
@@ -332,10 +341,10 @@ def test_a_small_step_flips_the_best_match_but_barely_moves_the_average(shown_lo
     moved = np.abs(soft[1] - soft[0]).max()
     check_prose("lookup-nudge", jump.max(), moved)
     # the page: red, then orange, for the best match; two averages that far apart
-    assert_printed(shown_lookup.line("soft_lookup.py:nudge", "best match:"),
-                   [VALUES[RED], VALUES[ORANGE]], 6)
-    shown_before, shown_after = np.split(np.array(numbers(shown_lookup.line("soft_lookup.py:nudge",
-                                                                             "average:"))), 2)
+    assert_printed(shown_lookup.line("soft_lookup.py:nudge", "best match:"), [VALUES[RED], VALUES[ORANGE]], 6)
+    shown_before, shown_after = np.split(
+        np.array(numbers(shown_lookup.line("soft_lookup.py:nudge", "average:"))), 2
+    )
     np.testing.assert_allclose(shown_before, soft[0], atol=5e-4 + 1e-9)
     np.testing.assert_allclose(shown_after, soft[1], atol=5e-4 + 1e-9)
 
@@ -365,8 +374,11 @@ def test_red_first_passes_the_threshold_at_the_stated_factor(shown_lookup):
     threshold = stated("lookup-ex-factor")[0]  # the exercise's given
     on_red = {f: palette_weights(f * WARM[0])[RED] for f in range(1, 100)}
     first = min(f for f, w in on_red.items() if w > threshold)
-    assert qkv.attention(WARM * first, KEYS, VALUES).weights[0, RED] > threshold >= \
-        qkv.attention(WARM * (first - 1), KEYS, VALUES).weights[0, RED]
+    assert (
+        qkv.attention(WARM * first, KEYS, VALUES).weights[0, RED]
+        > threshold
+        >= qkv.attention(WARM * (first - 1), KEYS, VALUES).weights[0, RED]
+    )
     check_prose("lookup-ex-factor", threshold, first)
     line = shown_lookup.line("soft_lookup.py:exercise_factor", "smallest whole factor")
     assert numbers(line) == [threshold, first]
@@ -387,8 +399,7 @@ def test_a_query_aimed_at_blue_never_gives_pure_blue(shown_lookup):
     printed = numbers(line_of(text, "weight on blue"))
     assert printed[0] == pytest.approx(w[BLUE], abs=5e-7)
     np.testing.assert_allclose(printed[1:], answer[0], rtol=1e-6)
-    assert numbers(line_of(text, "weight left for the other three:")) == \
-        [0, float(f"{rest:.2g}")]
+    assert numbers(line_of(text, "weight left for the other three:")) == [0, float(f"{rest:.2g}")]
     assert line_of(text, "red channel above zero:") == "red channel above zero: True"
 
 
@@ -461,8 +472,10 @@ def test_attention_takes_only_its_inputs_and_holds_no_arrays(shown_where, random
     result = qkv.attention(q, k, v)
     np.testing.assert_allclose(result.weights, weights, rtol=1e-12)
     np.testing.assert_allclose(result.output, output, rtol=1e-12)
-    assert shown_where.line("where_qkv_come_from.py:parameters", "qkv.attention takes:") == \
-        f"qkv.attention takes: {signature}"
+    assert (
+        shown_where.line("where_qkv_come_from.py:parameters", "qkv.attention takes:")
+        == f"qkv.attention takes: {signature}"
+    )
 
 
 @pytest.mark.claim("proj-dk-must-match")
@@ -511,13 +524,19 @@ def test_a_bias_added_to_every_key_changes_no_weight(seed, d_k, t):
 def bias_changes():
     """How far one seeded bias, on the keys or on the queries, moves the weights of both toys."""
     changes = []
-    for x, p in [(toy.embeddings(), toy.projections(toy.D_K, toy.D_V)),
-                 (toy.feature_embeddings(), toy.hand_built_projections())]:
+    for x, p in [
+        (toy.embeddings(), toy.projections(toy.D_K, toy.D_V)),
+        (toy.feature_embeddings(), toy.hand_built_projections()),
+    ]:
         q, k, v = qkv.project(x, p)
         b = np.random.default_rng(2024).normal(size=p.d_k)
         plain = qkv.attention(q, k, v).weights
-        changes.append((np.abs(qkv.attention(q, k + b, v).weights - plain).max(),
-                        np.abs(qkv.attention(q + b, k, v).weights - plain).max()))
+        changes.append(
+            (
+                np.abs(qkv.attention(q, k + b, v).weights - plain).max(),
+                np.abs(qkv.attention(q + b, k, v).weights - plain).max(),
+            )
+        )
     return changes
 
 
@@ -556,8 +575,12 @@ def test_milks_three_vectors_look_for_a_verb_show_liquid_and_hand_over_dairy(sho
     assert not k[:, toy.FEATURES.index("dairy")].any() and not q[:, toy.FEATURES.index("dairy")].any()
     text = shown_where["hand_built.py:roles"]
     for i, word in enumerate(WORDS):  # the table, row by row
-        expected = [word, *nonzero_names(q[i], toy.FEATURES), *nonzero_names(k[i], toy.FEATURES),
-                    *nonzero_names(v[i], toy.VALUE_COLUMNS)]
+        expected = [
+            word,
+            *nonzero_names(q[i], toy.FEATURES),
+            *nonzero_names(k[i], toy.FEATURES),
+            *nonzero_names(v[i], toy.VALUE_COLUMNS),
+        ]
         # a vector's entries are printed 'person 4, liquid 8'
         assert line_of(text, f"{word} ").replace(",", " ").split() == expected
     assert text.count("dairy") == 1  # only milk's value
@@ -579,12 +602,25 @@ def test_drank_gives_milk_the_weight_its_hand_written_score_predicts(hand_weight
     liquid = toy.FEATURES.index("liquid")
     others = np.delete(scores, [SHE, MILK])
     assert (others == 0).all() and k[:, liquid].nonzero()[0].tolist() == [MILK]
-    check_prose("hand-drank-finds-milk", result.weights[DRANK, MILK], q[DRANK, liquid],
-                raw[MILK], toy.D_K, scores[MILK], raw[SHE], toy.D_K, scores[SHE], others.max())
+    check_prose(
+        "hand-drank-finds-milk",
+        result.weights[DRANK, MILK],
+        q[DRANK, liquid],
+        raw[MILK],
+        toy.D_K,
+        scores[MILK],
+        raw[SHE],
+        toy.D_K,
+        scores[SHE],
+        others.max(),
+    )
     assert_printed(line_of(hand_weights_block, "drank's scaled scores:"), scores, 2)
     assert_printed(line_of(hand_weights_block, "drank -> milk"), [DRANK_ON_MILK, DRANK_ON_SHE], 2)
-    table = {ln.split()[0]: ln.split()[1:] for ln in hand_weights_block.splitlines()
-             if ln.split() and ln.split()[0] in WORDS and len(ln.split()) == len(WORDS) + 1}
+    table = {
+        ln.split()[0]: ln.split()[1:]
+        for ln in hand_weights_block.splitlines()
+        if ln.split() and ln.split()[0] in WORDS and len(ln.split()) == len(WORDS) + 1
+    }
     assert_printed(" ".join(table["drank"]), expected, 2)
     for word, row in zip(WORDS, result.weights, strict=True):  # and every other row of the table
         assert_printed(" ".join(table[word]), row, 2)
@@ -594,8 +630,12 @@ def test_drank_gives_milk_the_weight_its_hand_written_score_predicts(hand_weight
 def test_what_drank_receives_is_mostly_dairy(hand_weights_block, hand_built):
     out = hand_built[3].output[DRANK]
     # each value hands over one column: she person, drank verb, milk dairy, cup container
-    received = {"person": DRANK_ON_SHE, "verb": DRANK_ON_OTHER, "dairy": DRANK_ON_MILK,
-                "container": DRANK_ON_OTHER}
+    received = {
+        "person": DRANK_ON_SHE,
+        "verb": DRANK_ON_OTHER,
+        "dairy": DRANK_ON_MILK,
+        "container": DRANK_ON_OTHER,
+    }
     np.testing.assert_allclose(out, [received[c] for c in toy.VALUE_COLUMNS], rtol=1e-12)
     assert toy.VALUE_COLUMNS[out.argmax()] == "dairy"
     check_prose("hand-drank-receives-dairy", out[toy.VALUE_COLUMNS.index("dairy")])
@@ -689,16 +729,21 @@ def test_a_new_value_for_milk_moves_every_row_by_its_weight_on_milk(shown_kv, ha
     assert (np.abs(changed - base.output).max(axis=-1) > 0).all()  # every row reads milk a bit
     received = dict(zip(toy.VALUE_COLUMNS, changed[DRANK], strict=True))
     assert received["dairy"] == 0
-    assert received["container"] - base.output[DRANK, toy.VALUE_COLUMNS.index("container")] == \
-        pytest.approx(DRANK_ON_MILK, rel=1e-12)
+    assert received["container"] - base.output[DRANK, toy.VALUE_COLUMNS.index("container")] == pytest.approx(
+        DRANK_ON_MILK, rel=1e-12
+    )
     before = named_numbers(shown_kv.line("keys_vs_values.py:setup", "drank receives:"))
     after = named_numbers(shown_kv.line("keys_vs_values.py:change_value", "drank receives:"))
     assert after == {c: pytest.approx(x, abs=5e-3) for c, x in received.items()}
-    assert before == {c: pytest.approx(x, abs=5e-3) for c, x in zip(toy.VALUE_COLUMNS, base.output[DRANK],
-                                                                     strict=True)}
+    assert before == {
+        c: pytest.approx(x, abs=5e-3) for c, x in zip(toy.VALUE_COLUMNS, base.output[DRANK], strict=True)
+    }
     dairy, container = (toy.VALUE_COLUMNS.index(c) for c in ("dairy", "container"))
-    check_prose("kv-sep-value-changes-output", base.output[DRANK, dairy] - changed[DRANK, dairy],
-                changed[DRANK, container] - base.output[DRANK, container])
+    check_prose(
+        "kv-sep-value-changes-output",
+        base.output[DRANK, dairy] - changed[DRANK, dairy],
+        changed[DRANK, container] - base.output[DRANK, container],
+    )
 
 
 @pytest.mark.claim("kv-sep-key-moves-weights")
@@ -711,29 +756,34 @@ def test_wiping_milks_key_drops_drank_weight_to_that_of_an_unrelated_word(shown_
     assert after.weights[DRANK, MILK] == pytest.approx(after.weights[DRANK, FROM], rel=1e-12)
     assert base.weights[DRANK, MILK] == pytest.approx(DRANK_ON_MILK, rel=1e-12)
     check_prose("kv-sep-key-moves-weights", base.weights[DRANK, MILK], on_milk)
-    assert_printed(shown_kv.line("keys_vs_values.py:change_key", "drank -> milk:"),
-                   [DRANK_ON_MILK, on_milk], 2)
+    assert_printed(
+        shown_kv.line("keys_vs_values.py:change_key", "drank -> milk:"), [DRANK_ON_MILK, on_milk], 2
+    )
     # milk's value is untouched and still reaches drank, in proportion to the low weight
     received = named_numbers(shown_kv.line("keys_vs_values.py:change_key", "drank receives:"))
     assert received["dairy"] == pytest.approx(on_milk, abs=5e-3)
-    assert received == {c: pytest.approx(x, abs=5e-3)
-                        for c, x in zip(toy.VALUE_COLUMNS, after.output[DRANK], strict=True)}
+    assert received == {
+        c: pytest.approx(x, abs=5e-3) for c, x in zip(toy.VALUE_COLUMNS, after.output[DRANK], strict=True)
+    }
 
 
 @pytest.mark.claim("kv-sep-key-changes-asking-rows")
 def test_a_wiped_key_changes_only_the_rows_whose_query_asked_for_it(shown_kv, hand_built, wiped_key):
     q, _, v, base = hand_built
     after = qkv.attention(q, wiped_key, v).weights
-    changed = [w for w, row_a, row_b in zip(WORDS, after, base.weights, strict=True)
-               if not np.allclose(row_a, row_b)]
+    changed = [
+        w for w, row_a, row_b in zip(WORDS, after, base.weights, strict=True) if not np.allclose(row_a, row_b)
+    ]
     liquid = toy.FEATURES.index("liquid")
     askers = [w for w, query in zip(WORDS, q, strict=True) if query[liquid] != 0]
     assert changed == askers == ["drank", "cup"]
     others = [i for i, w in enumerate(WORDS) if w not in askers]
     on_milk_before, on_milk_after = q[others] @ hand_built[1][MILK], q[others] @ wiped_key[MILK]
     check_prose("kv-sep-key-changes-asking-rows", np.abs([*on_milk_before, *on_milk_after]).max())
-    assert shown_kv.line("keys_vs_values.py:change_key", "rows of weights that changed:") == \
-        f"rows of weights that changed: {askers}"
+    assert (
+        shown_kv.line("keys_vs_values.py:change_key", "rows of weights that changed:")
+        == f"rows of weights that changed: {askers}"
+    )
 
 
 @pytest.mark.claim("kv-sep-values-lack-liquid")
@@ -756,9 +806,9 @@ def test_doubling_milks_value_doubles_the_dairy_and_keeps_the_weight(shown_kv, h
     check_prose("kv-sep-ex-double", after.weights[DRANK, MILK], after.output[DRANK, dairy])
     section = "keys_vs_values.py:exercise_double"
     assert_printed(shown_kv.line(section, "drank -> milk:"), [DRANK_ON_MILK] * 2, 2)
-    assert named_numbers(shown_kv.line(section, "drank receives:")) == \
-        {c: pytest.approx(x, abs=5e-3) for c, x in zip(toy.VALUE_COLUMNS, after.output[DRANK],
-                                                        strict=True)}
+    assert named_numbers(shown_kv.line(section, "drank receives:")) == {
+        c: pytest.approx(x, abs=5e-3) for c, x in zip(toy.VALUE_COLUMNS, after.output[DRANK], strict=True)
+    }
 
 
 @pytest.mark.claim("kv-sep-ex-cup-liquid")
@@ -773,14 +823,19 @@ def test_a_second_liquid_key_splits_drank_between_milk_and_cup(shown_kv, hand_bu
     dairy, container = (toy.VALUE_COLUMNS.index(c) for c in ("dairy", "container"))
     np.testing.assert_array_equal(v[MILK], np.eye(4)[dairy])  # milk hands over dairy alone,
     np.testing.assert_array_equal(v[CUP], np.eye(4)[container])  # cup container alone
-    check_prose("kv-sep-ex-cup-liquid", after.weights[DRANK, MILK], after.output[DRANK, dairy],
-                after.output[DRANK, container])
+    check_prose(
+        "kv-sep-ex-cup-liquid",
+        after.weights[DRANK, MILK],
+        after.output[DRANK, dairy],
+        after.output[DRANK, container],
+    )
     section = "keys_vs_values.py:exercise_cup"
-    assert named_numbers(shown_kv.line(section, "drank reads:")) == \
-        {w: pytest.approx(x, abs=5e-3) for w, x in zip(WORDS, after.weights[DRANK], strict=True)}
-    assert named_numbers(shown_kv.line(section, "drank receives:")) == \
-        {c: pytest.approx(x, abs=5e-3) for c, x in zip(toy.VALUE_COLUMNS, after.output[DRANK],
-                                                        strict=True)}
+    assert named_numbers(shown_kv.line(section, "drank reads:")) == {
+        w: pytest.approx(x, abs=5e-3) for w, x in zip(WORDS, after.weights[DRANK], strict=True)
+    }
+    assert named_numbers(shown_kv.line(section, "drank receives:")) == {
+        c: pytest.approx(x, abs=5e-3) for c, x in zip(toy.VALUE_COLUMNS, after.output[DRANK], strict=True)
+    }
 
 
 # ---- 4. Only two products matter: query-key and value-output -------------------------
@@ -797,8 +852,14 @@ def tie():
     values 8 wide; the scores and weights separate, and with W_Q = W_K."""
     x, p = toy.embeddings(), toy.projections(d_k=toy.D_K, d_v=8)
     qk = qkv.Projections(p.w_k, p.w_k, p.w_v)
-    return {"x": x, "p": p, "S": scores_of(x, p), "W": qkv.self_attention(x, p).weights,
-            "S_tied": scores_of(x, qk), "W_tied": qkv.self_attention(x, qk).weights}
+    return {
+        "x": x,
+        "p": p,
+        "S": scores_of(x, p),
+        "W": qkv.self_attention(x, p).weights,
+        "S_tied": scores_of(x, qk),
+        "W_tied": qkv.self_attention(x, qk).weights,
+    }
 
 
 def scores_of(x, p):
@@ -855,8 +916,9 @@ def test_w_v_b_with_b_inverse_w_o_adds_the_same_to_the_stream(shown_three, tie):
         np.testing.assert_allclose(moved @ np.linalg.inv(b) @ w_o, added, rtol=1e-9, atol=1e-10)
         assert np.abs(p.w_v @ b - p.w_v).max() > 0.5  # W_V itself moved
     check_prose("three-products-output", ...)  # the -1 of B^{-1} is notation
-    line = line_of(unnamed_block(shown_three, "largest change in W_Q:"),
-                   "largest change in what the head adds:")
+    line = line_of(
+        unnamed_block(shown_three, "largest change in W_Q:"), "largest change in what the head adds:"
+    )
     assert numbers(line)[0] < 1e-12
 
 
@@ -871,8 +933,7 @@ def test_from_looks_for_cup_but_cup_does_not_look_for_from(shown_three, hand_bui
     from_cup, cup_from = E_8 / (E_8 + 5), 1 / (E_4 + 5)
     assert w[FROM, CUP] == pytest.approx(from_cup, rel=1e-12)
     assert w[CUP, FROM] == pytest.approx(cup_from, rel=1e-12)
-    check_prose("three-hand-one-way", w[FROM, CUP], w[CUP, FROM], raw[FROM, CUP], toy.D_K,
-                s[CUP, FROM])
+    check_prose("three-hand-one-way", w[FROM, CUP], w[CUP, FROM], raw[FROM, CUP], toy.D_K, s[CUP, FROM])
     text = shown_three["hand_built.py:one_way"]
     assert_printed(line_of(text, "from -> cup"), [8 / np.sqrt(8), from_cup], 2)
     assert_printed(line_of(text, "cup -> from"), [0, cup_from], 2)
@@ -898,8 +959,10 @@ def test_milk_gives_from_more_than_twice_the_weight_from_gives_milk(separate_blo
     w = tie["W"]
     assert w[MILK, FROM] > 2 * w[FROM, MILK]
     milk_from, from_milk = pair_lines(separate_block)
-    assert (milk_from[1], from_milk[1]) == (pytest.approx(w[MILK, FROM], abs=5e-4),
-                                            pytest.approx(w[FROM, MILK], abs=5e-4))
+    assert (milk_from[1], from_milk[1]) == (
+        pytest.approx(w[MILK, FROM], abs=5e-4),
+        pytest.approx(w[FROM, MILK], abs=5e-4),
+    )
     assert milk_from[1] > 2 * from_milk[1]
 
 
@@ -926,8 +989,12 @@ def test_tied_scores_are_equal_but_the_weights_are_not(shown_three, tie):
     assert s[MILK, FROM] == pytest.approx(s[FROM, MILK], abs=1e-12)
     assert w[MILK, FROM] > 10 * w[FROM, MILK]
     milk_from, from_milk = pair_lines(shown_three["tie_query_key.py:symmetric"])
-    np.testing.assert_allclose([milk_from, from_milk], [[s[MILK, FROM], w[MILK, FROM]],
-                                                        [s[FROM, MILK], w[FROM, MILK]]], rtol=0, atol=5e-4)
+    np.testing.assert_allclose(
+        [milk_from, from_milk],
+        [[s[MILK, FROM], w[MILK, FROM]], [s[FROM, MILK], w[FROM, MILK]]],
+        rtol=0,
+        atol=5e-4,
+    )
     assert milk_from[0] == from_milk[0]  # the same score both ways, as printed
 
 
@@ -1009,8 +1076,7 @@ def test_a_query_bias_breaks_the_tied_symmetry(shown_three, tie):
     asymmetry = np.abs(s - s.T).max()
     np.testing.assert_allclose(s - s.T, (k @ b)[None, :] - (k @ b)[:, None], atol=1e-12)
     check_prose("three-tied-bias-asymmetric", asymmetry)
-    assert_printed(shown_three.line("tie_query_key.py:what_breaks", "tied, with a query bias:"),
-                   asymmetry, 2)
+    assert_printed(shown_three.line("tie_query_key.py:what_breaks", "tied, with a query bias:"), asymmetry, 2)
 
 
 @pytest.mark.claim("three-tied-causal")
@@ -1050,8 +1116,11 @@ def test_tying_w_v_to_w_k_hands_over_liquid_and_no_dairy(shown_three, hand_built
     check_prose("three-tie-kv-output-changes", tied.output[DRANK, liquid])
     section = "tie_query_key.py:tie_kv"
     shown = named_numbers(shown_three.line(section, "drank receives, W_V = W_K:"))
-    assert shown == {f: pytest.approx(x, abs=5e-3) for f, x in zip(toy.FEATURES, tied.output[DRANK],
-                                                                 strict=True) if abs(x) >= 0.005}
+    assert shown == {
+        f: pytest.approx(x, abs=5e-3)
+        for f, x in zip(toy.FEATURES, tied.output[DRANK], strict=True)
+        if abs(x) >= 0.005
+    }
     assert numbers(shown_three.line(section, "dairy received by any word"))[0] == 0
 
 

@@ -20,11 +20,13 @@ def test_every_marked_claim_has_a_guard_and_every_guard_a_claim():
 def test_a_claim_without_a_guard_is_reported(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "tests").mkdir()
-    (tmp_path / "docs" / "a.md").write_text("Weights sum to 1. <!-- claim: sums -->\n"
-                                            "Masks give zeros. <!-- claim: zeros -->\n")
+    (tmp_path / "docs" / "a.md").write_text(
+        "Weights sum to 1. <!-- claim: sums -->\nMasks give zeros. <!-- claim: zeros -->\n"
+    )
     (tmp_path / "tests" / "test_a.py").write_text(
         "import pytest\n\n@pytest.mark.claim('sums')\ndef test_sums():\n    assert 1\n\n"
-        "@pytest.mark.claim('ghost')\ndef test_ghost():\n    assert 1\n")
+        "@pytest.mark.claim('ghost')\ndef test_ghost():\n    assert 1\n"
+    )
     found = claims.find_claims(tmp_path / "docs")
     assert [c.sentence for c in found] == ["Weights sum to 1.", "Masks give zeros."]
     report = claims.problems(found, claims.find_guards(tmp_path / "tests"))
@@ -44,9 +46,13 @@ def test_guards_point_at_real_collected_tests(collected_ids):
     if files <= {i.split("::")[0] for i in collected_ids}:
         collected = "\n".join(collected_ids)
     else:
-        done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
-                               "-p", "no:xdist", *ids],
-                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", *ids],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         collected = done.stdout
     # a parametrized test's id is collected with its parameters: "test_x[...]"
@@ -67,5 +73,6 @@ def test_a_quoted_sentence_drops_a_links_attribute_list_with_the_link():
     # attr_list would otherwise pin the attributes on the maths span before it, and the
     # maths hook (which matches arithmatex's bare span) would leave the LaTeX unrendered
     quoted = claims._last_sentence(
-        'Try *drank* with [$d_k = 1$](explorer.md?dk=1){ aria-label="Open it" }: same order.')
+        'Try *drank* with [$d_k = 1$](explorer.md?dk=1){ aria-label="Open it" }: same order.'
+    )
     assert quoted == "Try drank with $d_k = 1$: same order."

@@ -25,8 +25,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def coin_threshold(n: int) -> int:
     """Fewest successes of n that a fair coin reaches with probability below 5%."""
-    return next(k for k in range(n + 2)
-                if sum(math.comb(n, m) for m in range(k, n + 1)) / 2**n < 0.05)
+    return next(k for k in range(n + 2) if sum(math.comb(n, m) for m in range(k, n + 1)) / 2**n < 0.05)
 
 
 def first_token(model, noun: str) -> int:
@@ -72,10 +71,12 @@ def moved_at(traces, pair, query) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def moved(runs):
-    return {"word": np.array([moved_at(t, p, word_position(t)) for p, t in
-                              zip(coreference.PAIRS, runs, strict=True)]),
-            "last": np.array([moved_at(t, p, -1) for p, t in
-                              zip(coreference.PAIRS, runs, strict=True)])}
+    return {
+        "word": np.array(
+            [moved_at(t, p, word_position(t)) for p, t in zip(coreference.PAIRS, runs, strict=True)]
+        ),
+        "last": np.array([moved_at(t, p, -1) for p, t in zip(coreference.PAIRS, runs, strict=True)]),
+    }
 
 
 def followers(m):
@@ -119,7 +120,7 @@ def test_the_models_answer_is_not_told_apart_from_chance(preference):
 
 @pytest.mark.claim("coref-noun-bias")
 def test_the_nouns_decide_more_than_the_word(preference):
-    """"What decides most answers is the nouns themselves": the preference's sign is the
+    """ "What decides most answers is the nouns themselves": the preference's sign is the
     same in both texts of most pairs, and its size is larger than the word moves it."""
     same_sign = int((np.sign(preference[:, 0]) == np.sign(preference[:, 1])).sum())
     assert same_sign > len(preference) / 2
@@ -150,22 +151,20 @@ def test_two_heads_follow_the_word_and_random_swaps_rarely_make_one(moved):
     n = len(moved["word"])
     assert followers(moved["last"]) == set()
     rng = np.random.default_rng(0)  # the page's control, drawn the same way
-    chance = [len(followers(moved["word"] * rng.choice([-1, 1], size=(n, 1, 1))))
-              for _ in range(1000)]
+    chance = [len(followers(moved["word"] * rng.choice([-1, 1], size=(n, 1, 1)))) for _ in range(1000)]
     assert np.mean(chance) < 0.25 * len(at_word)  # far fewer than found: not a fluke
     (l1, h1), (l2, h2) = sorted(at_word)
-    check_prose("coref-heads", l1 + 1, h1 + 1, l2 + 1, h2 + 1, share[l1, h1] * n, n,
-                np.mean(chance))
+    check_prose("coref-heads", l1 + 1, h1 + 1, l2 + 1, h2 + 1, share[l1, h1] * n, n, np.mean(chance))
     assert share[l1, h1] == share[l2, h2]
 
 
 @pytest.mark.claim("coref-ablation")
-def test_switching_the_following_heads_off_leaves_the_preference(model, runs, moved,
-                                                                preference):
+def test_switching_the_following_heads_off_leaves_the_preference(model, runs, moved, preference):
     chosen = sorted(followers(moved["word"]))
     rng = np.random.default_rng(0)
-    controls = [{(ly, int(rng.choice([g for g in range(9) if g != h]))) for ly, h in chosen}
-                for _ in range(3)]
+    controls = [
+        {(ly, int(rng.choice([g for g in range(9) if g != h]))) for ly, h in chosen} for _ in range(3)
+    ]
     edits = interventions.heads_off(model.config, [set(chosen), *controls])
     shift, changed = [], []
     for pair, traces, unedited in zip(coreference.PAIRS, runs, preference, strict=True):

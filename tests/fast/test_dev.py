@@ -20,8 +20,7 @@ if [ "$1" = -c ]; then echo "$FAKE_VERSION"; exit 0; fi
 echo "$*" >> "$FAKE_LOG"
 """
 # what ./dev runs besides the venv's python (no apt-get: nothing may be installed here)
-TOOLS = ("bash", "cat", "sha256sum", "sed", "grep", "id", "dirname", "git",
-         "touch", "rm", "env")
+TOOLS = ("bash", "cat", "sha256sum", "sed", "grep", "id", "dirname", "git", "touch", "rm", "env")
 
 
 @pytest.fixture
@@ -41,10 +40,20 @@ def dev(tmp_path):
 
     def run(*args, version="3.11.7", **env):
         return subprocess.run(
-            [str(ROOT / "dev"), *args], capture_output=True, text=True, timeout=60,
-            env={"PATH": str(tools), "HOME": str(tmp_path), "QKV_VENV": str(venv),
-                 "FAKE_VERSION": version, "FAKE_LOG": str(log),
-                 "QKV_CHROMIUM": str(tmp_path / "no-chromium"), **env})
+            [str(ROOT / "dev"), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={
+                "PATH": str(tools),
+                "HOME": str(tmp_path),
+                "QKV_VENV": str(venv),
+                "FAKE_VERSION": version,
+                "FAKE_LOG": str(log),
+                "QKV_CHROMIUM": str(tmp_path / "no-chromium"),
+                **env,
+            },
+        )
 
     run.calls = lambda: log.read_text().splitlines()
     return run
@@ -81,7 +90,7 @@ def test_the_first_install_shows_progress_and_later_ones_are_quiet(dev):
     assert "Installing qkv" in first.stdout
     assert not any("--quiet" in c for c in pip_calls(dev.calls()))  # pip prints what it does
     dev("check", QKV_REINSTALL="1")
-    again = pip_calls(dev.calls())[len(pip_calls(dev.calls())) // 2:]
+    again = pip_calls(dev.calls())[len(pip_calls(dev.calls())) // 2 :]
     assert again and all("--quiet" in c for c in again)
 
 
@@ -94,7 +103,7 @@ def test_torch_comes_from_the_index_ci_names(dev):
     assert len(torch) == 1 and calls[torch[0]].endswith(pinned)
     assert torch[0] < extras[0]  # first, so the extras find torch installed
     dev("build")  # the docs extra has no torch
-    assert not any("--index-url" in c for c in pip_calls(dev.calls())[len(calls):])
+    assert not any("--index-url" in c for c in pip_calls(dev.calls())[len(calls) :])
 
 
 def test_fast_tests_do_not_demand_chromium_and_the_whole_suite_does(dev):
@@ -102,8 +111,14 @@ def test_fast_tests_do_not_demand_chromium_and_the_whole_suite_does(dev):
     assert fast.returncode == 0, fast.stderr
     assert dev.calls()[-1] == "-m pytest -n auto --dist worksteal tests/fast/test_attention.py -n 0"
     browser = str(ROOT / "tests" / "browser")
-    for args in ((), ("tests",), ("tests/browser/test_site_offline.py::test_x",), ("-k", "x", "."),
-                 (browser,), ("./tests/",)):
+    for args in (
+        (),
+        ("tests",),
+        ("tests/browser/test_site_offline.py::test_x",),
+        ("-k", "x", "."),
+        (browser,),
+        ("./tests/",),
+    ):
         whole = dev("test", *args)
         assert whole.returncode == 1, args
         assert "sudo apt-get install -y chromium" in whole.stderr

@@ -93,8 +93,7 @@ def test_shape_and_metadata(data):
     assert np.array(data["entropy"]).shape == (2, len(WORDS), D_K_MAX)
 
 
-@pytest.mark.claim("explorer-numbers-are-qkvs", "try-numbers-from-explorer-state",
-                   "explorer-shared-toy")
+@pytest.mark.claim("explorer-numbers-are-qkvs", "try-numbers-from-explorer-state", "explorer-shared-toy")
 def test_every_exported_state_equals_qkv(data):
     values_seen = []
     for d_k in range(1, D_K_MAX + 1):
@@ -103,8 +102,11 @@ def test_every_exported_state_equals_qkv(data):
             values_seen.append(values)
             for i, word in enumerate(WORDS):
                 expected = {
-                    "raw": raw[i], "scaled": scaled[i], "weights": weights[i],
-                    "output": output[i], "entropy": qkv.entropy(weights[i]),
+                    "raw": raw[i],
+                    "scaled": scaled[i],
+                    "weights": weights[i],
+                    "output": output[i],
+                    "entropy": qkv.entropy(weights[i]),
                     "max_weight": weights[i].max(),
                 }
                 state = explorer_state(word, d_k, scale)
@@ -123,9 +125,17 @@ def test_to_fixed_rounds_to_nearest_millionth():
     assert to_fixed([0.0000004, 0.0000006, -2.5e-7 - 1e-9, 1.2345675]) == [0, 1, 0, 1234568]
 
 
-@pytest.mark.parametrize("bad", [
-    {"query": "tea"}, {"d_k": 0}, {"d_k": 65}, {"d_k": 2.0}, {"d_k": True}, {"scale": 1},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"query": "tea"},
+        {"d_k": 0},
+        {"d_k": 65},
+        {"d_k": 2.0},
+        {"d_k": True},
+        {"scale": 1},
+    ],
+)
 def test_bad_state_is_refused_with_a_clear_message(bad):
     args = {"query": "she", "d_k": 8, "scale": True, **bad}
     with pytest.raises(ValueError, match=f"{next(iter(bad))} must"):
@@ -149,7 +159,8 @@ def test_1_scaling_and_softmax_keep_the_order_of_the_keys(data):
     # and the page's data keeps it at the default state
     s = DEFAULTS
     assert np.argmax(by_state(data, "raw", s["query"], s["dk"], 1)) == np.argmax(
-        by_state(data, "weights", s["query"], s["dk"], 1))
+        by_state(data, "weights", s["query"], s["dk"], 1)
+    )
 
 
 @pytest.mark.claim("try-output-is-blend")
@@ -165,8 +176,8 @@ def test_1_output_is_the_weights_times_the_values(data):
                 state = explorer_state(word, d_k, scale)
                 reference_values = reference(d_k, scale)[4]
                 np.testing.assert_allclose(
-                    state.output, (state.weights[:, None] * reference_values).sum(axis=0),
-                    atol=1e-12)
+                    state.output, (state.weights[:, None] * reference_values).sum(axis=0), atol=1e-12
+                )
 
 
 def ranks(scores) -> list[int]:
@@ -223,8 +234,7 @@ def test_5_a_lead_under_one_leaves_the_runner_up_over_a_third_of_the_leader():
     for i, word in enumerate(WORDS):
         first, second = np.argsort(-scaled[i])[:2]
         ratio = weights[i, second] / weights[i, first]
-        np.testing.assert_allclose(ratio, np.exp(scaled[i, second] - scaled[i, first]),
-                                   rtol=1e-9)
+        np.testing.assert_allclose(ratio, np.exp(scaled[i, second] - scaled[i, first]), rtol=1e-9)
         if scaled[i, first] - scaled[i, second] < lead:
             assert ratio > np.exp(-lead), word
     check_prose("try-near-tie-ratio", lead, ..., np.exp(-lead))  # e^{-1}: its -1 is notation
@@ -279,8 +289,9 @@ def test_4_scaling_at_dk_64_spreads_every_query(data):
 def test_2_at_dk_1_scaling_changes_nothing(data):
     for word in WORDS:
         for field in ("scaled", "weights", "entropy", "max_weight", "output"):
-            assert np.array_equal(by_state(data, field, word, 1, True),
-                                  by_state(data, field, word, 1, False)), (word, field)
+            assert np.array_equal(
+                by_state(data, field, word, 1, True), by_state(data, field, word, 1, False)
+            ), (word, field)
         on, off = explorer_state(word, 1, True), explorer_state(word, 1, False)
         assert np.array_equal(on.scaled, off.scaled)
         assert np.array_equal(on.weights, off.weights)
@@ -330,8 +341,7 @@ def test_an_independent_gradient_computation_agrees_with_qkvs_at_each_width():
     # ratio itself spans 0.9 at 64 to 0.0016 at 512, so 30 % apart is a real disagreement)
     for d_k in (64, 256, 512):
         raw, scaled = (saturation(d_k, scale=s).query_gradient_norm for s in (False, True))
-        assert _median_query_gradient_ratio(d_k) == pytest.approx(
-            np.median(raw) / np.median(scaled), rel=0.3)
+        assert _median_query_gradient_ratio(d_k) == pytest.approx(np.median(raw) / np.median(scaled), rel=0.3)
 
 
 # ---- the exercises of chapter 7 -------------------------------------------------------------
@@ -357,8 +367,9 @@ def test_a_gap_gives_the_weight_ratio_exp_minus_gap_for_every_query():
     _, scaled, weights, *_ = reference(64, False)  # experiment 5's table
     for i in range(len(WORDS)):
         first, second = np.argsort(-scaled[i])[:2]
-        np.testing.assert_allclose(weights[i, second] / weights[i, first],
-                                   np.exp(scaled[i, second] - scaled[i, first]), rtol=1e-9)
+        np.testing.assert_allclose(
+            weights[i, second] / weights[i, first], np.exp(scaled[i, second] - scaled[i, first]), rtol=1e-9
+        )
     check_prose("try-ex-gap", gap, ratio, ...)  # "experiment 5" is a label
 
 
@@ -368,9 +379,16 @@ def test_the_exercise_solutions_print_what_the_tests_compute(page_output):
     she = [reference(d_k, False)[2][WORDS.index("she")].max() for d_k in range(1, D_K_MAX + 1)]
     first = 1 + next(i for i, w in enumerate(she) if w > threshold)
     line = shown.line("things_to_try.py:exercise_first_dk", "she, scaling off:")
-    assert line.split() == (f"she, scaling off: largest weight first above {threshold:g} at "
-                            f"d_k = {first} ({she[first - 1]:.3f}; {she[first - 2]:.3f} at "
-                            f"d_k = {first - 1})").split()
+    assert (
+        line.split()
+        == (
+            f"she, scaling off: largest weight first above {threshold:g} at "
+            f"d_k = {first} ({she[first - 1]:.3f}; {she[first - 2]:.3f} at "
+            f"d_k = {first - 1})"
+        ).split()
+    )
     gap = stated("try-ex-gap")[0]
-    assert shown.line("things_to_try.py:exercise_gap", f"a gap of {gap:g}:") == \
-        f"a gap of {gap:g}: runner-up / leader = exp(-{gap:g}) = {np.exp(-gap):.3f}"
+    assert (
+        shown.line("things_to_try.py:exercise_gap", f"a gap of {gap:g}:")
+        == f"a gap of {gap:g}: runner-up / leader = exp(-{gap:g}) = {np.exp(-gap):.3f}"
+    )

@@ -122,8 +122,9 @@ def test_cache_entry_covers_the_library_versions(runner, monkeypatch):
     run.run(job)
     assert run.cached(job) is not None
     real_version = importlib.metadata.version
-    monkeypatch.setattr(importlib.metadata, "version",
-                        lambda p: "0.0-other" if p == "matplotlib" else real_version(p))
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda p: "0.0-other" if p == "matplotlib" else real_version(p)
+    )
     run.start_build()  # the next build reads the versions again
     assert run.cached(job) is None, "a figure drawn with another matplotlib is not reused"
 
@@ -131,8 +132,8 @@ def test_cache_entry_covers_the_library_versions(runner, monkeypatch):
 def test_a_failing_figure_script_names_the_script_and_shows_its_stderr(tmp_path, runner):
     root = copy_project_qkv(tmp_path / "project", keep=set())
     (root / "sitebuild" / "qkv_site" / "figures" / "broken_demo.py").write_text(
-        'ALT = CAPTION = "x"\n\n'
-        'def build(style):\n    raise RuntimeError("the data went missing")\n')
+        'ALT = CAPTION = "x"\n\ndef build(style):\n    raise RuntimeError("the data went missing")\n'
+    )
     with pytest.raises(ArtifactError) as caught:
         runner(root).run(figure_job("broken-demo", root))
     message = str(caught.value)
@@ -149,8 +150,7 @@ def test_a_token_sharing_its_line_fails_naming_the_page():
 def test_figure_html_escapes_alt_and_caption():
     svg = b'<svg width="360pt" height="180pt">'
     meta = {"alt": 'a "quoted" <alt>', "caption": "1 < 2 & 3"}
-    out = figure_html("x", meta, {"light": svg, "dark": svg},
-                      lambda variant: f"../figures/x-{variant}.svg")
+    out = figure_html("x", meta, {"light": svg, "dark": svg}, lambda variant: f"../figures/x-{variant}.svg")
     assert 'alt="a &quot;quoted&quot; &lt;alt&gt;"' in out
     assert "<figcaption>1 &lt; 2 &amp; 3</figcaption>" in out
     assert 'width="480" height="240"' in out  # points to CSS pixels
@@ -169,9 +169,14 @@ def _material_css() -> str:
 def test_dark_style_uses_materials_slate_background():
     css = _material_css()
     hue = float(re.search(r"--md-hue:(\d+)deg", css).group(1))
-    sat, light = map(float, re.search(
-        r"\[data-md-color-scheme=slate\]\{[^}]*--md-default-bg-color:hsla\(var\(--md-hue\), "
-        r"(\d+)%, (\d+)%, 1\)", css).groups())
+    sat, light = map(
+        float,
+        re.search(
+            r"\[data-md-color-scheme=slate\]\{[^}]*--md-default-bg-color:hsla\(var\(--md-hue\), "
+            r"(\d+)%, (\d+)%, 1\)",
+            css,
+        ).groups(),
+    )
     import colorsys
 
     rgb = colorsys.hls_to_rgb(hue / 360, light / 100, sat / 100)
@@ -181,8 +186,7 @@ def test_dark_style_uses_materials_slate_background():
 
 def test_indigo_primary_matches_material():
     css = _material_css()
-    indigo = re.search(r"\[data-md-color-primary=indigo\]\{--md-primary-fg-color:(#[0-9a-f]+)",
-                       css).group(1)
+    indigo = re.search(r"\[data-md-color-primary=indigo\]\{--md-primary-fg-color:(#[0-9a-f]+)", css).group(1)
     assert LIGHT.primary == indigo
 
 
@@ -239,7 +243,7 @@ def _printed_weights(text: str, columns) -> tuple[list[str], np.ndarray]:
     header = [i for i, line in enumerate(lines) if line.split() == list(columns)]
     assert len(header) == 1, f"no single table with columns {columns} in:\n{text}"
     labels, rows = [], []
-    for line in lines[header[0] + 1:]:
+    for line in lines[header[0] + 1 :]:
         label, *cells = line.split() or [""]
         if len(cells) != len(columns) or not all(re.fullmatch(r"-?\d+\.\d+", c) for c in cells):
             break
@@ -253,15 +257,15 @@ def test_soft_vs_hard_draws_the_chapters_palette(page_output):
     shown = page_output("soft-lookup.md")
     section = "soft_lookup.py:soft"
     # the chapter's scores are the figure's keys against its query ...
-    np.testing.assert_allclose(numbers(shown.line(section, "scores:")),
-                               soft_vs_hard.KEYS @ soft_vs_hard.QUERY[0], rtol=0, atol=5e-4)
+    np.testing.assert_allclose(
+        numbers(shown.line(section, "scores:")), soft_vs_hard.KEYS @ soft_vs_hard.QUERY[0], rtol=0, atol=5e-4
+    )
     # ... its weights, entry by entry in the figure's order, are the figure's soft bars ...
     printed = [line.split() for line in shown[section].splitlines() if "weight on" in line]
     assert [words[2] for words in printed] == list(d.names)
     np.testing.assert_allclose([float(words[3]) for words in printed], d.soft, rtol=0, atol=5e-4)
     # ... and its answer, the blend of the values, is the figure's soft swatch
-    np.testing.assert_allclose(numbers(shown.line(section, "answer:")), d.soft_answer,
-                               rtol=0, atol=5e-4)
+    np.testing.assert_allclose(numbers(shown.line(section, "answer:")), d.soft_answer, rtol=0, atol=5e-4)
     orange = numbers(shown.line("soft_lookup.py:hard", "palette['orange']"))
     np.testing.assert_array_equal(orange, soft_vs_hard.VALUES[list(d.names).index("orange")])
 
@@ -290,20 +294,30 @@ def test_tied_qk_is_symmetric_only_when_tied_and_matches_the_chapter(page_output
     lines = [line for b in shown.blocks for line in b.text.splitlines()]
     for (a, b), (row, col) in ((tied_qk.PAIR, (i, j)), (tied_qk.PAIR[::-1], (j, i))):
         printed = [numbers(line)[0] for line in lines if line.startswith(f"{a} -> {b}: score")]
-        np.testing.assert_allclose(printed, [d.separate[row, col], d.tied[row, col]],
-                                   rtol=0, atol=5e-4)
+        np.testing.assert_allclose(printed, [d.separate[row, col], d.tied[row, col]], rtol=0, atol=5e-4)
     largest = [numbers(line)[0] for line in lines if line.startswith("largest |S - Sᵀ|:")]
-    np.testing.assert_allclose(largest, [np.abs(d.separate - d.separate.T).max(), 0],
-                               rtol=0, atol=5e-4)
+    np.testing.assert_allclose(largest, [np.abs(d.separate - d.separate.T).max(), 0], rtol=0, atol=5e-4)
 
 
 def test_data_flow_shapes_are_those_of_the_toy_layer(page_output):
     t, d_model, d_k, d_v = len(toy.SENTENCE), toy.D_MODEL, toy.D_K, toy.D_V
-    expected = {"x": (t, d_model), "w_q": (d_model, d_k), "w_k": (d_model, d_k),
-                "w_v": (d_model, d_v), "q": (t, d_k), "k": (t, d_k), "v": (t, d_v),
-                "scores": (t, t), "scaled": (t, t), "masked": (t, t), "weights": (t, t),
-                "mixed": (t, d_v), "w_o": (d_v, d_model), "update": (t, d_model),
-                "next": (t, d_model)}
+    expected = {
+        "x": (t, d_model),
+        "w_q": (d_model, d_k),
+        "w_k": (d_model, d_k),
+        "w_v": (d_model, d_v),
+        "q": (t, d_k),
+        "k": (t, d_k),
+        "v": (t, d_v),
+        "scores": (t, t),
+        "scaled": (t, t),
+        "masked": (t, t),
+        "weights": (t, t),
+        "mixed": (t, d_v),
+        "w_o": (d_v, d_model),
+        "update": (t, d_model),
+        "next": (t, d_model),
+    }
     assert data_flow.data() == expected
     for shape in ("6 × 16", "6 × 8", "6 × 4", "6 × 6", "4 × 16"):  # the alt text's shapes
         assert shape in data_flow.ALT
@@ -314,8 +328,9 @@ def test_data_flow_shapes_are_those_of_the_toy_layer(page_output):
     printed["scores"] = _shapes(shown.line("step_by_step.py:scores", "scores = Q @ K.T:"))[-1]
     printed["scaled"] = _shapes(shown.line("step_by_step.py:scale", "scaled ="))[-1]
     printed["weights"] = _shapes(shown.line("step_by_step.py:softmax", "weights ="))[-1]
-    printed["mixed"], printed["w_o"], printed["update"] = \
-        _shapes(shown.line("step_by_step.py:residual", "output"))
+    printed["mixed"], printed["w_o"], printed["update"] = _shapes(
+        shown.line("step_by_step.py:residual", "output")
+    )
     printed["next"] = _shapes(shown.line("step_by_step.py:residual", "X_next ="))[-1]
     assert printed == {name: expected[name] for name in printed}
 
@@ -345,16 +360,19 @@ def test_four_stages_follow_the_formula_and_match_the_chapter(page_output):
 def test_masks_give_exact_zeros_and_match_the_chapter(page_output):
     d = masks.data()
     assert np.all(d.causal[np.triu_indices(6, 1)] == 0.0)
-    assert np.all(d.padding[:, masks.REAL:] == 0.0)
+    assert np.all(d.padding[:, masks.REAL :] == 0.0)
     for w in (d.causal, d.padding):
         np.testing.assert_allclose(w.sum(axis=-1), 1.0)
-    causal = self_attention(toy.embeddings(), toy.projections(toy.D_K),
-                            mask=causal_mask(len(toy.SENTENCE))).weights
+    causal = self_attention(
+        toy.embeddings(), toy.projections(toy.D_K), mask=causal_mask(len(toy.SENTENCE))
+    ).weights
     np.testing.assert_array_equal(causal, d.causal)
     # both panels are the chapter's printed tables (its padded sequence is the second one)
     shown = page_output("three-kinds.md")
-    for section, words, weights in (("three_kinds.py:causal", d.words, d.causal),
-                                    ("three_kinds.py:padding", d.padded_words, d.padding)):
+    for section, words, weights in (
+        ("three_kinds.py:causal", d.words, d.causal),
+        ("three_kinds.py:padding", d.padded_words, d.padding),
+    ):
         labels, table = _printed_weights(shown[section], words)
         assert labels == list(words)
         np.testing.assert_allclose(table, weights, rtol=0, atol=5e-4)
@@ -427,8 +445,9 @@ def test_multi_head_flow_splits_attends_concatenates_and_projects():
     assert d.weights.shape == (n, t, t) and d.per_head.shape == (n, t, d_head)
     np.testing.assert_allclose(d.weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
     # Recomputed here by column slicing, without split_heads / merge_heads:
-    w = multi_head_flow.MultiHeadWeights.random(np.random.default_rng(multi_head_flow.SEED),
-                                                toy.D_MODEL, n_heads=n)
+    w = multi_head_flow.MultiHeadWeights.random(
+        np.random.default_rng(multi_head_flow.SEED), toy.D_MODEL, n_heads=n
+    )
     x = toy.embeddings()
     for h in range(n):
         band = slice(h * d_head, (h + 1) * d_head)  # head h owns these columns only

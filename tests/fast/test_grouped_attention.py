@@ -35,7 +35,8 @@ def test_grouped_attention_equals_torch_sdpa_with_gqa(n_heads, n_kv_heads):
     mask = qkv.causal_mask(6)
     _, ours = qkv.grouped_attention(q, k, v, mask=mask)
     theirs = torch.nn.functional.scaled_dot_product_attention(
-        *(torch.from_numpy(a) for a in (q, k, v)), attn_mask=torch.from_numpy(mask),
+        *(torch.from_numpy(a) for a in (q, k, v)),
+        attn_mask=torch.from_numpy(mask),
         enable_gqa=True,
     ).numpy()
     np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
@@ -66,11 +67,14 @@ def test_multi_head_attention_is_projections_then_grouped_attention():
     np.testing.assert_allclose(layer.output, by_hand, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize(("shapes", "message"), [
-    (((5, 3, 4), (2, 3, 4), (2, 3, 4)), "multiple of n_kv_heads"),
-    (((3, 4), (3, 4), (3, 4)), "n_heads, Tq, d_head"),
-    (((4, 3, 4), (2, 3, 4), (1, 3, 4)), "n_kv_heads"),
-])
+@pytest.mark.parametrize(
+    ("shapes", "message"),
+    [
+        (((5, 3, 4), (2, 3, 4), (2, 3, 4)), "multiple of n_kv_heads"),
+        (((3, 4), (3, 4), (3, 4)), "n_heads, Tq, d_head"),
+        (((4, 3, 4), (2, 3, 4), (1, 3, 4)), "n_kv_heads"),
+    ],
+)
 def test_bad_head_counts_are_refused(shapes, message):
     q, k, v = (np.zeros(s) for s in shapes)
     with pytest.raises(ValueError, match=message):

@@ -29,7 +29,7 @@ from qkv import kvcache, smollm2, toy
 def broken(function, *edits: tuple[str, str]):
     """``function`` recompiled from its source with each (old, new) text replaced once."""
     source = textwrap.dedent(inspect.getsource(function))
-    source = source[source.index("def "):]  # no decorators, no section markers before it
+    source = source[source.index("def ") :]  # no decorators, no section markers before it
     for old, new in edits:
         assert source.count(old) == 1, f"{function.__qualname__} no longer contains {old!r}"
         source = source.replace(old, new)
@@ -39,13 +39,17 @@ def broken(function, *edits: tuple[str, str]):
 
 
 # keys and values of every position so far, projected again at every step
-REPROJECT = (("split_heads(token @ w.w_k", "split_heads(x[: t + 1] @ w.w_k"),
-             ("split_heads(token @ w.w_v", "split_heads(x[: t + 1] @ w.w_v"),
-             ("cache.append(k_new, v_new)", "cache = KVCache(k_new, v_new)"))
+REPROJECT = (
+    ("split_heads(token @ w.w_k", "split_heads(x[: t + 1] @ w.w_k"),
+    ("split_heads(token @ w.w_v", "split_heads(x[: t + 1] @ w.w_v"),
+    ("cache.append(k_new, v_new)", "cache = KVCache(k_new, v_new)"),
+)
 # every query so far against every key so far, keeping the last row
-ALL_SCORES = (("split_heads(token @ w.w_q", "split_heads(x[: t + 1] @ w.w_q"),
-              ("attention(q, k, v)", "attention(q, k, v, mask=causal_mask(t + 1))"),
-              ("merge_heads(out) @ w.w_o", "merge_heads(out)[-1:] @ w.w_o"))
+ALL_SCORES = (
+    ("split_heads(token @ w.w_q", "split_heads(x[: t + 1] @ w.w_q"),
+    ("attention(q, k, v)", "attention(q, k, v, mask=causal_mask(t + 1))"),
+    ("merge_heads(out) @ w.w_o", "merge_heads(out)[-1:] @ w.w_o"),
+)
 
 
 @pytest.mark.parametrize("edits", [REPROJECT, ALL_SCORES], ids=["re-projects", "all-scores"])
@@ -74,12 +78,16 @@ def test_the_score_guard_fails_on_a_decoder_that_forms_every_score(monkeypatch):
 
 @pytest.mark.usefixtures("one_thread")
 def test_the_trained_models_work_check_fails_on_a_decoder_that_reruns_the_prefix(model, monkeypatch):
-    rerun = broken(smollm2.decode_cached, (
-        "x, seen = run_layers(model, model.embedding[[token]], [t], caches)",
-        "caches = [KVCache.empty(config.n_kv_heads, config.d_head, dtype=model.embedding.dtype)\n"
-        "                  for _ in model.layers]\n"
-        "        x, seen = run_layers(model, model.embedding[ids[: t + 1]], list(range(t + 1)), caches)\n"
-        "        x = x[-1:]"))
+    rerun = broken(
+        smollm2.decode_cached,
+        (
+            "x, seen = run_layers(model, model.embedding[[token]], [t], caches)",
+            "caches = [KVCache.empty(config.n_kv_heads, config.d_head, dtype=model.embedding.dtype)\n"
+            "                  for _ in model.layers]\n"
+            "        x, seen = run_layers(model, model.embedding[ids[: t + 1]], list(range(t + 1)), caches)\n"
+            "        x = x[-1:]",
+        ),
+    )
     monkeypatch.setattr(smollm2, "decode_cached", rerun)
     # 30 layers: step s projects s positions in each, not 1
     with pytest.raises(AssertionError, match=r"\[30, 60, 90, "):

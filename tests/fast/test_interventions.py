@@ -36,8 +36,7 @@ def streams(model, ids):
 
 def test_an_edit_that_changes_nothing_reproduces_the_forward_pass_exactly(model, trace):
     every_layer = {i: smollm2.Edit() for i in range(model.config.n_layers)}
-    x, seen = smollm2.run_layers(model, model.embedding[trace.ids], np.arange(10),
-                                 edits=every_layer)
+    x, seen = smollm2.run_layers(model, model.embedding[trace.ids], np.arange(10), edits=every_layer)
     assert np.array_equal(smollm2.output_logits(model, x), trace.logits)
     assert np.array_equal(np.stack([s.weights for s in seen]), trace.weights)
     edited = interventions.run_edited(model, trace.ids, {5: smollm2.Edit()})
@@ -47,26 +46,26 @@ def test_an_edit_that_changes_nothing_reproduces_the_forward_pass_exactly(model,
 
 
 def test_an_empty_variant_in_a_batch_is_the_unedited_model(model, trace):
-    edited = interventions.run_edited(model, trace.ids,
-                                      interventions.heads_off(model.config, [set(), {(3, 1)}]))
+    edited = interventions.run_edited(
+        model, trace.ids, interventions.heads_off(model.config, [set(), {(3, 1)}])
+    )
     np.testing.assert_allclose(edited.logits[0], trace.logits, rtol=0, atol=1e-5)
 
 
 def test_switching_a_head_off_is_zeroing_its_rows_of_w_o(model, trace):
     layer, head = 12, 4
-    edited = interventions.run_edited(model, trace.ids,
-                                      interventions.heads_off(model.config, [{(layer, head)}]))
+    edited = interventions.run_edited(
+        model, trace.ids, interventions.heads_off(model.config, [{(layer, head)}])
+    )
     # the same ablation done to the weights: this head's 64 rows of W_O set to zero
     old = model.layers[layer]
     w_o = old.attention.w_o.copy()
-    w_o[64 * head: 64 * (head + 1)] = 0.0
+    w_o[64 * head : 64 * (head + 1)] = 0.0
     new = dataclasses.replace(old, attention=dataclasses.replace(old.attention, w_o=w_o))
     x = model.embedding[trace.ids]
     for i, weights in enumerate(model.layers):
-        x, _ = smollm2.decoder_layer(x, new if i == layer else weights, model.config,
-                                     np.arange(10))
-    np.testing.assert_allclose(edited.logits[0], smollm2.output_logits(model, x), rtol=0,
-                               atol=2e-4)
+        x, _ = smollm2.decoder_layer(x, new if i == layer else weights, model.config, np.arange(10))
+    np.testing.assert_allclose(edited.logits[0], smollm2.output_logits(model, x), rtol=0, atol=2e-4)
     # layers before it, and every weight of its own layer, are untouched
     for i in range(layer + 1):
         assert np.array_equal(edited.seen[i].weights[0], trace.weights[i])
@@ -84,9 +83,9 @@ def test_removing_a_keys_value_drops_its_term_and_nothing_else(model, trace):
             edit = interventions.KeyOff(key, renormalise)
             new_w, heads = edit.attention(trace.weights[0], trace.v[0], w @ v)
             expected_w = w.copy()
-            expected_w[:, key + 1:, key] = 0.0
+            expected_w[:, key + 1 :, key] = 0.0
             if renormalise:
-                expected_w[:, key + 1:] /= expected_w[:, key + 1:].sum(-1, keepdims=True)
+                expected_w[:, key + 1 :] /= expected_w[:, key + 1 :].sum(-1, keepdims=True)
             np.testing.assert_allclose(new_w, expected_w, rtol=1e-6, atol=1e-7)
             for i in range(10):  # query by query, written out
                 kept = [j for j in range(i + 1) if not (j == key and i > key)]
@@ -96,7 +95,7 @@ def test_removing_a_keys_value_drops_its_term_and_nothing_else(model, trace):
             if renormalise:
                 np.testing.assert_allclose(new_w.sum(-1), 1.0, atol=1e-6)
             else:
-                assert np.all(new_w[:, key + 1:].sum(-1) < 1.0)
+                assert np.all(new_w[:, key + 1 :].sum(-1) < 1.0)
 
 
 def test_key_off_in_every_layer_moves_the_prediction(model, trace):
@@ -120,13 +119,11 @@ def test_rope_off_in_one_layer_turns_nothing_there_and_keeps_the_other_layers(mo
 
 def test_a_batch_of_variants_is_each_variant_run_alone(model, trace):
     variants = [{(2, 0)}, set(), {(20, 8), (25, 3)}]
-    together = interventions.run_edited(model, trace.ids,
-                                        interventions.heads_off(model.config, variants))
+    together = interventions.run_edited(model, trace.ids, interventions.heads_off(model.config, variants))
     for b, variant in enumerate(variants):
         if not variant:
             continue
-        alone = interventions.run_edited(model, trace.ids,
-                                         interventions.heads_off(model.config, [variant]))
+        alone = interventions.run_edited(model, trace.ids, interventions.heads_off(model.config, [variant]))
         np.testing.assert_allclose(together.logits[b], alone.logits[0], rtol=0, atol=1e-4)
     per_variant = interventions.PerVariant([smollm2.Edit(), interventions.KeyOff(0)])
     both = interventions.run_edited(model, trace.ids, {0: per_variant})
@@ -157,11 +154,11 @@ def test_bad_edits_are_refused_with_a_clear_message(model, trace):
     with pytest.raises(ValueError, match="start"):
         smollm2.run_layers(model, model.embedding[trace.ids], np.arange(10), start=5, stop=2)
     with pytest.raises(ValueError, match="name layers"):
-        smollm2.run_layers(model, model.embedding[trace.ids], np.arange(10),
-                           edits={1: smollm2.Edit()}, start=2)
+        smollm2.run_layers(
+            model, model.embedding[trace.ids], np.arange(10), edits={1: smollm2.Edit()}, start=2
+        )
     with pytest.raises(ValueError, match="same positions"):
-        interventions.PerVariant([interventions.RopeOff(), smollm2.Edit()]).positions(
-            np.arange(4))
+        interventions.PerVariant([interventions.RopeOff(), smollm2.Edit()]).positions(np.arange(4))
     weights = np.zeros((1, 2, 2))
     weights[0, :, 0] = 1.0  # query 2 puts all its weight on key 1
     with pytest.raises(ValueError, match="nothing left"):
@@ -170,10 +167,10 @@ def test_bad_edits_are_refused_with_a_clear_message(model, trace):
 
 def test_loss_kl_and_log_odds_against_hand_computed_values():
     logits = np.log([[0.5, 0.25, 0.25], [0.1, 0.1, 0.8]])
-    np.testing.assert_allclose(interventions.next_token_loss(logits, [0, 2]),
-                               [np.log(2), -np.log(0.8)])
+    np.testing.assert_allclose(interventions.next_token_loss(logits, [0, 2]), [np.log(2), -np.log(0.8)])
     np.testing.assert_allclose(interventions.log_odds(logits, 0, 1), [np.log(2), 0.0], atol=1e-12)
     p, q = np.log([[0.5, 0.5]]), np.log([[0.9, 0.1]])
-    np.testing.assert_allclose(interventions.kl_divergence(p, q),
-                               [0.5 * np.log(0.5 / 0.9) + 0.5 * np.log(0.5 / 0.1)])
+    np.testing.assert_allclose(
+        interventions.kl_divergence(p, q), [0.5 * np.log(0.5 / 0.9) + 0.5 * np.log(0.5 / 0.1)]
+    )
     assert interventions.kl_divergence(q, q)[0] == pytest.approx(0.0, abs=1e-12)

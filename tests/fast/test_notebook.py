@@ -20,8 +20,6 @@ from support import ROOT
 NOTEBOOK = ROOT / "docs" / "notebook.ipynb"
 
 
-
-
 # ---- the stored notebook ---------------------------------------------------------------
 
 
@@ -39,10 +37,20 @@ def test_stored_notebook_is_valid_and_has_no_outputs():
 def test_notebook_covers_the_whole_computation():
     """Projections, scores, scaling, softmax, output, masks, heads, cross-attention, cache."""
     source = "\n".join(c.source for c in nbformat.read(NOTEBOOK, as_version=4).cells)
-    for call in ("qkv.project(", "qkv.scale_factor(", "qkv.softmax(", "qkv.attention(",
-                 "qkv.causal_mask(", "qkv.padding_mask(", "qkv.multi_head_attention(",
-                 "qkv.cross_attention(", "qkv.decode_with_cache(", "qkv.decode_without_cache(",
-                 "qkv.WorkCounter(", "qkv.kv_cache_bytes("):
+    for call in (
+        "qkv.project(",
+        "qkv.scale_factor(",
+        "qkv.softmax(",
+        "qkv.attention(",
+        "qkv.causal_mask(",
+        "qkv.padding_mask(",
+        "qkv.multi_head_attention(",
+        "qkv.cross_attention(",
+        "qkv.decode_with_cache(",
+        "qkv.decode_without_cache(",
+        "qkv.WorkCounter(",
+        "qkv.kv_cache_bytes(",
+    ):
         assert call in source, call
 
 
@@ -56,8 +64,9 @@ def test_every_figure_cell_gives_alt_text():
 def test_notebook_runs_top_to_bottom(tmp_path):
     """A fresh kernel executes every cell without an error; its asserts check its prose."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert [o for o in outputs if o.output_type == "error"] == []
@@ -68,8 +77,10 @@ def test_notebook_runs_top_to_bottom(tmp_path):
 
 # ---- qkv_site.notebook_page -----------------------------------------------------------------
 
-MARKDOWN_CELL = ('<div class="jp-RenderedHTMLCommon jp-RenderedMarkdown jp-MarkdownOutput" '
-                 'data-mime-type="text/markdown">{}</div>')
+MARKDOWN_CELL = (
+    '<div class="jp-RenderedHTMLCommon jp-RenderedMarkdown jp-MarkdownOutput" '
+    'data-mime-type="text/markdown">{}</div>'
+)
 
 
 def soup(html: str) -> BeautifulSoup:
@@ -93,34 +104,41 @@ def test_dollars_outside_markdown_cells_are_left_alone():
     assert str(page).startswith(code) and str(page).count("<math") == 1
 
 
-@pytest.mark.parametrize("html", [
-    '<script src="https://cdn.example.org/x.js"></script>',
-    '<link rel="stylesheet" href="//cdn.example.org/x.css">',
-    '<img srcset="a.png 1x, https://cdn.example.org/b.png 2x">',
-    '<script type="module">await import("https://cdn.example.org/m.mjs")</script>',
-    "<style>.x { background: url('//cdn.example.org/a.png') }</style>",
-])
+@pytest.mark.parametrize(
+    "html",
+    [
+        '<script src="https://cdn.example.org/x.js"></script>',
+        '<link rel="stylesheet" href="//cdn.example.org/x.css">',
+        '<img srcset="a.png 1x, https://cdn.example.org/b.png 2x">',
+        '<script type="module">await import("https://cdn.example.org/m.mjs")</script>',
+        "<style>.x { background: url('//cdn.example.org/a.png') }</style>",
+    ],
+)
 def test_a_remaining_external_load_stops_the_build(html):
     with pytest.raises(ValueError, match=r"cdn\.example\.org"):
         notebook_page.finish(html, {})
 
 
 def test_cdn_loaders_of_the_template_are_removed():
-    page = ('<p>a</p><!-- Load mathjax -->\n<script src="https://cdn.example.org/mathjax.js">'
-            '</script>\n<script type="text/x-mathjax-config">init()</script>\n<script src="">'
-            '</script><!-- End of mathjax configuration --><script type="module">\n'
-            'const m = await import("https://cdn.example.org/mermaid.mjs");</script><p>b</p>')
+    page = (
+        '<p>a</p><!-- Load mathjax -->\n<script src="https://cdn.example.org/mathjax.js">'
+        '</script>\n<script type="text/x-mathjax-config">init()</script>\n<script src="">'
+        '</script><!-- End of mathjax configuration --><script type="module">\n'
+        'const m = await import("https://cdn.example.org/mermaid.mjs");</script><p>b</p>'
+    )
     html, *_ = notebook_page.finish(page, {})
     assert html.replace("\n", "") == "<p>a</p><p>b</p>"
 
 
 def test_alt_text_goes_on_the_images_of_its_cell():
     no_alt = '<img alt="No description has been provided for this image" src="x.png"/>'
-    cells = (f'<div class="jp-Cell jp-CodeCell jp-Notebook-cell" id="cell-id=one">{no_alt}</div>'
-             f'<div class="jp-Cell jp-CodeCell jp-Notebook-cell" id="cell-id=two">{no_alt}</div>')
+    cells = (
+        f'<div class="jp-Cell jp-CodeCell jp-Notebook-cell" id="cell-id=one">{no_alt}</div>'
+        f'<div class="jp-Cell jp-CodeCell jp-Notebook-cell" id="cell-id=two">{no_alt}</div>'
+    )
     html, *_ = notebook_page.finish(cells, {"two": 'Weights "sum" to 1'})
     assert html.count(no_alt) == 1
-    assert 'alt=\'Weights "sum" to 1\'' in html or 'alt="Weights &quot;sum&quot; to 1"' in html
+    assert "alt='Weights \"sum\" to 1'" in html or 'alt="Weights &quot;sum&quot; to 1"' in html
     with pytest.raises(ValueError, match="cell three"):
         notebook_page.finish(cells, {"three": "a cell the page does not have"})
 
@@ -143,10 +161,24 @@ def test_each_embedded_image_becomes_a_file_named_by_its_bytes():
 
 
 def test_the_table_of_contents_nests_the_headings_without_their_anchor_signs():
-    page = ('<h1 id="top">Title<a class="anchor-link" href="#top">¶</a></h1>'
-            '<h2 id="one">One</h2><h3 id="deep">Deep</h3><h2 id="two">Two <em>2</em></h2>')
+    page = (
+        '<h1 id="top">Title<a class="anchor-link" href="#top">¶</a></h1>'
+        '<h2 id="one">One</h2><h3 id="deep">Deep</h3><h2 id="two">Two <em>2</em></h2>'
+    )
     *_, toc = notebook_page.finish(page, {})
-    assert toc == [{"level": 1, "id": "top", "name": "Title", "children": [
-        {"level": 2, "id": "one", "name": "One", "children": [
-            {"level": 3, "id": "deep", "name": "Deep", "children": []}]},
-        {"level": 2, "id": "two", "name": "Two 2", "children": []}]}]
+    assert toc == [
+        {
+            "level": 1,
+            "id": "top",
+            "name": "Title",
+            "children": [
+                {
+                    "level": 2,
+                    "id": "one",
+                    "name": "One",
+                    "children": [{"level": 3, "id": "deep", "name": "Deep", "children": []}],
+                },
+                {"level": 2, "id": "two", "name": "Two 2", "children": []},
+            ],
+        }
+    ]

@@ -22,8 +22,11 @@ from support import ROOT
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 NAME_VERSION = f"{PROJECT['name']}-{PROJECT['version']}"
-MODULES = sorted(f"qkv/{p.relative_to(ROOT / 'qkv').as_posix()}"
-                 for p in (ROOT / "qkv").rglob("*.py") if "__pycache__" not in p.parts)
+MODULES = sorted(
+    f"qkv/{p.relative_to(ROOT / 'qkv').as_posix()}"
+    for p in (ROOT / "qkv").rglob("*.py")
+    if "__pycache__" not in p.parts
+)
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +37,16 @@ def wheel_files(built_dist) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def metadata(wheel_files):
-    return email.parser.Parser().parsestr(
-        wheel_files[f"{NAME_VERSION}.dist-info/METADATA"].decode("utf-8"))
+    return email.parser.Parser().parsestr(wheel_files[f"{NAME_VERSION}.dist-info/METADATA"].decode("utf-8"))
 
 
 def test_twine_accepts_both_files(built_dist):
-    done = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *map(str, built_dist)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *map(str, built_dist)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("PASSED") == 2, done.stdout
 
@@ -65,9 +71,13 @@ def test_metadata_names_the_project_and_needs_only_numpy(metadata):
     requirements = [Requirement(r) for r in metadata.get_all("Requires-Dist")]
     always = [r for r in requirements if r.marker is None]
     assert [r.name for r in always] == ["numpy"]
-    examples = [r.name for r in requirements
-                if r.marker is not None and r.marker.evaluate({"extra": "examples"})
-                and not r.marker.evaluate({"extra": ""})]
+    examples = [
+        r.name
+        for r in requirements
+        if r.marker is not None
+        and r.marker.evaluate({"extra": "examples"})
+        and not r.marker.evaluate({"extra": ""})
+    ]
     assert examples == ["matplotlib"]  # what the pages and the notebook need beyond NumPy
 
 
@@ -85,17 +95,22 @@ def test_the_sdist_holds_the_library_its_licence_and_its_build_files(built_dist)
     source = {n for n in files if n.endswith(".py")}
     assert sorted(source) == MODULES
     assert {"LICENSE", "README.md", "pyproject.toml", "PKG-INFO"} <= files
-    assert not {n for n in names if n.split("/")[0] in {"tests", "sitebuild", "hooks", "docs",
-                                                          "snippets", "benchmarks"}}
+    assert not {
+        n
+        for n in names
+        if n.split("/")[0] in {"tests", "sitebuild", "hooks", "docs", "snippets", "benchmarks"}
+    }
 
 
 def test_the_install_line_is_on_the_home_page_in_the_readme_and_atop_the_notebook():
     notebook = json.loads((ROOT / "docs" / "notebook.ipynb").read_text(encoding="utf-8"))
     first = notebook["cells"][0]
     assert first["cell_type"] == "markdown"  # read by the reader, never run by the build
-    places = {"README.md": (ROOT / "README.md").read_text(encoding="utf-8"),
-              "docs/index.md": (ROOT / "docs" / "index.md").read_text(encoding="utf-8"),
-              "the notebook's first cell": "".join(first["source"])}
+    places = {
+        "README.md": (ROOT / "README.md").read_text(encoding="utf-8"),
+        "docs/index.md": (ROOT / "docs" / "index.md").read_text(encoding="utf-8"),
+        "the notebook's first cell": "".join(first["source"]),
+    }
     for place, text in places.items():
         extras = re.findall(r'pip install "qkv\[(\w+)\]"', text)
         assert extras == ["examples"], place

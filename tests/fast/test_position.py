@@ -73,8 +73,7 @@ def rope_weights(hand_built):
     *_, q, k, v = hand_built
     in_order, _ = reference_attention(rotate(q, angles(range(6))), rotate(k, angles(range(6))), v)
     # reversed, word i stands at position 5 - i
-    back, _ = reference_attention(rotate(q, angles(range(6))[::-1]),
-                                  rotate(k, angles(range(6))[::-1]), v)
+    back, _ = reference_attention(rotate(q, angles(range(6))[::-1]), rotate(k, angles(range(6))[::-1]), v)
     return in_order, back
 
 
@@ -92,8 +91,7 @@ def test_the_page_reversal_changes_nothing_but_the_order(hand_built, shown):
     np.testing.assert_allclose(w_rev[back][:, back], w, rtol=0, atol=1e-15)
     np.testing.assert_allclose(out_rev[back], out, rtol=0, atol=1e-15)
     text = shown["position.py:shuffle"]
-    assert shown.line("position.py:shuffle", "shuffled:") == \
-        "shuffled: " + " ".join(reversed(toy.SENTENCE))
+    assert shown.line("position.py:shuffle", "shuffled:") == "shuffled: " + " ".join(reversed(toy.SENTENCE))
     gaps = printed(text, "weights, unshuffled, differ by")
     rounding = 1e-15  # "to within rounding (10^-15)"
     assert len(gaps) == 2 and all(0 <= g < rounding for g in gaps)
@@ -110,8 +108,7 @@ def test_any_permutation_of_any_input_permutes_the_output(seed, t):
     perm = rng.permutation(t)
     plain, permuted = qkv.self_attention(x, p), qkv.self_attention(x[perm], p)
     np.testing.assert_allclose(permuted.output, plain.output[perm], rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(permuted.weights, plain.weights[perm][:, perm], rtol=1e-12,
-                               atol=1e-12)
+    np.testing.assert_allclose(permuted.weights, plain.weights[perm][:, perm], rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.claim("pos-causal-changes-outputs")
@@ -234,8 +231,7 @@ def test_the_page_scores_depend_only_on_the_offset(shown):
 
 @pytest.mark.claim("pos-offset-only")
 @settings(max_examples=50, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(0, 2000), st.integers(0, 2000),
-       st.integers(-500, 500))
+@given(st.integers(0, 2**32 - 1), st.integers(0, 2000), st.integers(0, 2000), st.integers(-500, 500))
 def test_any_rotated_score_depends_only_on_the_offset(seed, m, n, shift):
     rng = np.random.default_rng(seed)
     q, k = rng.normal(size=(2, 1, 8))
@@ -258,8 +254,7 @@ def test_rope_leaves_every_own_key_score_unchanged(shown):
         np.testing.assert_allclose(printed(text, prefix), plain, rtol=0, atol=5e-5 + 1e-12)
     rng = np.random.default_rng(5)  # and at 40 positions of random queries and keys
     q, k = rng.normal(size=(2, 40, 8))
-    np.testing.assert_allclose((qkv.rope(q) * qkv.rope(k)).sum(-1), (q * k).sum(-1),
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose((qkv.rope(q) * qkv.rope(k)).sum(-1), (q * k).sum(-1), rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.claim("pos-ex-added-reaches-values")

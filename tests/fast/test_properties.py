@@ -102,10 +102,11 @@ def test_grouped_query_with_all_kv_heads_equals_multi_head(n_heads, d_head, t, s
 def test_rope_score_depends_only_on_the_offset(m, n, shift, seed):
     rng = np.random.default_rng(seed)
     q, k = rng.normal(size=(2, 1, 16))
+
     def score(a, b):
         return (qkv.rope(q, [a]) @ qkv.rope(k, [b]).T).item()
-    np.testing.assert_allclose(score(m, n), score(m + 60 + shift, n + 60 + shift), rtol=1e-9,
-                               atol=1e-9)
+
+    np.testing.assert_allclose(score(m, n), score(m + 60 + shift, n + 60 + shift), rtol=1e-9, atol=1e-9)
 
 
 @given(st.integers(1, 12), st.integers(0, 2**16))

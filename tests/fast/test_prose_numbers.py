@@ -19,13 +19,21 @@ def checked_ids() -> set[str]:
         for test in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(test, ast.FunctionDef):
                 continue
-            guarded = {arg.value for d in test.decorator_list if isinstance(d, ast.Call)
-                       and ast.unparse(d.func) == "pytest.mark.claim"
-                       for arg in d.args if isinstance(arg, ast.Constant)}
+            guarded = {
+                arg.value
+                for d in test.decorator_list
+                if isinstance(d, ast.Call) and ast.unparse(d.func) == "pytest.mark.claim"
+                for arg in d.args
+                if isinstance(arg, ast.Constant)
+            }
             for node in ast.walk(test):
-                if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check_prose"
-                        and node.args and isinstance(node.args[0], ast.Constant)
-                        and node.args[0].value in guarded):
+                if (
+                    isinstance(node, ast.Call)
+                    and getattr(node.func, "id", None) == "check_prose"
+                    and node.args
+                    and isinstance(node.args[0], ast.Constant)
+                    and node.args[0].value in guarded
+                ):
                     ids.add(node.args[0].value)
     return ids
 
@@ -35,19 +43,28 @@ def test_every_number_in_a_guarded_sentence_is_checked_by_its_test():
     with_numbers = {c.id for c in claims if written_numbers(c.sentence)}
     checked = checked_ids()
     unchecked = sorted(with_numbers - checked)
-    assert not unchecked, ("these guarded sentences write numbers that no test compares with "
-                           "check_prose: " + ", ".join(unchecked))
+    assert not unchecked, (
+        "these guarded sentences write numbers that no test compares with "
+        "check_prose: " + ", ".join(unchecked)
+    )
     assert not checked - {c.id for c in claims}, "check_prose names claims no page makes"
 
 
-@pytest.mark.parametrize(("sentence", "texts"), [
-    ("Llama 2 7B keeps 524,288 bytes, 512 KiB", ["2", "524,288", "512"]),
-    ("SmolLM2-135M-Instruct in Q4_1 and float32, GPT-2's d_k = 64", ["64"]),
-    ("a spread of 27.3, and 3.4; -0.5 and −1.25 and 0.12-0.18", ["27.3", "3.4", "-0.5", "-1.25",
-                                                                 "0.12", "0.18"]),
-    (r"within $10^{-4}$ and 10⁻³⁰, ranks 7th of 8, 71% of rows", ["10^{-4}", "10^{-30}", "7th",
-                                                                   "8", "71%"]),
-])
+@pytest.mark.parametrize(
+    ("sentence", "texts"),
+    [
+        ("Llama 2 7B keeps 524,288 bytes, 512 KiB", ["2", "524,288", "512"]),
+        ("SmolLM2-135M-Instruct in Q4_1 and float32, GPT-2's d_k = 64", ["64"]),
+        (
+            "a spread of 27.3, and 3.4; -0.5 and −1.25 and 0.12-0.18",
+            ["27.3", "3.4", "-0.5", "-1.25", "0.12", "0.18"],
+        ),
+        (
+            r"within $10^{-4}$ and 10⁻³⁰, ranks 7th of 8, 71% of rows",
+            ["10^{-4}", "10^{-30}", "7th", "8", "71%"],
+        ),
+    ],
+)
 def test_numbers_are_read_as_prose_writes_them(sentence, texts):
     assert [w.text for w in written_numbers(sentence)] == texts
 
@@ -63,8 +80,9 @@ def test_a_number_is_matched_to_its_written_precision():
 
 def test_check_prose_fails_on_a_wrong_number_or_count():
     # a real claim of the home page: "Six words give a 6 × 6 matrix ... 4 numbers ... 8."
-    sentence_numbers = written_numbers(next(c.sentence for c in find_claims(ROOT / "docs")
-                                            if c.id == "home-shapes"))
+    sentence_numbers = written_numbers(
+        next(c.sentence for c in find_claims(ROOT / "docs") if c.id == "home-shapes")
+    )
     values = [w.value for w in sentence_numbers]
     check_prose("home-shapes", *values)
     with pytest.raises(AssertionError, match="writes numbers the test does not compute"):

@@ -40,8 +40,11 @@ def random_mask(shape, seed):
 def torch_reference(q, k, v, mask=None, scale=None):
     with torch.no_grad():
         out = F.scaled_dot_product_attention(
-            torch.from_numpy(q), torch.from_numpy(k), torch.from_numpy(v),
-            attn_mask=None if mask is None else torch.from_numpy(mask), scale=scale,
+            torch.from_numpy(q),
+            torch.from_numpy(k),
+            torch.from_numpy(v),
+            attn_mask=None if mask is None else torch.from_numpy(mask),
+            scale=scale,
         )
     return out.numpy()
 

@@ -58,7 +58,15 @@ def test_saturation_measures_qkv_attention_weights():
     np.testing.assert_allclose(s.entropy, qkv.entropy(w))
     # d(weights)/dq by finite differences for the first draw
     eps, factor = 1e-6, qkv.scale_factor(True, 8)
-    grad = np.stack([(qkv.softmax(((q[0, 0] + eps * e) @ k[0].T) * factor)
-                      - qkv.softmax(((q[0, 0] - eps * e) @ k[0].T) * factor)) / (2 * eps)
-                     for e in np.eye(8)], axis=1)  # (n_keys, d_k)
+    grad = np.stack(
+        [
+            (
+                qkv.softmax(((q[0, 0] + eps * e) @ k[0].T) * factor)
+                - qkv.softmax(((q[0, 0] - eps * e) @ k[0].T) * factor)
+            )
+            / (2 * eps)
+            for e in np.eye(8)
+        ],
+        axis=1,
+    )  # (n_keys, d_k)
     assert s.query_gradient_norm[0] == pytest.approx(np.linalg.norm(grad), rel=1e-6)

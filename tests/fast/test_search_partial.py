@@ -18,7 +18,7 @@ def _body(template: str) -> str:
 
 
 def test_search_override_is_materials_partial_with_a_named_dialog():
-    original = (Path(material.__file__).parent / "templates" / "partials" / "search.html")
+    original = Path(material.__file__).parent / "templates" / "partials" / "search.html"
     ours = (ROOT / "overrides" / "partials" / "search.html").read_text(encoding="utf-8")
     assert NAMED in ours
     assert _body(ours).replace(NAMED, 'role="dialog"', 1) == _body(original.read_text("utf-8"))

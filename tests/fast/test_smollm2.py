@@ -60,8 +60,14 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def reference():
     """What transformers says for this module's inputs (computed once per model and versions)."""
-    return ask_transformers(Inputs(tokenize=tuple(TOKENIZER_STRINGS), trace=tuple(SENTENCES),
-                                   next_token=tuple(FACTS), continue_=(CONTINUE,)))
+    return ask_transformers(
+        Inputs(
+            tokenize=tuple(TOKENIZER_STRINGS),
+            trace=tuple(SENTENCES),
+            next_token=tuple(FACTS),
+            continue_=(CONTINUE,),
+        )
+    )
 
 
 @pytest.mark.parametrize("text", TOKENIZER_STRINGS)
@@ -72,8 +78,7 @@ def test_token_ids_equal_transformers(model, reference, text):
 
 def test_pieces_are_the_text_of_each_token(model):
     pieces = smollm2.run(SENTENCES[0], model).pieces
-    assert pieces == ("The", " cat", " sat", " on", " the", " mat", " because", " it", " was",
-                      " warm")
+    assert pieces == ("The", " cat", " sat", " on", " the", " mat", " because", " it", " was", " warm")
     assert "".join(pieces) == SENTENCES[0]
 
 
@@ -89,8 +94,12 @@ def test_every_attention_weight_and_logit_matches_transformers(model, reference,
     assert trace.logits.shape == logits.shape == (t, 49152)
     assert np.abs(trace.logits - logits).max() < LOGIT_BOUND
     assert len(SENTENCES) == 4  # "on four texts"
-    check_prose("trained-agrees-with-transformers", WEIGHT_BOUND,
-                trace.weights.shape[0] * trace.weights.shape[1], LOGIT_BOUND)
+    check_prose(
+        "trained-agrees-with-transformers",
+        WEIGHT_BOUND,
+        trace.weights.shape[0] * trace.weights.shape[1],
+        LOGIT_BOUND,
+    )
 
 
 @pytest.mark.parametrize(("prompt", "answer"), FACTS.items())
@@ -109,15 +118,24 @@ def test_greedy_continuation_matches_transformers_generate(model, reference):
 def test_config_matches_the_file_as_transformers_reads_it(model, reference):
     c, ref = model.config, reference.config
     assert (c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.d_mlp, c.vocab_size) == (
-        ref["n_layers"], ref["d_model"], ref["n_heads"], ref["n_kv_heads"], ref["d_mlp"],
-        ref["vocab_size"])
+        ref["n_layers"],
+        ref["d_model"],
+        ref["n_heads"],
+        ref["n_kv_heads"],
+        ref["d_mlp"],
+        ref["vocab_size"],
+    )
     assert c.d_head == ref["d_model"] // ref["n_heads"] == 64
     assert c.rope_base == ref["rope_theta"] == 100_000.0
     assert c.norm_eps == pytest.approx(ref["norm_eps"])
     assert ref["tied_embeddings"]
     # qkv.cost's record of this model is the file's
-    assert (SMOLLM2_135M.n_layers, SMOLLM2_135M.n_heads, SMOLLM2_135M.n_kv_heads,
-            SMOLLM2_135M.d_head) == (c.n_layers, c.n_heads, c.n_kv_heads, c.d_head)
+    assert (SMOLLM2_135M.n_layers, SMOLLM2_135M.n_heads, SMOLLM2_135M.n_kv_heads, SMOLLM2_135M.d_head) == (
+        c.n_layers,
+        c.n_heads,
+        c.n_kv_heads,
+        c.d_head,
+    )
     assert SMOLLM2_135M.kind == "grouped-query"
 
 
@@ -149,8 +167,9 @@ def test_rope_turns_queries_and_keys_but_not_values(model):
     np.testing.assert_array_equal(unturned.q[:, 0], trace.q[0, :, 0])  # position 0: no turn
     assert np.abs(unturned.q[:, 1:] - trace.q[0, :, 1:]).max() > 0.1
     # rotation keeps each query's length
-    np.testing.assert_allclose(np.linalg.norm(unturned.q, axis=-1),
-                               np.linalg.norm(trace.q[0], axis=-1), rtol=1e-5)
+    np.testing.assert_allclose(
+        np.linalg.norm(unturned.q, axis=-1), np.linalg.norm(trace.q[0], axis=-1), rtol=1e-5
+    )
 
 
 def test_cached_decoding_equals_the_full_pass_and_counts_the_saving(model):
@@ -184,8 +203,7 @@ def test_cache_bytes_are_what_kv_cache_bytes_predicts(model):
     actual = sum(c.keys.nbytes + c.values.nbytes for c in caches)
     assert all(c.keys.dtype == np.float32 for c in caches)
     m = SMOLLM2_135M
-    assert actual == qkv.kv_cache_bytes(m.n_layers, m.n_kv_heads, m.d_head, len(ids),
-                                        bytes_per_value=4)
+    assert actual == qkv.kv_cache_bytes(m.n_layers, m.n_kv_heads, m.d_head, len(ids), bytes_per_value=4)
     assert actual == 2 * 30 * 3 * 64 * 10 * 4  # key + value, layers, KV heads, d_head, tokens
 
 
@@ -195,8 +213,10 @@ def test_a_second_load_comes_from_memory(model):
 
 def test_the_disk_cache_round_trips(tmp_path):
     rng = np.random.default_rng(0)
-    tensors = {"a.weight": rng.normal(size=(3, 4)).astype(np.float32),
-               "b.weight": rng.normal(size=(5,)).astype(np.float32)}
+    tensors = {
+        "a.weight": rng.normal(size=(3, 4)).astype(np.float32),
+        "b.weight": rng.normal(size=(5,)).astype(np.float32),
+    }
     tokenizer = smollm2_file.build_tokenizer(["a", "b", "ab", "<|x|>"], ["a b"], [1, 1, 1, 3])
     smollm2_file.write_cache(tmp_path / "entry", tensors, {"k": 1}, tokenizer.to_str())
     back, meta, tok = smollm2_file.read_cache(tmp_path / "entry")
@@ -231,14 +251,17 @@ def test_too_many_tokens_are_refused(model):
     assert len(smollm2.run(" cat" * smollm2.MAX_TOKENS, model).ids) == 64
 
 
-@pytest.mark.parametrize(("ids", "message"), [
-    ([504, 49152], r"token id 49152 at position 1 is out of range: ids must be in 0\.\.49151"),
-    ([-1], r"token id -1 at position 0 is out of range"),
-    ([], r"got 0 token ids"),
-    ([1.5, 2.0], r"1-D sequence of ints"),
-    ([[504, 2644]], r"1-D sequence of ints"),
-    (list(range(65)), r"got 65 token ids"),
-])
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        ([504, 49152], r"token id 49152 at position 1 is out of range: ids must be in 0\.\.49151"),
+        ([-1], r"token id -1 at position 0 is out of range"),
+        ([], r"got 0 token ids"),
+        ([1.5, 2.0], r"1-D sequence of ints"),
+        ([[504, 2644]], r"1-D sequence of ints"),
+        (list(range(65)), r"got 65 token ids"),
+    ],
+)
 def test_bad_ids_are_refused(model, ids, message):
     with pytest.raises(ValueError, match=message):
         smollm2.forward(model, ids)
@@ -275,9 +298,10 @@ def test_missing_reader_names_the_package_and_the_command(monkeypatch, tmp_path,
 
 
 def test_import_qkv_loads_neither_reader():
-    code = ("import sys, qkv, qkv.smollm2; "
-            "print(sorted(m for m in ('gguf', 'tokenizers', 'torch', 'transformers') "
-            "if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
+    code = (
+        "import sys, qkv, qkv.smollm2; "
+        "print(sorted(m for m in ('gguf', 'tokenizers', 'torch', 'transformers') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

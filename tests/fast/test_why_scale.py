@@ -135,8 +135,7 @@ def test_std_grows_eightfold_from_d_k_1_to_64(raw_scores, shown):
     assert abs(shown_ratio - 8) < Z * se + 0.005
     n = 200_000  # and again with ten times more draws of another seed
     se = 8 * np.hypot(rel_se_std(1, n), rel_se_std(64, n))
-    ratio = score_std(64, scale=False, n_draws=n, seed=1) / score_std(1, scale=False, n_draws=n,
-                                                                       seed=1)
+    ratio = score_std(64, scale=False, n_draws=n, seed=1) / score_std(1, scale=False, n_draws=n, seed=1)
     assert abs(ratio - 8) < Z * se
 
 
@@ -145,8 +144,9 @@ def test_std_grows_eightfold_from_d_k_1_to_64(raw_scores, shown):
 def test_standard_error_formula_matches_repeated_samples(d_k):
     repeats, n = 400, 1000
     rng = np.random.default_rng([9, d_k])
-    variances = [(rng.standard_normal((n, d_k)) * rng.standard_normal((n, d_k))).sum(-1).var()
-                 for _ in range(repeats)]
+    variances = [
+        (rng.standard_normal((n, d_k)) * rng.standard_normal((n, d_k))).sum(-1).var() for _ in range(repeats)
+    ]
     # the std of 400 sample variances is itself known to about 1/sqrt(2 * 400) = 3.5 %
     assert abs(np.std(variances) / se_var(d_k, n) - 1) < Z / np.sqrt(2 * repeats)
 
@@ -186,17 +186,29 @@ def test_unscaled_largest_weight_is_near_one(sat, saturation_table, shown):
     assert share - Z * np.sqrt(share * (1 - share) / N_SAT) > 1 / 3
     assert (scaled.max_weight > 0.99).sum() == 0
     # the page's rows are these draws, and say so too
-    for draws, (mean_max, percent, *_) in [(raw, saturation_table[64, False]),
-                                           (scaled, saturation_table[64, True])]:
+    for draws, (mean_max, percent, *_) in [
+        (raw, saturation_table[64, False]),
+        (scaled, saturation_table[64, True]),
+    ]:
         assert abs(mean_max - draws.max_weight.mean()) <= 0.0005 + 1e-9
         assert abs(percent - 100 * (draws.max_weight > 0.99).mean()) <= 0.05 + 1e-9
     threshold = stated("scale-unscaled-near-one-hot")[2]  # "exceeds 0.99"
     assert threshold == stated("scale-unscaled-near-one-hot")[5]
-    check_prose("scale-unscaled-near-one-hot", 64, raw.max_weight.mean(), threshold,
-                100 * (raw.max_weight > threshold).mean(), scaled.max_weight.mean(), threshold)
+    check_prose(
+        "scale-unscaled-near-one-hot",
+        64,
+        raw.max_weight.mean(),
+        threshold,
+        100 * (raw.max_weight > threshold).mean(),
+        scaled.max_weight.mean(),
+        threshold,
+    )
     assert (scaled.max_weight > threshold).sum() == 0  # "never"
-    assert printed(shown["why_scale.py:saturation"], "uniform weights over") == \
-        [6, round(1 / 6, 3), round(np.log(6), 3)]
+    assert printed(shown["why_scale.py:saturation"], "uniform weights over") == [
+        6,
+        round(1 / 6, 3),
+        round(np.log(6), 3),
+    ]
 
 
 @pytest.mark.claim("scale-unscaled-majority-copies")
@@ -269,8 +281,9 @@ def test_softmax_jacobian_is_the_derivative_of_the_weights():
     rng = np.random.default_rng(2)
     z = rng.normal(size=6) * 3
     eps = 1e-6
-    numeric = np.stack([(qkv.softmax(z + eps * e) - qkv.softmax(z - eps * e)) / (2 * eps)
-                        for e in np.eye(6)], axis=1)  # column j: d w / d z_j
+    numeric = np.stack(
+        [(qkv.softmax(z + eps * e) - qkv.softmax(z - eps * e)) / (2 * eps) for e in np.eye(6)], axis=1
+    )  # column j: d w / d z_j
     np.testing.assert_allclose(qkv.softmax_jacobian(qkv.softmax(z)), numeric, atol=1e-8)
     assert np.abs(qkv.softmax_jacobian(np.eye(6)[2])).max() == 0  # one-hot: no gradient
 
@@ -280,19 +293,23 @@ def test_at_d_k_1_scaling_changes_nothing(sat, saturation_table, shown):
     assert qkv.scale_factor(True, 1) == 1.0
     rng = np.random.default_rng(12)
     q, k, v = rng.normal(size=(6, 1)), rng.normal(size=(6, 1)), rng.normal(size=(6, 3))
-    assert np.array_equal(qkv.attention(q, k, v, scale=True).weights,
-                          qkv.attention(q, k, v, scale=False).weights)
+    assert np.array_equal(
+        qkv.attention(q, k, v, scale=True).weights, qkv.attention(q, k, v, scale=False).weights
+    )
     for a, b in zip(sat[1, False], sat[1, True], strict=True):
         assert np.array_equal(a, b)
     check_prose("scale-d1-no-difference", 1, ..., ..., qkv.scale_factor(True, 1))  # 1/√1 is notation
     # the page: factor 1, identical weights, and two identical rows of statistics
     text = shown["why_scale.py:d_k_one"]
     assert printed(text, "scale factor at d_k=1:") == [1.0]
-    assert shown.line("why_scale.py:d_k_one", "weights with and without") == \
-        "weights with and without scaling are identical: True"
+    assert (
+        shown.line("why_scale.py:d_k_one", "weights with and without")
+        == "weights with and without scaling are identical: True"
+    )
     assert saturation_table[1, True] == saturation_table[1, False]
-    np.testing.assert_allclose(saturation_table[1, True][0], sat[1, True].max_weight.mean(),
-                               atol=0.0005 + 1e-9)
+    np.testing.assert_allclose(
+        saturation_table[1, True][0], sat[1, True].max_weight.mean(), atol=0.0005 + 1e-9
+    )
 
 
 @pytest.fixture(scope="module")
@@ -306,10 +323,12 @@ def gradient_table(shown):
 @pytest.mark.parametrize("d_k", [64, 256, 512])
 def test_the_gradient_table_shows_qkv_scaling_saturation_draws(d_k, sat, gradient_table):
     scaled, raw = sat[d_k, True].query_gradient_norm, sat[d_k, False].query_gradient_norm
-    np.testing.assert_allclose(gradient_table[d_k][:2], [np.median(scaled), np.median(raw)],
-                               rtol=0, atol=0.00005 + 1e-9)
-    np.testing.assert_allclose(gradient_table[d_k][2:], [scaled.mean(), raw.mean()],
-                               rtol=0, atol=0.0005 + 1e-9)
+    np.testing.assert_allclose(
+        gradient_table[d_k][:2], [np.median(scaled), np.median(raw)], rtol=0, atol=0.00005 + 1e-9
+    )
+    np.testing.assert_allclose(
+        gradient_table[d_k][2:], [scaled.mean(), raw.mean()], rtol=0, atol=0.0005 + 1e-9
+    )
 
 
 @pytest.mark.claim("scale-query-gradient-64")
@@ -318,9 +337,15 @@ def test_median_query_gradient_at_64_is_about_twelve_percent_smaller_unscaled(sa
     smaller = 100 * (1 - np.median(raw) / np.median(scaled))  # percent, the page's draw
     shown_scaled, shown_raw, *_ = gradient_table[64]
     assert abs(100 * (1 - shown_raw / shown_scaled) - smaller) < 0.1  # printed to 4 decimals
-    others = [100 * (1 - np.median(saturation(64, scale=False, seed=seed).query_gradient_norm)
-                     / np.median(saturation(64, scale=True, seed=seed).query_gradient_norm))
-              for seed in range(1, 6)]  # "five other seeds"
+    others = [
+        100
+        * (
+            1
+            - np.median(saturation(64, scale=False, seed=seed).query_gradient_norm)
+            / np.median(saturation(64, scale=True, seed=seed).query_gradient_norm)
+        )
+        for seed in range(1, 6)
+    ]  # "five other seeds"
     assert all(0 < s < 50 for s in [smaller, *others])  # smaller, but far from collapsed
     check_prose("scale-query-gradient-64", 64, smaller, min(others), max(others))
     # the same median ratio, computed without qkv (d w / d q = c (diag(w) - w wᵀ) K)

@@ -23,14 +23,21 @@ PINNED = re.compile(r"^\s*(?:- )?uses: ([\w.-]+/[\w./-]+)@([0-9a-f]{40})\s+# (v\
 
 
 def zizmor(*paths: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "zizmor"), "--offline", "--no-progress", *map(str, paths)],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(BIN / "zizmor"), "--offline", "--no-progress", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def schema_check(*paths: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "check-jsonschema"), "--builtin-schema",
-                           "vendor.github-workflows", *map(str, paths)],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_there_are_the_three_workflows():

@@ -46,15 +46,17 @@ def sha256(text: str) -> str:
 def policy(scripts: set[str], styles: set[str]) -> str:
     """The policy allowing the site's own origin and these inline scripts and styles (their
     hash sources, ``'sha256-...'``)."""
-    return "; ".join([
-        "default-src 'self'",
-        " ".join(["script-src 'self'", *sorted(scripts)]),
-        " ".join(["style-src 'self'", *sorted(styles)]),
-        "img-src 'self' data:",
-        "object-src 'none'",
-        "base-uri 'self'",
-        "form-action 'self'",
-    ])
+    return "; ".join(
+        [
+            "default-src 'self'",
+            " ".join(["script-src 'self'", *sorted(scripts)]),
+            " ".join(["style-src 'self'", *sorted(styles)]),
+            "img-src 'self' data:",
+            "object-src 'none'",
+            "base-uri 'self'",
+            "form-action 'self'",
+        ]
+    )
 
 
 class InlineCode(HTMLParser):
@@ -70,10 +72,14 @@ class InlineCode(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         attributes = dict(attrs)
-        self.blocked += [f"<{tag} {name}=...>" for name in attributes
-                         if re.fullmatch(r"on[a-z]{3,}|style", name)]  # onclick=, style=
-        executed = tag == "script" and "src" not in attributes and \
-            (attributes.get("type") or "").lower() in EXECUTED_SCRIPT_TYPES
+        self.blocked += [
+            f"<{tag} {name}=...>" for name in attributes if re.fullmatch(r"on[a-z]{3,}|style", name)
+        ]  # onclick=, style=
+        executed = (
+            tag == "script"
+            and "src" not in attributes
+            and (attributes.get("type") or "").lower() in EXECUTED_SCRIPT_TYPES
+        )
         if executed or tag == "style":
             self._open, self._text = (tag, self.scripts if executed else self.styles), []
 
@@ -107,27 +113,31 @@ class ContentSecurityPolicy:
         found = InlineCode()
         found.feed(output)
         if found.blocked:
-            raise ArtifactError(f"{name}: a Content-Security-Policy without 'unsafe-inline' "
-                                f"blocks {', '.join(sorted(set(found.blocked)))}; use a class "
-                                f"and a stylesheet, or addEventListener in a script file")
+            raise ArtifactError(
+                f"{name}: a Content-Security-Policy without 'unsafe-inline' "
+                f"blocks {', '.join(sorted(set(found.blocked)))}; use a class "
+                f"and a stylesheet, or addEventListener in a script file"
+            )
         head = re.search(r"<head[^>]*>", output)
         if head is None:
             raise ArtifactError(f"{name}: no <head> to put the Content-Security-Policy in")
         self.found[path] = found
         self.written.pop(path, None)
-        return output[:head.end()] + META + output[head.end():]
+        return output[: head.end()] + META + output[head.end() :]
 
     def on_post_build(self, config):
         self.found = {p: f for p, f in self.found.items() if Path(p).exists()}
-        site_policy = policy(set().union(*(f.scripts for f in self.found.values())),
-                             set().union(*(f.styles for f in self.found.values())))
+        site_policy = policy(
+            set().union(*(f.scripts for f in self.found.values())),
+            set().union(*(f.styles for f in self.found.values())),
+        )
         for path in self.found:
             if self.written.get(path) == site_policy:
                 continue  # unchanged since this page got it (a later build of `mkdocs serve`)
             page = Path(path)
             text = page.read_text(encoding="utf-8")
-            previous = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">',
-                                 text)
-            page.write_text(text[:previous.start(1)] + site_policy + text[previous.end(1):],
-                            encoding="utf-8")
+            previous = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', text)
+            page.write_text(
+                text[: previous.start(1)] + site_policy + text[previous.end(1) :], encoding="utf-8"
+            )
             self.written[path] = site_policy

@@ -28,10 +28,14 @@ from qkv_site.artifacts.tasks import MODEL_PACKAGES
 DATA_URI = "explorer/data.json.gz"  # gzip: the page inflates it (DecompressionStream)
 TRAINED_DIR = "explorer/smollm2"
 PAGE = "explorer.md"
-JOB = Job("explorer", "qkv_site.artifacts.tasks:explorer", {},
-          "sitebuild/qkv_site/explorer_data.py")
-TRAINED_JOB = Job("explorer", "qkv_site.artifacts.tasks:explorer_trained", {},
-                  "sitebuild/qkv_site/smollm2_data.py", packages=MODEL_PACKAGES)
+JOB = Job("explorer", "qkv_site.artifacts.tasks:explorer", {}, "sitebuild/qkv_site/explorer_data.py")
+TRAINED_JOB = Job(
+    "explorer",
+    "qkv_site.artifacts.tasks:explorer_trained",
+    {},
+    "sitebuild/qkv_site/smollm2_data.py",
+    packages=MODEL_PACKAGES,
+)
 
 
 def model_file(config, index_path: Path) -> File:
@@ -43,8 +47,10 @@ def model_file(config, index_path: Path) -> File:
     want = json.loads(index_path.read_text(encoding="utf-8"))["weights"]
     got = {"file": path.name, "bytes": path.stat().st_size}
     if want != got:
-        raise PluginError(f"{index_path} names the model file {want}, but the installed one is "
-                          f"{got}: the cached explorer files are stale; delete the artifact cache")
+        raise PluginError(
+            f"{index_path} names the model file {want}, but the installed one is "
+            f"{got}: the cached explorer files are stale; delete the artifact cache"
+        )
     return File.generated(config, f"{TRAINED_DIR}/{path.name}", abs_src_path=str(path))
 
 
@@ -63,19 +69,19 @@ class Explorer:
         if self.futures is None:
             return
         toy, trained = (future.result() for future in self.futures)
-        files.append(File.generated(config, DATA_URI,
-                                    abs_src_path=str(toy.folder / "data.json.gz")))
+        files.append(File.generated(config, DATA_URI, abs_src_path=str(toy.folder / "data.json.gz")))
         for path in sorted((trained.folder / "smollm2").iterdir()):
-            files.append(File.generated(config, f"{TRAINED_DIR}/{path.name}",
-                                        abs_src_path=str(path)))
+            files.append(File.generated(config, f"{TRAINED_DIR}/{path.name}", abs_src_path=str(path)))
         files.append(model_file(config, trained.folder / "smollm2" / "index.json"))
 
     def on_page_content(self, page_html, page, config, files):
         # The page names its data relative to itself; the URLs depend on use_directory_urls.
         if page.file.src_uri == PAGE:
             page_html = page_html.replace(
-                'data-src="data.json.gz"', f'data-src="{get_relative_url(DATA_URI, page.url)}"', 1)
+                'data-src="data.json.gz"', f'data-src="{get_relative_url(DATA_URI, page.url)}"', 1
+            )
             index = get_relative_url(f"{TRAINED_DIR}/index.json", page.url)
-            page_html = page_html.replace('data-trained-src="smollm2/index.json"',
-                                          f'data-trained-src="{index}"', 1)
+            page_html = page_html.replace(
+                'data-trained-src="smollm2/index.json"', f'data-trained-src="{index}"', 1
+            )
         return page_html

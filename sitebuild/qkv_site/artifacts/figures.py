@@ -42,8 +42,7 @@ ANYWHERE = re.compile(r"<!--\s*figure:\s*(\S*?)\s*-->")
 
 def job(name: str, root: Path) -> Job:
     source = f"sitebuild/qkv_site/figures/{name.replace('-', '_')}.py"
-    return Job("figures", "qkv_site.artifacts.tasks:figure", {"name": name}, source,
-               packages=MODEL_PACKAGES)
+    return Job("figures", "qkv_site.artifacts.tasks:figure", {"name": name}, source, packages=MODEL_PACKAGES)
 
 
 def site_path(name: str, variant: str) -> str:
@@ -53,8 +52,7 @@ def site_path(name: str, variant: str) -> str:
 def svg_size(svg: bytes) -> tuple[int, int]:
     """Width and height in CSS pixels of an SVG whose root gives them in points."""
     head = svg[: svg.index(b">", svg.index(b"<svg")) + 1].decode()
-    width, height = (float(re.search(rf'{a}="([\d.]+)pt"', head).group(1))
-                     for a in ("width", "height"))
+    width, height = (float(re.search(rf'{a}="([\d.]+)pt"', head).group(1)) for a in ("width", "height"))
     return round(width * 4 / 3), round(height * 4 / 3)
 
 
@@ -70,25 +68,33 @@ def figure_html(name: str, meta: dict, svgs: dict[str, bytes], url, anchor: bool
     pictures = []
     for theme in ("light", "dark"):
         width, height = svg_size(svgs[theme])
-        img = (f'<img src="{url(theme)}#only-{theme}" alt="{alt}" width="{width}" '
-               f'height="{height}" loading="lazy" decoding="async">')
+        img = (
+            f'<img src="{url(theme)}#only-{theme}" alt="{alt}" width="{width}" '
+            f'height="{height}" loading="lazy" decoding="async">'
+        )
         narrow = f"{theme}-narrow"
         if narrow in svgs:
             n_width, n_height = svg_size(svgs[narrow])
-            img = (f'<source media="{NARROW_MEDIA}" srcset="{url(narrow)}" width="{n_width}" '
-                   f'height="{n_height}">{img}')
+            img = (
+                f'<source media="{NARROW_MEDIA}" srcset="{url(narrow)}" width="{n_width}" '
+                f'height="{n_height}">{img}'
+            )
         pictures.append(f"<picture>{img}</picture>")
     caption = html.escape(meta["caption"])
     id_attr = f' id="figure-{name}"' if anchor else ""
     tables = [Table.from_json(t) for t in meta.get("tables", [])]
     data = details_html(name, tables, {theme: url(theme) for theme in ("light", "dark")})
-    return (f'<figure class="qkv-figure" data-figure="{name}"{id_attr}>'
-            f'{"".join(pictures)}<figcaption>{caption}</figcaption>{data}</figure>')
+    return (
+        f'<figure class="qkv-figure" data-figure="{name}"{id_attr}>'
+        f"{''.join(pictures)}<figcaption>{caption}</figcaption>{data}</figure>"
+    )
 
 
 def placeholder_html(name: str) -> str:
-    return (f'<p class="qkv-figure-off"><em>Figure “{html.escape(name)}” is not rendered in '
-            f"this build (artifacts are disabled).</em></p>")
+    return (
+        f'<p class="qkv-figure-off"><em>Figure “{html.escape(name)}” is not rendered in '
+        f"this build (artifacts are disabled).</em></p>"
+    )
 
 
 def tokens_of(page_html: str, page_name: str, known: list[str]) -> list[str]:
@@ -97,11 +103,14 @@ def tokens_of(page_html: str, page_name: str, known: list[str]) -> list[str]:
     if len(standalone) != len(ANYWHERE.findall(page_html)):
         raise ArtifactError(
             f"{page_name}: a figure token shares its line with other text; put "
-            f"'<!-- figure: NAME -->' on a line of its own, with blank lines around it")
+            f"'<!-- figure: NAME -->' on a line of its own, with blank lines around it"
+        )
     for name in standalone:
         if name not in known:
-            raise ArtifactError(f"{page_name}: unknown figure in '<!-- figure: {name} -->'; "
-                                f"the figures are: {', '.join(known)}")
+            raise ArtifactError(
+                f"{page_name}: unknown figure in '<!-- figure: {name} -->'; "
+                f"the figures are: {', '.join(known)}"
+            )
     return standalone
 
 
@@ -149,8 +158,11 @@ class Figures:
         for name, result in results.items():
             meta[name] = json.loads(result.text(f"{name}.json"))
             for variant in meta[name]["variants"]:
-                file = File.generated(config, site_path(name, variant),
-                                      abs_src_path=str(result.folder / f"{name}-{variant}.svg"))
+                file = File.generated(
+                    config,
+                    site_path(name, variant),
+                    abs_src_path=str(result.folder / f"{name}-{variant}.svg"),
+                )
                 files.append(file)
                 by_path[file.src_uri] = file
         for page in self.pages:
@@ -159,8 +171,13 @@ class Figures:
             def expand(match, page=page, shown=shown):
                 name = match.group(1)
                 svgs = {v: results[name].read(f"{name}-{v}.svg") for v in meta[name]["variants"]}
-                markup = figure_html(name, meta[name], svgs, anchor=name not in shown, url=lambda v:
-                                     by_path[site_path(name, v)].url_relative_to(page.file))
+                markup = figure_html(
+                    name,
+                    meta[name],
+                    svgs,
+                    anchor=name not in shown,
+                    url=lambda v: by_path[site_path(name, v)].url_relative_to(page.file),
+                )
                 shown.add(name)
                 return markup
 

@@ -47,8 +47,9 @@ class Notebooks:
         self.futures = {}
         runner = self.plugin.runner
         for file in [f for f in files if f.src_uri.endswith(".ipynb") and f.generated_by is None]:
-            page = NotebookPage(file.src_uri, file.src_dir, file.dest_dir, file.use_directory_urls,
-                                inclusion=file.inclusion)
+            page = NotebookPage(
+                file.src_uri, file.src_dir, file.dest_dir, file.use_directory_urls, inclusion=file.inclusion
+            )
             files.remove(file)
             files.append(page)
             download = posixpath.join(posixpath.dirname(page.dest_uri), posixpath.basename(file.src_uri))
@@ -56,17 +57,24 @@ class Notebooks:
             if self.plugin.config.enabled:
                 path = Path(file.abs_src_path).resolve()
                 path = path.relative_to(runner.root) if path.is_relative_to(runner.root) else path
-                self.futures[file.src_uri] = runner.submit(Job(
-                    "notebooks", "qkv_site.artifacts.tasks:notebook", {"path": path.as_posix()},
-                    source=f"docs/{file.src_uri}"))
+                self.futures[file.src_uri] = runner.submit(
+                    Job(
+                        "notebooks",
+                        "qkv_site.artifacts.tasks:notebook",
+                        {"path": path.as_posix()},
+                        source=f"docs/{file.src_uri}",
+                    )
+                )
         return files
 
     def on_page_read_source(self, page, config):
         if not isinstance(page.file, NotebookPage):
             return None
         notebook = json.loads(Path(page.file.abs_src_path).read_text(encoding="utf-8"))
-        meta = {"notebook": posixpath.basename(page.file.src_uri),
-                "description": notebook.get("metadata", {}).get("description")}
+        meta = {
+            "notebook": posixpath.basename(page.file.src_uri),
+            "description": notebook.get("metadata", {}).get("description"),
+        }
         return "---\n" + "".join(f"{k}: {json.dumps(v)}\n" for k, v in meta.items() if v) + "---\n"
 
     def on_page_content(self, page_html, page, config, files):
@@ -85,6 +93,7 @@ class Notebooks:
         for src_uri, future in self.futures.items():  # each page's figures, beside the page
             folder = posixpath.dirname(files.get_file_from_path(src_uri).dest_uri)
             for image in sorted((future.result().folder / "images").iterdir()):
-                files.append(File.generated(config, posixpath.join(folder, image.name),
-                                            abs_src_path=str(image)))
+                files.append(
+                    File.generated(config, posixpath.join(folder, image.name), abs_src_path=str(image))
+                )
         return env

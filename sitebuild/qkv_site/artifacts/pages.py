@@ -50,8 +50,7 @@ class PageInputs:
     def used(self, result_folder: Path) -> None:
         """A snippet job of the current page: its recorded inputs are the page's too."""
         deps = self.plugin.runner.deps(result_folder)
-        self.inputs.setdefault(self.page, set()).update(
-            self.plugin.runner.root / rel for rel in deps)
+        self.inputs.setdefault(self.page, set()).update(self.plugin.runner.root / rel for rel in deps)
 
 
 def _mtime(path: Path) -> float:

@@ -114,7 +114,7 @@ class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
 
     def on_page_read_source(self, page, config):
         for kind in self.kinds:  # the first kind that knows the page gives its source
-            if (source := getattr(kind, "on_page_read_source", lambda *_: None)(page, config)):
+            if source := getattr(kind, "on_page_read_source", lambda *_: None)(page, config):
                 return source
         return None
 
@@ -138,10 +138,12 @@ class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
         by_kind = {}
         for job in computed:
             by_kind[job.kind] = by_kind.get(job.kind, 0) + 1
-        log.info(f"artifacts: {len(computed)} computed "
-                 f"({', '.join(f'{n} {k}' for k, n in sorted(by_kind.items())) or 'none'}), "
-                 f"{len(self.runner.used) - len(computed)} from the cache, in "
-                 f"{time.perf_counter() - self.started:.1f} s of build")
+        log.info(
+            f"artifacts: {len(computed)} computed "
+            f"({', '.join(f'{n} {k}' for k, n in sorted(by_kind.items())) or 'none'}), "
+            f"{len(self.runner.used) - len(computed)} from the cache, in "
+            f"{time.perf_counter() - self.started:.1f} s of build"
+        )
         self._chain("on_post_build", config)
         self.runner.forget_unused()
 

@@ -213,11 +213,20 @@ class Worker:
     def __init__(self, root: Path):
         paths = [str(root), str(root / "sitebuild"), os.environ.get("PYTHONPATH")]
         # PYTHONHASHSEED: sets of strings iterate (print, pickle) the same in every process
-        env = {**os.environ, "MPLBACKEND": "svg", "PYTHONHASHSEED": "0",
-               "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+        env = {
+            **os.environ,
+            "MPLBACKEND": "svg",
+            "PYTHONHASHSEED": "0",
+            "PYTHONPATH": os.pathsep.join(filter(None, paths)),
+        }
         self.process = subprocess.Popen(
             [sys.executable, "-m", "qkv_site.artifacts.worker", str(root)],
-            cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            cwd=root,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
     def send(self, request: dict) -> str:
         """Write one request line; the answer line ("" when the worker has died)."""
@@ -230,13 +239,22 @@ class Worker:
     def compute(self, job: Job, out: Path) -> None:
         """Run ``job``, its files going to ``out``; ArtifactError with its log if it fails."""
         log = out / "_log.txt"
-        answer = self.send({"task": job.task, "args": job.args, "out": str(out), "log": str(log),
-                            "packages": list(job.packages)})
+        answer = self.send(
+            {
+                "task": job.task,
+                "args": job.args,
+                "out": str(out),
+                "log": str(log),
+                "packages": list(job.packages),
+            }
+        )
         if answer != "0":
             output = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-            raise ArtifactError(f"{job.source or job.task}: computing this {job.kind} artifact "
-                                f"failed (exit code {answer or 'none: the worker died'}). "
-                                f"Its output:\n{output.strip()}")
+            raise ArtifactError(
+                f"{job.source or job.task}: computing this {job.kind} artifact "
+                f"failed (exit code {answer or 'none: the worker died'}). "
+                f"Its output:\n{output.strip()}"
+            )
 
     def close(self) -> None:
         try:

@@ -69,8 +69,17 @@ def _code_parts(code: types.CodeType) -> tuple:
     """What a compiled function is made of, nested functions included. (Not marshal: its
     output depends on reference counts, so the same code could hash two ways.)"""
     consts = tuple(_code_parts(c) if isinstance(c, types.CodeType) else c for c in code.co_consts)
-    return (code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars,
-            code.co_cellvars, code.co_argcount, code.co_kwonlyargcount, code.co_flags)
+    return (
+        code.co_code,
+        consts,
+        code.co_names,
+        code.co_varnames,
+        code.co_freevars,
+        code.co_cellvars,
+        code.co_argcount,
+        code.co_kwonlyargcount,
+        code.co_flags,
+    )
 
 
 class _Digester(pickle.Pickler):
@@ -83,8 +92,7 @@ class _Digester(pickle.Pickler):
             return str, (f"module {obj.__name__}",)
         if isinstance(obj, types.FunctionType) and obj.__module__ == SNIPPET_MODULE:
             cells = tuple(c.cell_contents for c in obj.__closure__ or ())
-            return _block_function, (_code_parts(obj.__code__), obj.__defaults__,
-                                     obj.__kwdefaults__, cells)
+            return _block_function, (_code_parts(obj.__code__), obj.__defaults__, obj.__kwdefaults__, cells)
         if isinstance(obj, type) and obj.__module__ == SNIPPET_MODULE:
             raise _Unhashable(f"class {obj.__qualname__} defined in a block")
         nbytes = getattr(obj, "nbytes", None)
@@ -104,8 +112,7 @@ def _generators() -> dict:
     import numpy
 
     # the legacy global generator is the state in question: a block may call np.random.rand
-    return {"random": random.getstate(),
-            "numpy": numpy.random.get_state(legacy=False)}  # noqa: NPY002
+    return {"random": random.getstate(), "numpy": numpy.random.get_state(legacy=False)}  # noqa: NPY002
 
 
 def note_untouched_generators() -> None:
@@ -119,8 +126,10 @@ def _process_state() -> list:
     """The process-wide state a block may change without naming it."""
     import numpy
 
-    found = [value if pickle.dumps(value) != _UNTOUCHED.get(name) else f"{name}: untouched"
-             for name, value in _generators().items()]
+    found = [
+        value if pickle.dumps(value) != _UNTOUCHED.get(name) else f"{name}: untouched"
+        for name, value in _generators().items()
+    ]
     found.append(sorted(numpy.get_printoptions().items(), key=lambda item: item[0]))
     return found
 

@@ -68,14 +68,16 @@ class Snippets:
 
     def on_config(self, config):
         if "markdown-exec" in config.plugins:
-            raise PluginError("qkv-artifacts runs the python exec blocks itself: remove the "
-                              "markdown-exec plugin from mkdocs.yml")
-        fences = (config.mdx_configs.setdefault("pymdownx.superfences", {})
-                  .setdefault("custom_fences", []))
+            raise PluginError(
+                "qkv-artifacts runs the python exec blocks itself: remove the "
+                "markdown-exec plugin from mkdocs.yml"
+            )
+        fences = config.mdx_configs.setdefault("pymdownx.superfences", {}).setdefault("custom_fences", [])
         fences[:] = [f for f in fences if f.get("name") not in ("python", "py")]
         for name in ("python", "py"):
-            fences.append({"name": name, "class": name, "validator": markdown_exec.validator,
-                           "format": self.format})
+            fences.append(
+                {"name": name, "class": name, "validator": markdown_exec.validator, "format": self.format}
+            )
         markdown_exec.markdown_config.save(config.markdown_extensions, config.mdx_configs)
 
     def on_page_markdown(self, markdown, page, config, files):
@@ -98,14 +100,12 @@ class Snippets:
         """The fence's formatter, for blocks the validator found ``exec="on"``: markdown-exec's
         own, with this kind's ``run``."""
         run = self.run if self.plugin.config.enabled else _not_run
-        return markdown_exec.base_format(language="python", run=run, code=source, md=md,
-                                         **options)
+        return markdown_exec.base_format(language="python", run=run, code=source, md=md, **options)
 
     def run(self, code: str, session=None, **_) -> str:
         if session:
             current = self.sessions.setdefault(session, Session())
-            return self._run_block(current, code, f"session '{session}', block "
-                                                  f"{len(current.blocks) + 1}")
+            return self._run_block(current, code, f"session '{session}', block {len(current.blocks) + 1}")
         alone = Session()  # a block without a session starts from nothing, leaves nothing
         try:
             return self._run_block(alone, code, "a block")

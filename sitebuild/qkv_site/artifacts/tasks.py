@@ -59,13 +59,19 @@ def notebook(out: Path, path: str) -> list[Path]:
     notebook = nbformat.read(path, as_version=4)
     # coalesce_streams: the kernel sends printed text in chunks on a timer; merged, each cell
     # prints one block and the page is the same bytes every build
-    NotebookClient(notebook, allow_errors=False, coalesce_streams=True, record_timing=False,
-                   resources={"metadata": {"path": str(Path(path).parent)}}).execute()
+    NotebookClient(
+        notebook,
+        allow_errors=False,
+        coalesce_streams=True,
+        record_timing=False,
+        resources={"metadata": {"path": str(Path(path).parent)}},
+    ).execute()
     executed = out / "executed.ipynb"
     nbformat.write(notebook, executed)
     alts = {cell.id: cell.metadata.alt for cell in notebook.cells if "alt" in cell.metadata}
     page_html, css, images, toc = finish(
-        nb2html(str(executed), theme="", allow_errors=False, custom_mathjax_url=""), alts)
+        nb2html(str(executed), theme="", allow_errors=False, custom_mathjax_url=""), alts
+    )
     executed.unlink()
     (out / "page.html").write_text(page_html, encoding="utf-8")
     (out / "notebook.css").write_text(css, encoding="utf-8")

@@ -48,8 +48,11 @@ def project_files(root: Path, extra=()) -> dict[str, str]:
         if not name:
             continue
         path = Path(name).resolve()
-        if path.is_relative_to(root) and "site-packages" not in path.parts \
-                and ".venv" not in path.relative_to(root).parts:
+        if (
+            path.is_relative_to(root)
+            and "site-packages" not in path.parts
+            and ".venv" not in path.relative_to(root).parts
+        ):
             found.add(path)
     found.update(Path(p).resolve() for p in extra)
     return {p.relative_to(root).as_posix(): file_hash(p) for p in sorted(found) if p.is_file()}
@@ -90,8 +93,10 @@ def run_job(root: Path, job: dict, version=installed_version) -> int:
         task = getattr(importlib.import_module(module_name), function)
         out = Path(job["out"])
         extra = task(out, **job["args"])
-        deps = {"files": project_files(root, extra or ()),
-                "versions": versions_imported(job.get("packages", ()), version)}
+        deps = {
+            "files": project_files(root, extra or ()),
+            "versions": versions_imported(job.get("packages", ()), version),
+        }
         (out / DEPS).write_text(json.dumps(deps, indent=1), encoding="utf-8")
         return 0
     except SystemExit as stop:

@@ -16,9 +16,16 @@ def heatmap(ax, matrix, rows, cols, style, vmin=0.0, vmax=1.0, cmap=None):
     """
     matrix = np.asarray(matrix, dtype=float)
     n_rows, n_cols = matrix.shape
-    mesh = ax.pcolormesh(np.arange(n_cols + 1) - 0.5, np.arange(n_rows + 1) - 0.5,
-                         np.ma.masked_invalid(matrix), cmap=cmap or style.cmap, vmin=vmin,
-                         vmax=vmax, edgecolors="face", linewidth=0)
+    mesh = ax.pcolormesh(
+        np.arange(n_cols + 1) - 0.5,
+        np.arange(n_rows + 1) - 0.5,
+        np.ma.masked_invalid(matrix),
+        cmap=cmap or style.cmap,
+        vmin=vmin,
+        vmax=vmax,
+        edgecolors="face",
+        linewidth=0,
+    )
     ax.set_xlim(-0.5, n_cols - 0.5)
     ax.set_ylim(n_rows - 0.5, -0.5)  # row 0 at the top, as in a printed matrix
     ax.set_aspect("equal")
@@ -38,8 +45,7 @@ def cell_text(ax, mesh, i, j, text, style, **kwargs):
 
 def outline(ax, i, j, colour, linewidth=2.5):
     """Draw a box around cell (i, j)."""
-    ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor=colour,
-                           linewidth=linewidth))
+    ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor=colour, linewidth=linewidth))
 
 
 def log2_axis(ax, values, label):

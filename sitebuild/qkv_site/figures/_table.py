@@ -52,8 +52,10 @@ class Table:
     def __post_init__(self):
         for row in self.rows:
             if len(row) != len(self.columns):
-                raise ValueError(f"table {self.title!r}: a row has {len(row)} cells for "
-                                 f"{len(self.columns)} columns: {row!r}")
+                raise ValueError(
+                    f"table {self.title!r}: a row has {len(row)} cells for "
+                    f"{len(self.columns)} columns: {row!r}"
+                )
 
     def cells(self) -> list[list[str]]:
         return [[cell(v) for v in row] for row in self.rows]
@@ -70,10 +72,14 @@ class Table:
         head = "".join(f'<th scope="col">{esc(c)}</th>' for c in self.columns)
         body = "".join(
             f'<tr><th scope="row">{esc(row[0])}</th>'
-            + "".join(f"<td>{esc(c)}</td>" for c in row[1:]) + "</tr>"
-            for row in self.cells())
-        return (f'<table class="qkv-data"><caption>{esc(self.title)}</caption>'
-                f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+            + "".join(f"<td>{esc(c)}</td>" for c in row[1:])
+            + "</tr>"
+            for row in self.cells()
+        )
+        return (
+            f'<table class="qkv-data"><caption>{esc(self.title)}</caption>'
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        )
 
     def as_json(self) -> dict:
         return {"title": self.title, "columns": list(self.columns), "rows": self.cells()}
@@ -85,8 +91,7 @@ class Table:
 
 def matrix(title: str, corner: str, row_labels, column_labels, values) -> Table:
     """A table of a 2-D array: one row per ``row_labels`` entry, one column per column label."""
-    rows = tuple((str(label), *map(float, line)) for label, line in zip(row_labels, values,
-                                                                        strict=True))
+    rows = tuple((str(label), *map(float, line)) for label, line in zip(row_labels, values, strict=True))
     return Table(title, (corner, *map(str, column_labels)), rows)
 
 
@@ -99,13 +104,18 @@ def details_html(name: str, tables: list[Table], svg_urls: dict[str, str]) -> st
     for i, table in enumerate(tables, start=1):
         href = "data:text/csv;charset=utf-8," + urllib.parse.quote(table.csv())
         filename = f"{name}-data{'' if len(tables) == 1 else f'-{i}'}.csv"
-        parts.append(f'<div class="qkv-data-wrap">{table.html()}</div>'
-                     f'<p class="qkv-data-links"><a href="{href}" download="{filename}">'
-                     f"Download this table as CSV ({html.escape(filename)})</a></p>")
+        parts.append(
+            f'<div class="qkv-data-wrap">{table.html()}</div>'
+            f'<p class="qkv-data-links"><a href="{href}" download="{filename}">'
+            f"Download this table as CSV ({html.escape(filename)})</a></p>"
+        )
     svgs = " · ".join(
         f'<a href="{url}" download="{name}-{label}.svg">SVG, {label} theme</a>'
-        for label, url in svg_urls.items())
+        for label, url in svg_urls.items()
+    )
     summary = "The numbers behind this figure" if tables else "Download this figure"
-    return (f'<details class="qkv-figure-data" data-figure-data="{name}"><summary>{summary}'
-            f'</summary>{"".join(parts)}<p class="qkv-data-links">Download the figure: {svgs}</p>'
-            f"</details>")
+    return (
+        f'<details class="qkv-figure-data" data-figure-data="{name}"><summary>{summary}'
+        f'</summary>{"".join(parts)}<p class="qkv-data-links">Download the figure: {svgs}</p>'
+        f"</details>"
+    )

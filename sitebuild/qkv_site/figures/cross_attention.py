@@ -48,8 +48,15 @@ def data() -> Cross:
 
 def tables() -> list[Table]:
     d = data()
-    return [matrix("Cross-attention weights: one row per decoder query, one column per "
-                   "encoder key", r"query \ key", d.query_words, d.key_words, d.weights)]
+    return [
+        matrix(
+            "Cross-attention weights: one row per decoder query, one column per encoder key",
+            r"query \ key",
+            d.query_words,
+            d.key_words,
+            d.weights,
+        )
+    ]
 
 
 def build(style) -> Figure:
@@ -60,15 +67,12 @@ def build(style) -> Figure:
     for i, j in np.ndindex(d.weights.shape):
         cell_text(ax, image, i, j, f"{d.weights[i, j]:.2f}", style, fontsize=10)
     right = len(d.key_words) - 0.5
-    ax.text(right + 0.3, -0.75, "row sum", ha="left", va="center", color=style.muted,
-            fontsize=10)
+    ax.text(right + 0.3, -0.75, "row sum", ha="left", va="center", color=style.muted, fontsize=10)
     image.axes.tick_params(axis="y", labelsize=12)
     for i, total in enumerate(d.row_sums):
-        ax.text(right + 0.3, i, f"{total:.2f}", ha="left", va="center", color=style.text,
-                fontsize=11)
+        ax.text(right + 0.3, i, f"{total:.2f}", ha="left", va="center", color=style.text, fontsize=11)
     ax.set_xlim(-0.5, right + 1.5)
     ax.set_ylim(len(d.query_words) - 0.5, -1.2)  # room above the rows for the header
     ax.set_xlabel(f"key: English word (Tk = {len(d.key_words)})")
-    ax.set_title(f"query: French word (Tq = {len(d.query_words)})", loc="left",
-                 fontweight="normal")
+    ax.set_title(f"query: French word (Tq = {len(d.query_words)})", loc="left", fontweight="normal")
     return fig

@@ -42,9 +42,21 @@ def data() -> dict[str, tuple[int, ...]]:
     mixed = weights @ v  # (T, d_v)
     w_o = np.random.default_rng(2).normal(0.0, 1 / np.sqrt(toy.D_V), (toy.D_V, toy.D_MODEL))
     update = mixed @ w_o  # (T, d_model)
-    arrays = {"x": x, "w_q": None, "q": q, "k": k, "v": v, "scores": scores,
-              "scaled": scaled, "masked": masked, "weights": weights, "mixed": mixed,
-              "w_o": w_o, "update": update, "next": x + update}
+    arrays = {
+        "x": x,
+        "w_q": None,
+        "q": q,
+        "k": k,
+        "v": v,
+        "scores": scores,
+        "scaled": scaled,
+        "masked": masked,
+        "weights": weights,
+        "mixed": mixed,
+        "w_o": w_o,
+        "update": update,
+        "next": x + update,
+    }
     shapes = {name: a.shape for name, a in arrays.items() if a is not None}
     shapes["w_q"] = shapes["w_k"] = (toy.D_MODEL, toy.D_K)
     shapes["w_v"] = (toy.D_MODEL, toy.D_V)
@@ -57,8 +69,9 @@ def _dims(shape) -> str:
 
 def tables() -> list[Table]:
     rows = tuple((name, *shape) for name, shape in data().items())
-    return [Table("Shape of every array in the layer, on the toy sentence", ("array", "rows",
-                                                                            "columns"), rows)]
+    return [
+        Table("Shape of every array in the layer, on the toy sentence", ("array", "rows", "columns"), rows)
+    ]
 
 
 def build(style) -> Figure:
@@ -71,22 +84,45 @@ def build(style) -> Figure:
     q_colour, k_colour, v_colour = style.lines[0], style.lines[1], style.lines[2]
 
     def box(x, y, text, colour=style.primary, width=3.4):
-        ax.add_patch(FancyBboxPatch((x - width / 2, y - 0.42), width, 0.84,
-                                    boxstyle="round,pad=0.02,rounding_size=0.15",
-                                    facecolor=style.background, edgecolor=colour, linewidth=1.8,
-                                    zorder=2))
+        ax.add_patch(
+            FancyBboxPatch(
+                (x - width / 2, y - 0.42),
+                width,
+                0.84,
+                boxstyle="round,pad=0.02,rounding_size=0.15",
+                facecolor=style.background,
+                edgecolor=colour,
+                linewidth=1.8,
+                zorder=2,
+            )
+        )
         ax.text(x, y, text, ha="center", va="center", fontsize=10.5, color=style.text, zorder=3)
 
     def arrow(start, end, colour=style.muted):
-        ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12,
-                                     color=colour, linewidth=1.4, shrinkA=0, shrinkB=0))
+        ax.add_patch(
+            FancyArrowPatch(
+                start,
+                end,
+                arrowstyle="-|>",
+                mutation_scale=12,
+                color=colour,
+                linewidth=1.4,
+                shrinkA=0,
+                shrinkB=0,
+            )
+        )
 
     box(5, 12.3, f"$X$   {_dims(s['x'])}", width=3.0)
     top = 10.8
     for x, name, colour in ((1.8, "q", q_colour), (5, "k", k_colour), (8.2, "v", v_colour)):
         upper = name.upper()
-        box(x, top, f"$\\times W_{upper}$ {_dims(s['w_' + name])}\n${upper}$   {_dims(s[name])}",
-            colour, width=3.0)
+        box(
+            x,
+            top,
+            f"$\\times W_{upper}$ {_dims(s['w_' + name])}\n${upper}$   {_dims(s[name])}",
+            colour,
+            width=3.0,
+        )
         arrow((5 if x == 5 else x * 0.25 + 3.75, 11.88), (x, top + 0.44))
     chain = (
         ("scores", "$QK^\\top$", 9.2),
@@ -110,9 +146,9 @@ def build(style) -> Figure:
     # the residual stream: X bypasses the whole layer and is added at the end
     ax.plot([3.5, 0.3, 0.3], [12.3, 12.3, 2.0], color=style.accent, linewidth=1.6)
     arrow((0.3, 2.0), (x_chain - 2.12, 2.0), style.accent)
-    ax.text(0.45, 7.2, "residual stream", rotation=90, ha="left", va="center", fontsize=10,
-            color=style.accent)
+    ax.text(
+        0.45, 7.2, "residual stream", rotation=90, ha="left", va="center", fontsize=10, color=style.accent
+    )
     arrow((x_chain, 2.0 - 0.42), (x_chain, 0.75))
-    ax.text(x_chain, 0.45, "the next layer's $X$", ha="center", va="center", fontsize=10.5,
-            color=style.text)
+    ax.text(x_chain, 0.45, "the next layer's $X$", ha="center", va="center", fontsize=10.5, color=style.text)
     return fig

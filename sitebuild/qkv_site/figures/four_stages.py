@@ -56,14 +56,21 @@ def data() -> Stages:
 
 def tables() -> list[Table]:
     d = data()
-    stages = tuple(zip(d.words, d.raw.tolist(), d.scaled.tolist(), d.weights.tolist(),
-                       strict=True))
+    stages = tuple(zip(d.words, d.raw.tolist(), d.scaled.tolist(), d.weights.tolist(), strict=True))
     value_columns = tuple(f"v[{i}]" for i in range(d.values.shape[1]))
     return [
-        Table(f"The query “{QUERY}” against every key, stage by stage",
-              ("key", "raw score q·k", "scaled score", "softmax weight"), stages),
-        matrix("Value vectors, and the output: the weighted sum of the values", "row",
-               [*d.words, "output"], value_columns, [*d.values, d.output]),
+        Table(
+            f"The query “{QUERY}” against every key, stage by stage",
+            ("key", "raw score q·k", "scaled score", "softmax weight"),
+            stages,
+        ),
+        matrix(
+            "Value vectors, and the output: the weighted sum of the values",
+            "row",
+            [*d.words, "output"],
+            value_columns,
+            [*d.values, d.output],
+        ),
     ]
 
 
@@ -79,8 +86,7 @@ def build(style, narrow: bool = False) -> Figure:
     top = 1.15 * float(np.abs(d.raw).max())
     panels = (
         (axes[0, 0], d.raw, "1. raw scores $q\\cdot k$", "score", "{:.1f}", style.unscaled),
-        (axes[0, 1], d.scaled, "2. scaled $q\\cdot k/\\sqrt{d_k}$", "score", "{:.1f}",
-         style.scaled),
+        (axes[0, 1], d.scaled, "2. scaled $q\\cdot k/\\sqrt{d_k}$", "score", "{:.1f}", style.scaled),
         (axes[1, 0], d.weights, "3. softmax weights", "weight", "{:.2f}", style.primary),
     )
     for ax, y, title, ylabel, fmt, colour in panels:

@@ -56,8 +56,11 @@ def _size(gib: float) -> str:
 
 def tables() -> list[Table]:
     rows = tuple((f"{line.label} ({line.kind})", *line.gib.tolist()) for line in data())
-    return [Table("KV-cache size in GiB per context length (tokens)",
-                  ("model", *(f"{n:,}" for n in CONTEXTS)), rows)]
+    return [
+        Table(
+            "KV-cache size in GiB per context length (tokens)", ("model", *(f"{n:,}" for n in CONTEXTS)), rows
+        )
+    ]
 
 
 def build(style) -> Figure:
@@ -65,8 +68,13 @@ def build(style) -> Figure:
     fig = Figure(figsize=(5.0, 5.0), layout="constrained")
     ax = fig.add_subplot()
     for line, colour in zip(lines, style.lines, strict=False):
-        ax.plot(CONTEXTS, line.gib, color=colour, marker=MARKERS[line.kind],
-                label=f"{line.label} ({SHORT[line.kind]})")
+        ax.plot(
+            CONTEXTS,
+            line.gib,
+            color=colour,
+            marker=MARKERS[line.kind],
+            label=f"{line.label} ({SHORT[line.kind]})",
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks(CONTEXTS, [f"{c // 1024}k" for c in CONTEXTS])

@@ -50,11 +50,29 @@ def data() -> Work:
 
 def tables() -> list[Table]:
     d = data()
-    rows = tuple(zip(d.position.tolist(), d.cached.kv_projections, d.uncached.kv_projections,
-                     d.cached.scores, d.uncached.scores, strict=True))
-    return [Table("Work per generated token, with and without a KV cache",
-                  ("token", "K/V projections, cached", "K/V projections, uncached",
-                   "scores, cached", "scores, uncached"), rows)]
+    rows = tuple(
+        zip(
+            d.position.tolist(),
+            d.cached.kv_projections,
+            d.uncached.kv_projections,
+            d.cached.scores,
+            d.uncached.scores,
+            strict=True,
+        )
+    )
+    return [
+        Table(
+            "Work per generated token, with and without a KV cache",
+            (
+                "token",
+                "K/V projections, cached",
+                "K/V projections, uncached",
+                "scores, cached",
+                "scores, uncached",
+            ),
+            rows,
+        )
+    ]
 
 
 def build(style) -> Figure:
@@ -69,10 +87,17 @@ def build(style) -> Figure:
         uncached, cached = getattr(d.uncached, field), getattr(d.cached, field)
         ax.plot(t, uncached, color=style.unscaled, label="without cache")
         ax.plot(t, cached, color=style.scaled, linestyle="--", label="with cache")
-        for y, text, colour in ((uncached, growth[0], style.unscaled),
-                                (cached, growth[1], style.scaled)):
-            ax.annotate(text, (t[-1], y[-1]), xytext=(-4, 6), textcoords="offset points",
-                        ha="right", va="bottom", color=colour, fontsize=11)
+        for y, text, colour in ((uncached, growth[0], style.unscaled), (cached, growth[1], style.scaled)):
+            ax.annotate(
+                text,
+                (t[-1], y[-1]),
+                xytext=(-4, 6),
+                textcoords="offset points",
+                ha="right",
+                va="bottom",
+                color=colour,
+                fontsize=11,
+            )
         ax.set_title(title, loc="left")
         ax.set_yscale("log", base=2)
         ax.set_ylabel("count (log scale)")

@@ -68,12 +68,10 @@ def _panel(ax, words, mask, weights, title, style):
     rows, cols = np.nonzero(~mask)
     for i, j in zip(rows, cols, strict=True):
         ax.add_patch(_hatched(i, j, style))
-        ax.text(j, i, f"{weights[i, j]:g}", ha="center", va="center", color=style.text,
-                fontsize=11)
+        ax.text(j, i, f"{weights[i, j]:g}", ha="center", va="center", color=style.text, fontsize=11)
     for i, j in zip(*np.nonzero(mask), strict=True):
         w = weights[i, j]  # ".72" fits a cell; only an exact 1 is written "1"
-        cell_text(ax, image, i, j, "1" if w == 1.0 else f"{w:.2f}".removeprefix("0"), style,
-                  fontsize=9)
+        cell_text(ax, image, i, j, "1" if w == 1.0 else f"{w:.2f}".removeprefix("0"), style, fontsize=9)
     ax.set_title(title)
     ax.set_xlabel("key")
     ax.set_ylabel("query")
@@ -81,17 +79,22 @@ def _panel(ax, words, mask, weights, title, style):
 
 
 def _hatched(i, j, style):
-    return Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=style.background, hatch="///",
-                     edgecolor=style.faint, linewidth=0)
+    return Rectangle(
+        (j - 0.5, i - 0.5), 1, 1, facecolor=style.background, hatch="///", edgecolor=style.faint, linewidth=0
+    )
 
 
 def tables() -> list[Table]:
     d = data()
     return [
-        matrix("Causal mask: attention weights (0 where masked)", r"query \ key",
-               d.words, d.words, d.causal),
-        matrix("Padding mask: attention weights (0 on padding keys)", r"query \ key",
-               d.padded_words, d.padded_words, d.padding),
+        matrix("Causal mask: attention weights (0 where masked)", r"query \ key", d.words, d.words, d.causal),
+        matrix(
+            "Padding mask: attention weights (0 on padding keys)",
+            r"query \ key",
+            d.padded_words,
+            d.padded_words,
+            d.padding,
+        ),
     ]
 
 
@@ -110,7 +113,15 @@ def build(style, narrow: bool = False) -> Figure:
     bar = fig.colorbar(image, ax=list(axes), orientation="horizontal", shrink=0.8, aspect=30)
     bar.set_label("attention weight")
     bar.outline.set_visible(False)
-    fig.legend(handles=[Patch(facecolor=style.background, hatch="///", edgecolor=style.faint,
-                              label="masked: weight exactly 0")],
-               loc="outside lower center")
+    fig.legend(
+        handles=[
+            Patch(
+                facecolor=style.background,
+                hatch="///",
+                edgecolor=style.faint,
+                label="masked: weight exactly 0",
+            )
+        ],
+        loc="outside lower center",
+    )
     return fig

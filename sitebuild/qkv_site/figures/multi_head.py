@@ -52,11 +52,15 @@ def data() -> Heads:
 
 def tables() -> list[Table]:
     d = data()
-    heads = [matrix(f"Head {h + 1}: attention weights", r"query \ key", d.words, d.words, w)
-             for h, w in enumerate(d.weights)]
-    cost = Table(f"Floating-point operations of Q Kᵀ and weights · V over all heads, "
-                 f"T = {COST_T:,}", ("heads", "d_head", "FLOPs"),
-                 tuple((h, dh, f) for (h, dh), f in d.flops.items()))
+    heads = [
+        matrix(f"Head {h + 1}: attention weights", r"query \ key", d.words, d.words, w)
+        for h, w in enumerate(d.weights)
+    ]
+    cost = Table(
+        f"Floating-point operations of Q Kᵀ and weights · V over all heads, T = {COST_T:,}",
+        ("heads", "d_head", "FLOPs"),
+        tuple((h, dh, f) for (h, dh), f in d.flops.items()),
+    )
     return [*heads, cost]
 
 
@@ -73,8 +77,9 @@ def build(style, narrow: bool = False) -> Figure:
             ax.tick_params(axis="x", labelrotation=90)
     for ax in axes[0]:
         ax.tick_params(labelbottom=False)
-    bar = top.colorbar(image, ax=axes, orientation="horizontal" if narrow else "vertical",
-                       shrink=0.7, aspect=25)
+    bar = top.colorbar(
+        image, ax=axes, orientation="horizontal" if narrow else "vertical", shrink=0.7, aspect=25
+    )
     bar.set_label("weight")
     bar.outline.set_visible(False)
 
@@ -83,8 +88,15 @@ def build(style, narrow: bool = False) -> Figure:
         per_head = d.flops[(heads, d_head)] / heads / 1e9
         colour = style.primary if heads > 1 else style.accent
         for h in range(heads):  # one segment per head
-            ax.barh(row, per_head, left=h * per_head, color=colour, edgecolor=style.background,
-                    linewidth=1.5, height=0.6)
+            ax.barh(
+                row,
+                per_head,
+                left=h * per_head,
+                color=colour,
+                edgecolor=style.background,
+                linewidth=1.5,
+                height=0.6,
+            )
     ax.set_yticks(range(len(COST_SPLITS)), [f"{h} × {d}" for h, d in COST_SPLITS])
     ax.invert_yaxis()
     ax.set_xlabel(f"GFLOP, T = {COST_T:,} tokens")

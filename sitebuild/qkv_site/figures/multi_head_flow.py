@@ -66,13 +66,21 @@ def _head_colours(style) -> tuple[str, ...]:
 def _bands(ax, n_rows, d_head, colours):
     """Frame each head's block of columns in its colour."""
     for h, colour in enumerate(colours):
-        ax.add_patch(Rectangle((h * d_head - 0.5, -0.5), d_head, n_rows, fill=False,
-                               edgecolor=colour, linewidth=2.5, clip_on=False))
+        ax.add_patch(
+            Rectangle(
+                (h * d_head - 0.5, -0.5),
+                d_head,
+                n_rows,
+                fill=False,
+                edgecolor=colour,
+                linewidth=2.5,
+                clip_on=False,
+            )
+        )
 
 
 def _matrix(ax, matrix, rows, title, style, limit, bands=None):
-    heatmap(ax, matrix, rows, [""] * matrix.shape[1], style, vmin=-limit, vmax=limit,
-            cmap="PuOr_r")
+    heatmap(ax, matrix, rows, [""] * matrix.shape[1], style, vmin=-limit, vmax=limit, cmap="PuOr_r")
     ax.set_xticks([])
     ax.set_title(title, loc="left", fontsize=11)
     if bands:
@@ -81,8 +89,10 @@ def _matrix(ax, matrix, rows, title, style, limit, bands=None):
 
 def tables() -> list[Table]:
     d = data()
-    return [matrix(f"Head {h + 1}: attention weights", r"query \ key", d.words, d.words, w)
-            for h, w in enumerate(d.weights)]
+    return [
+        matrix(f"Head {h + 1}: attention weights", r"query \ key", d.words, d.words, w)
+        for h, w in enumerate(d.weights)
+    ]
 
 
 def build(style, narrow: bool = False) -> Figure:
@@ -101,16 +111,31 @@ def build(style, narrow: bool = False) -> Figure:
         head_figs = middle.subfigures(1, N_HEADS).flat
 
     ax = top.add_subplot()
-    _matrix(ax, d.queries, d.words, f"1. Q = X W_Q, split into {N_HEADS} heads", style, limit,
-            (d_head, colours))
+    _matrix(
+        ax, d.queries, d.words, f"1. Q = X W_Q, split into {N_HEADS} heads", style, limit, (d_head, colours)
+    )
     for h, colour in enumerate(colours):  # name each band above it, in its colour
-        ax.text(h * d_head + (d_head - 1) / 2, -0.7, f"head {h + 1}", color=colour,
-                ha="center", va="bottom", fontsize=10, fontweight="bold")
+        ax.text(
+            h * d_head + (d_head - 1) / 2,
+            -0.7,
+            f"head {h + 1}",
+            color=colour,
+            ha="center",
+            va="bottom",
+            fontsize=10,
+            fontweight="bold",
+        )
     ax.set_title(ax.get_title(loc="left"), loc="left", fontsize=11, pad=18)
 
     sizes = "" if narrow else f" ({t} × {t}), then output ({t} × {d_head})"
-    middle.suptitle(f"2. each head alone: weights{sizes or ', then output'}",
-                    x=0.02, ha="left", fontsize=11, fontweight="bold", color=style.text)
+    middle.suptitle(
+        f"2. each head alone: weights{sizes or ', then output'}",
+        x=0.02,
+        ha="left",
+        fontsize=11,
+        fontweight="bold",
+        color=style.text,
+    )
     vmax = float(np.ceil(d.weights.max() * 10) / 10)  # one colour scale for every head
     for h, sub in enumerate(head_figs):
         w_ax, o_ax = sub.subplots(2, 1)
@@ -122,8 +147,7 @@ def build(style, narrow: bool = False) -> Figure:
             spine.set_visible(True)
             spine.set_edgecolor(colours[h])
             spine.set_linewidth(2)
-        heatmap(o_ax, d.per_head[h], [""] * t, [""] * d_head, style, vmin=-limit, vmax=limit,
-                cmap="PuOr_r")
+        heatmap(o_ax, d.per_head[h], [""] * t, [""] * d_head, style, vmin=-limit, vmax=limit, cmap="PuOr_r")
         o_ax.set_xticks([])
         o_ax.set_yticks([])
         _bands(o_ax, t, d_head, [colours[h]])

@@ -78,8 +78,7 @@ def stable_clip_ids(svg: bytes) -> bytes:
     """
     ids = set(re.findall(rb'<clipPath id="([^"]+)"', svg))
     for n, old in enumerate(sorted(ids, key=svg.index)):  # first use: a url(#...) reference
-        svg = svg.replace(b'"' + old + b'"', b'"clip%d"' % n).replace(b"#" + old + b")",
-                                                                       b"#clip%d)" % n)
+        svg = svg.replace(b'"' + old + b'"', b'"clip%d"' % n).replace(b"#" + old + b")", b"#clip%d)" % n)
     return svg
 
 
@@ -92,18 +91,28 @@ def check_text_inside(figure, label: str) -> None:
     tolerance = 1 / 72  # inches: text metrics differ slightly between backends
     edge = figure.bbox_inches.padded(tolerance)
     drawn = figure.get_tightbbox()  # inches; only what was drawn
-    if edge.containsx(drawn.x0) and edge.containsx(drawn.x1) and \
-            edge.containsy(drawn.y0) and edge.containsy(drawn.y1):
+    if (
+        edge.containsx(drawn.x0)
+        and edge.containsx(drawn.x1)
+        and edge.containsy(drawn.y0)
+        and edge.containsy(drawn.y1)
+    ):
         return
     culprits = []
     for ax in figure.get_axes():
         box = ax.get_tightbbox().transformed(figure.dpi_scale_trans.inverted())
-        if not (edge.containsx(box.x0) and edge.containsx(box.x1) and
-                edge.containsy(box.y0) and edge.containsy(box.y1)):
+        if not (
+            edge.containsx(box.x0)
+            and edge.containsx(box.x1)
+            and edge.containsy(box.y0)
+            and edge.containsy(box.y1)
+        ):
             culprits.append(repr(ax.get_title() or ax.get_xlabel() or ax.get_ylabel()))
-    raise ValueError(f"{label}: the axes {', '.join(culprits) or '(a figure-level text)'} "
-                     f"stick out past the edge of the figure (drawn: {_inches(drawn)}, figure: "
-                     f"{_inches(figure.bbox_inches)}); make the figure larger or its text shorter")
+    raise ValueError(
+        f"{label}: the axes {', '.join(culprits) or '(a figure-level text)'} "
+        f"stick out past the edge of the figure (drawn: {_inches(drawn)}, figure: "
+        f"{_inches(figure.bbox_inches)}); make the figure larger or its text shorter"
+    )
 
 
 def _inches(box) -> str:
@@ -120,8 +129,12 @@ def write(name: str, outdir: Path) -> list[Path]:
         path.write_bytes(render_svg(name, variant))
         written.append(path)
     tables = [t.as_json() for t in module.tables()] if hasattr(module, "tables") else []
-    meta = {"alt": module.ALT, "caption": module.CAPTION, "variants": variants(module),
-            "tables": tables}  # the numbers behind the figure (see _table.py)
+    meta = {
+        "alt": module.ALT,
+        "caption": module.CAPTION,
+        "variants": variants(module),
+        "tables": tables,
+    }  # the numbers behind the figure (see _table.py)
     meta_path = outdir / f"{name}.json"
     meta_path.write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
     return [*written, meta_path]

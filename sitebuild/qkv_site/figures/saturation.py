@@ -50,12 +50,15 @@ def data() -> Curves:
 def tables() -> list[Table]:
     d = data()
     columns = ("d_k", "mean", "10th percentile", "90th percentile")
-    return [Table(f"{what}, {'scaled' if scale else 'unscaled'} scores", columns,
-                  tuple((dim, *row) for dim, row in zip(d.dims.tolist(),
-                                                        values[scale].tolist(), strict=True)))
-            for what, values in (("Entropy of the weights (nats)", d.entropy),
-                                 ("Largest weight", d.max_weight))
-            for scale in (True, False)]
+    return [
+        Table(
+            f"{what}, {'scaled' if scale else 'unscaled'} scores",
+            columns,
+            tuple((dim, *row) for dim, row in zip(d.dims.tolist(), values[scale].tolist(), strict=True)),
+        )
+        for what, values in (("Entropy of the weights (nats)", d.entropy), ("Largest weight", d.max_weight))
+        for scale in (True, False)
+    ]
 
 
 def build(style) -> Figure:
@@ -70,12 +73,26 @@ def build(style) -> Figure:
         ax.grid(True)
     top.set_ylabel("entropy of weights (nats)")
     top.set_ylim(0, 2.05)
-    top.text(d.dims[-1], even[top] + 0.04, f"even over {N_KEYS}: ln {N_KEYS}", ha="right",
-             va="bottom", color=style.muted, fontsize=10)
+    top.text(
+        d.dims[-1],
+        even[top] + 0.04,
+        f"even over {N_KEYS}: ln {N_KEYS}",
+        ha="right",
+        va="bottom",
+        color=style.muted,
+        fontsize=10,
+    )
     top.legend(loc="lower left")
     bottom.set_ylabel("largest weight")
     bottom.set_ylim(0, 1.05)
-    bottom.text(d.dims[-1], even[bottom] - 0.04, f"even: 1/{N_KEYS}", ha="right", va="top",
-                color=style.muted, fontsize=10)
+    bottom.text(
+        d.dims[-1],
+        even[bottom] - 0.04,
+        f"even: 1/{N_KEYS}",
+        ha="right",
+        va="top",
+        color=style.muted,
+        fontsize=10,
+    )
     log2_axis(bottom, d.dims, r"head dimension $d_k$ (log scale)")
     return fig

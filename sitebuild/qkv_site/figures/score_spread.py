@@ -45,8 +45,13 @@ def data() -> Spread:
 def tables() -> list[Table]:
     d = data()
     rows = tuple(zip(d.dims.tolist(), d.unscaled.tolist(), d.scaled.tolist(), strict=True))
-    return [Table("Spread (standard deviation) of attention scores per head dimension",
-                  ("d_k", "unscaled q·k", "scaled q·k / √d_k"), rows)]
+    return [
+        Table(
+            "Spread (standard deviation) of attention scores per head dimension",
+            ("d_k", "unscaled q·k", "scaled q·k / √d_k"),
+            rows,
+        )
+    ]
 
 
 def build(style) -> Figure:
@@ -54,11 +59,17 @@ def build(style) -> Figure:
     fig = Figure(figsize=(5.0, 3.6), layout="constrained")
     ax = fig.add_subplot()
     ax.plot(d.dims, d.unscaled, marker="o", color=style.unscaled, label=r"unscaled: $q\cdot k$")
-    ax.plot(d.dims, d.scaled, marker="s", color=style.scaled,
-            label=r"scaled: $q\cdot k\,/\sqrt{d_k}$")
+    ax.plot(d.dims, d.scaled, marker="s", color=style.scaled, label=r"scaled: $q\cdot k\,/\sqrt{d_k}$")
     smooth = np.geomspace(d.dims[0], d.dims[-1], 200)
-    ax.plot(smooth, np.sqrt(smooth), color=style.text, linestyle=(0, (3, 3)), linewidth=1.2,
-            label=r"$\sqrt{d_k}$ (predicted)", zorder=3)  # on top: the data lie on it
+    ax.plot(
+        smooth,
+        np.sqrt(smooth),
+        color=style.text,
+        linestyle=(0, (3, 3)),
+        linewidth=1.2,
+        label=r"$\sqrt{d_k}$ (predicted)",
+        zorder=3,
+    )  # on top: the data lie on it
     log2_axis(ax, d.dims, r"head dimension $d_k$ (log scale)")
     ax.set_yscale("log", base=2)
     ticks = [0.5, 1, 2, 4, 8, 16, 32]

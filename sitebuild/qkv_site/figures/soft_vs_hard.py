@@ -57,16 +57,26 @@ def _swatch(ax, rgb, style):
     ax.set_aspect("equal")
     ax.axis("off")
     ax.set_title("answer", fontsize=11)
-    ax.text(0.5, -0.12, "RGB\n" + ", ".join(f"{c:.2f}" for c in rgb), ha="center", va="top",
-            fontsize=10, color=style.text, transform=ax.transAxes)
+    ax.text(
+        0.5,
+        -0.12,
+        "RGB\n" + ", ".join(f"{c:.2f}" for c in rgb),
+        ha="center",
+        va="top",
+        fontsize=10,
+        color=style.text,
+        transform=ax.transAxes,
+    )
 
 
 def tables() -> list[Table]:
     d = data()
     weights = tuple(zip(d.names, d.soft.tolist(), d.hard.tolist(), strict=True))
     answers = (("soft (blend)", *d.soft_answer.tolist()), ("hard (best key)", *d.hard_answer.tolist()))
-    return [Table("Weight of each entry", ("entry", "soft lookup", "hard lookup"), weights),
-            Table("Answer colour (red, green, blue)", ("lookup", "red", "green", "blue"), answers)]
+    return [
+        Table("Weight of each entry", ("entry", "soft lookup", "hard lookup"), weights),
+        Table("Answer colour (red, green, blue)", ("lookup", "red", "green", "blue"), answers),
+    ]
 
 
 def build(style) -> Figure:
@@ -78,15 +88,19 @@ def build(style) -> Figure:
     soft_ax = fig.add_subplot(grid[0, 0])
     hard_ax = fig.add_subplot(grid[1, 0], sharex=soft_ax, sharey=soft_ax)
     for row, ax, weights, answer, title, labels in (
-        (0, soft_ax, d.soft, d.soft_answer, "Soft: attention",
-         [f"{w:.2f}" for w in d.soft]),
-        (1, hard_ax, d.hard, d.hard_answer, "Hard: dictionary lookup",
-         [f"{w:g}" for w in d.hard]),
+        (0, soft_ax, d.soft, d.soft_answer, "Soft: attention", [f"{w:.2f}" for w in d.soft]),
+        (1, hard_ax, d.hard, d.hard_answer, "Hard: dictionary lookup", [f"{w:g}" for w in d.hard]),
     ):
         # Each bar is painted in its entry's own colour (the value it hands over), so
         # "red" is red; the outline keeps white visible and marks the best match.
-        bars = ax.bar(x, weights, color=[tuple(v) for v in VALUES], width=0.7,
-                      edgecolor=style.text, linewidth=[2.0 if i == best else 0.6 for i in x])
+        bars = ax.bar(
+            x,
+            weights,
+            color=[tuple(v) for v in VALUES],
+            width=0.7,
+            edgecolor=style.text,
+            linewidth=[2.0 if i == best else 0.6 for i in x],
+        )
         ax.bar_label(bars, labels, padding=2, fontsize=11, color=style.text)
         ax.set_title(title, loc="left")
         ax.set_ylabel("weight")

@@ -141,8 +141,10 @@ LIGHT = Style(
     accent="#ff6e42",  # deep orange --md-accent-fg-color
     scaled=OKABE_ITO["blue"],
     unscaled=OKABE_ITO["vermillion"],
-    lines=tuple(OKABE_ITO[c] for c in ("blue", "vermillion", "bluish green", "reddish purple",
-                                        "orange", "sky blue", "black")),
+    lines=tuple(
+        OKABE_ITO[c]
+        for c in ("blue", "vermillion", "bluish green", "reddish purple", "orange", "sky blue", "black")
+    ),
 )
 
 DARK = Style(
@@ -157,8 +159,10 @@ DARK = Style(
     # On a dark background the lighter members of each Okabe-Ito pair read better.
     scaled=OKABE_ITO["sky blue"],
     unscaled=OKABE_ITO["orange"],
-    lines=tuple(OKABE_ITO[c] for c in ("sky blue", "orange", "bluish green", "reddish purple",
-                                        "vermillion", "yellow", "blue")),
+    lines=tuple(
+        OKABE_ITO[c]
+        for c in ("sky blue", "orange", "bluish green", "reddish purple", "vermillion", "yellow", "blue")
+    ),
 )
 
 STYLES = {"light": LIGHT, "dark": DARK}

@@ -53,9 +53,10 @@ def data() -> Scores:
 
 def tables() -> list[Table]:
     d = data()
-    return [matrix("Scaled scores, separate W_Q and W_K", r"query \ key", d.words, d.words,
-                   d.separate),
-            matrix("Scaled scores, tied W_Q = W_K", r"query \ key", d.words, d.words, d.tied)]
+    return [
+        matrix("Scaled scores, separate W_Q and W_K", r"query \ key", d.words, d.words, d.separate),
+        matrix("Scaled scores, tied W_Q = W_K", r"query \ key", d.words, d.words, d.tied),
+    ]
 
 
 def build(style, narrow: bool = False) -> Figure:
@@ -68,10 +69,11 @@ def build(style, narrow: bool = False) -> Figure:
         left, right = fig.subplots(1, 2, sharey=True)
     limit = float(np.abs([d.separate, d.tied]).max())
     i, j = (d.words.index(w) for w in PAIR)
-    for ax, scores, title in ((left, d.separate, "separate $W_Q$, $W_K$"),
-                              (right, d.tied, "tied: $W_Q = W_K$")):
-        image = heatmap(ax, scores, d.words, d.words, style, vmin=-limit, vmax=limit,
-                        cmap="PuOr_r")
+    for ax, scores, title in (
+        (left, d.separate, "separate $W_Q$, $W_K$"),
+        (right, d.tied, "tied: $W_Q = W_K$"),
+    ):
+        image = heatmap(ax, scores, d.words, d.words, style, vmin=-limit, vmax=limit, cmap="PuOr_r")
         for a, b in ((i, j), (j, i)):
             outline(ax, a, b, style.text)
             cell_text(ax, image, a, b, f"{scores[a, b]:.2f}", style, fontsize=9.5)
@@ -80,8 +82,7 @@ def build(style, narrow: bool = False) -> Figure:
     left.set_ylabel("query")
     if narrow:
         right.set_ylabel("query")
-    bar = fig.colorbar(image, ax=[left, right], orientation="horizontal", shrink=0.7,
-                       aspect=30)
+    bar = fig.colorbar(image, ax=[left, right], orientation="horizontal", shrink=0.7, aspect=30)
     bar.set_label(r"scaled score $q\cdot k/\sqrt{d_k}$")
     bar.outline.set_visible(False)
     return fig

@@ -17,8 +17,12 @@ TITLES = {  # kind -> what its target is, as the panels and tables name it
     "duplicate": "earlier copy of itself",
     "induction": "token after an earlier copy",
 }
-PANELS = {"first": "first token", "previous": "previous token",
-          "duplicate": "earlier copy", "induction": "after a copy"}  # short, for the titles
+PANELS = {
+    "first": "first token",
+    "previous": "previous token",
+    "duplicate": "earlier copy",
+    "induction": "after a copy",
+}  # short, for the titles
 NARROW = True  # phones: the four grids two by two
 
 ALT = (
@@ -53,11 +57,11 @@ def data() -> HeadTypes:
     for kind in head_scores.KINDS:
         runs = repeated() if kind in ("duplicate", "induction") else texts()
         aims = [head_scores.targets(kind, run.ids) for run in runs]
-        scores.append(np.mean([head_scores.score(run.weights, a) for run, a in
-                               zip(runs, aims, strict=True)], axis=0))
+        scores.append(
+            np.mean([head_scores.score(run.weights, a) for run, a in zip(runs, aims, strict=True)], axis=0)
+        )
         baselines.append(np.mean([head_scores.baseline(a) for a in aims]))
-    return HeadTypes(head_scores.KINDS, np.stack(scores), np.array(baselines),
-                     head_scores.THRESHOLD)
+    return HeadTypes(head_scores.KINDS, np.stack(scores), np.array(baselines), head_scores.THRESHOLD)
 
 
 def tables() -> list[Table]:
@@ -65,9 +69,16 @@ def tables() -> list[Table]:
     layers = range(1, d.scores.shape[1] + 1)
     heads = [f"head {h}" for h in range(1, d.scores.shape[2] + 1)]
     # three decimals: 1,080 numbers, and the page must stay under 200 KB
-    return [matrix(f"Mean weight on the {TITLES[kind]} (even spread: {base:.2f})", "layer",
-                   layers, heads, scores.round(3))
-            for kind, scores, base in zip(d.kinds, d.scores, d.baselines, strict=True)]
+    return [
+        matrix(
+            f"Mean weight on the {TITLES[kind]} (even spread: {base:.2f})",
+            "layer",
+            layers,
+            heads,
+            scores.round(3),
+        )
+        for kind, scores, base in zip(d.kinds, d.scores, d.baselines, strict=True)
+    ]
 
 
 def build(style, narrow: bool = False) -> Figure:
@@ -75,14 +86,13 @@ def build(style, narrow: bool = False) -> Figure:
     n_layers, n_heads = d.scores.shape[1:]
     fig = Figure(figsize=(3.9, 9.4) if narrow else (7.0, 6.4), layout="constrained")
     axes = fig.subplots(2, 2, sharey=True) if narrow else fig.subplots(1, 4, sharey=True)
-    for ax, kind, scores, base in zip(axes.ravel(), d.kinds, d.scores, d.baselines,
-                                      strict=True):
-        image = ax.imshow(scores, cmap=style.cmap, vmin=0.0, vmax=1.0, interpolation="none",
-                          aspect="equal")
+    for ax, kind, scores, base in zip(axes.ravel(), d.kinds, d.scores, d.baselines, strict=True):
+        image = ax.imshow(scores, cmap=style.cmap, vmin=0.0, vmax=1.0, interpolation="none", aspect="equal")
         ax.set_title(f"{PANELS[kind]}\n(even: {base:.2f})", fontsize=9 if narrow else 10)
         rows, cols = np.nonzero(scores > d.threshold)
-        colours = [style.text_on(image.cmap(image.norm(scores[r, c])))
-                   for r, c in zip(rows, cols, strict=True)]
+        colours = [
+            style.text_on(image.cmap(image.norm(scores[r, c]))) for r, c in zip(rows, cols, strict=True)
+        ]
         ax.scatter(cols, rows, s=4, c=colours, linewidths=0)
         ax.set_xticks(range(0, n_heads, 2), range(1, n_heads + 1, 2), fontsize=8)
         ax.set_xlabel("head", fontsize=9)
@@ -90,11 +100,11 @@ def build(style, narrow: bool = False) -> Figure:
         for spine in ax.spines.values():
             spine.set_visible(False)
     for ax in np.atleast_2d(axes)[:, 0]:
-        ax.set_yticks(range(0, n_layers, 2), [str(i + 1) for i in range(0, n_layers, 2)],
-                      fontsize=8)
+        ax.set_yticks(range(0, n_layers, 2), [str(i + 1) for i in range(0, n_layers, 2)], fontsize=8)
         ax.set_ylabel("layer")
-    bar = fig.colorbar(image, ax=axes, location="bottom", shrink=0.8 if narrow else 0.6,
-                       aspect=30 if narrow else 40)
+    bar = fig.colorbar(
+        image, ax=axes, location="bottom", shrink=0.8 if narrow else 0.6, aspect=30 if narrow else 40
+    )
     bar.set_label("mean weight on the target (dot: above 0.5)")
     bar.outline.set_visible(False)
     return fig

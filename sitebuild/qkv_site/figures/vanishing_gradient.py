@@ -49,10 +49,14 @@ def data() -> Gradient:
 def tables() -> list[Table]:
     d = data()
     columns = ("d_k", "25th percentile", "median", "75th percentile")
-    return [Table(f"Norm of the softmax Jacobian (gradient size), {'scaled' if scale else 'unscaled'} scores",
-                  columns, tuple((dim, *row) for dim, row in zip(
-                      d.dims.tolist(), d.quartiles[scale].tolist(), strict=True)))
-            for scale in (True, False)]
+    return [
+        Table(
+            f"Norm of the softmax Jacobian (gradient size), {'scaled' if scale else 'unscaled'} scores",
+            columns,
+            tuple((dim, *row) for dim, row in zip(d.dims.tolist(), d.quartiles[scale].tolist(), strict=True)),
+        )
+        for scale in (True, False)
+    ]
 
 
 def build(style) -> Figure:
