@@ -1,4 +1,4 @@
-"""How long SmolLM2-135M takes to load (cold: read and dequantize the GGUF file; warm: map
+"""How long SmolLM2-135M-Instruct takes to load (cold: read and dequantize the GGUF file; warm: map
 the cache folder; in memory) and to run, measured in one run.
 
     python benchmarks/smollm2_load.py

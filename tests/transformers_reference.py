@@ -1,4 +1,4 @@
-"""SmolLM2-135M as Hugging Face transformers computes it: the reference for ``qkv.smollm2``.
+"""SmolLM2-135M-Instruct as Hugging Face transformers computes it: the reference for ``qkv.smollm2``.
 
 The reference is independent of qkv: transformers reads the same GGUF file with its own
 loader, builds its own tokenizer, puts the Q/K rows back into Hugging Face's order and runs

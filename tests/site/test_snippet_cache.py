@@ -34,12 +34,12 @@ print("second", x * 21)
 '''
 
 
-def build(root, cache) -> tuple[str, list[str]]:
+def build(root, cache, page="index") -> tuple[str, list[str]]:
     """Build; the plugin's summary line and the texts the page shows under its blocks."""
     done = build_site(root / "site", {"QKV_CACHE": str(cache)}, cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = re.search(r"artifacts: (.*?), in [\d.]+ s of build", done.stderr).group(1)
-    soup = BeautifulSoup((root / "site" / "index.html").read_text(encoding="utf-8"), "html.parser")
+    soup = BeautifulSoup((root / "site" / ("index.html" if page == "index" else f"{page}/index.html")).read_text(encoding="utf-8"), "html.parser")
     return summary, [pre.get_text().strip() for pre in soup.select("div.highlight pre")]
 
 
@@ -59,3 +59,45 @@ def test_an_edit_reruns_its_block_and_only_the_blocks_whose_state_it_changed(tmp
     page.write_text(PAGE.replace("x = 2", "x = 3"))
     assert build(root, cache) == ("2 computed (2 snippets), 0 from the cache",
                                   ["first 3", "second 63"])
+
+
+def two_page_project(root, block: str):
+    """A project of two pages, each with one session whose only block is ``block`` with
+    PAGE replaced by the page's name (blocks of the same code would share one entry)."""
+    (root / "docs").mkdir(parents=True)
+    (root / "mkdocs.yml").write_text(MKDOCS_YML)
+    for name in ("index", "other"):
+        (root / "docs" / f"{name}.md").write_text(
+            f'# {name}\n\n```python exec="on" result="text" session="{name}"\n'
+            f'{block.replace("PAGE", name)}\n```\n'
+        )
+
+
+def test_the_sessions_of_different_pages_run_side_by_side(tmp_path):
+    # MkDocs renders pages one at a time; the plugin reads the pages ahead and starts their
+    # sessions on its two workers. Each block notes when it ran: if the second page's session
+    # only started when its page was rendered, the two spans would not overlap.
+    root, spans = tmp_path / "project", tmp_path / "spans.txt"
+    two_page_project(
+        root,
+        "import time\n"
+        "start = time.time()\n"
+        "time.sleep(1.5)\n"
+        f"with open({str(spans)!r}, 'a') as f:\n"
+        "    f.write(f'{start} {time.time()}\\n')\n"
+        "print('PAGE done')",
+    )
+    summary, shown = build(root, tmp_path / "cache")
+    assert summary == "2 computed (2 snippets), 0 from the cache" and shown == ["index done"]
+    (a_start, a_end), (b_start, b_end) = (map(float, line.split()) for line in spans.read_text().splitlines())
+    assert max(a_start, b_start) < min(a_end, b_end), "the two sessions ran one after the other"
+
+
+def test_a_block_that_raises_fails_the_build_naming_its_page_block_and_error(tmp_path):
+    # Read ahead or not, a failing block stops the build and the message leads to it.
+    root = tmp_path / "project"
+    two_page_project(root, "x = 1\nraise RuntimeError('PAGE: the value was ' + str(x))")
+    done = build_site(root / "site", {"QKV_CACHE": str(tmp_path / "cache")}, cwd=root)
+    assert done.returncode != 0
+    assert "docs/index.md (session 'index', block 1)" in done.stderr
+    assert "RuntimeError: index: the value was 1" in done.stderr

@@ -49,7 +49,8 @@ from qkv_site.artifacts.snippets import Snippets
 
 log = logging.getLogger("mkdocs.plugins.qkv-artifacts")
 
-KINDS = (Explorer, Notebooks, Figures, Snippets)  # jobs are started in this order
+KINDS = (Explorer, Notebooks, Snippets, Figures)  # jobs are started in this order: the longest
+# (the trained model's data, the notebook, the trained-model chapters' snippet sessions) first
 
 
 class _NotTheDirtyWarning(logging.Filter):

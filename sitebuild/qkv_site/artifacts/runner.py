@@ -138,6 +138,11 @@ class Runner:
     def submit(self, job: Job) -> Future:
         return self._pool.submit(self._get, job)
 
+    def background(self, function, *args) -> Future:
+        """Run ``function(*args)`` on the same pool as the submitted jobs (it runs jobs itself
+        with :meth:`run`): early work waits behind the jobs submitted before it."""
+        return self._pool.submit(function, *args)
+
     def run(self, job: Job, compute=None) -> Result:
         """The job's result, computed in this thread (by ``compute(job, out)`` if given)."""
         return self._get(job, compute or self._compute)
@@ -155,15 +160,17 @@ class Runner:
                 folder.rename(old)  # an outdated entry of the same key
             try:
                 scratch.rename(folder)  # atomic: no build sees half an entry
-            except OSError:  # a concurrent build finished the same key first
-                pass
+                fresh = True
+            except OSError:  # a concurrent job or build finished the same key first
+                fresh = False
             shutil.rmtree(old, ignore_errors=True)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         with self._lock:
             self.used.add(folder)
-            self.computed.append(job)
-        return Result(job, folder, fresh=True)
+            if fresh:
+                self.computed.append(job)
+        return Result(job, folder, fresh=fresh)
 
     def _borrow(self) -> Worker:
         try:

@@ -34,7 +34,7 @@ def explorer(out: Path) -> None:
 
 
 def explorer_trained(out: Path) -> None:
-    """The explorer's trained mode: SmolLM2-135M's attention on a few sentences, one file
+    """The explorer's trained mode: SmolLM2-135M-Instruct's attention on a few sentences, one file
     per sentence and ``index.json``, all into ``out/smollm2/``."""
     from qkv_site.smollm2_data import write_files
 
