@@ -9,9 +9,8 @@ Layers and heads are printed counting from 1, as on the page.
 import numpy  # noqa: F401  (first: the limit below applies to the BLAS library NumPy loads)
 from threadpoolctl import threadpool_limits
 
-threadpool_limits(
-    1
-)  # small matrices: one BLAS thread is faster than several here
+# small matrices: one BLAS thread is faster than several here
+threadpool_limits(1)
 # --8<-- [end:threads]
 
 # --8<-- [start:pairs]
@@ -32,18 +31,14 @@ print("probe after each:", repr(pairs[1].probe(0).removeprefix(pairs[1].text(0))
 # --8<-- [end:pairs]
 
 # --8<-- [start:behaviour]
-runs = [
-    coreference.run_pair(model, pair) for pair in pairs
-]  # both texts of a pair at once
-preference = np.array(
-    [run.preference for run in runs]
-)  # (pairs, 2): log P(noun 1 / noun 2)
-right = (preference[:, 0] > 0).sum() + (
-    preference[:, 1] < 0
-).sum()  # each text on its own
-follows = (
-    preference[:, 0] > preference[:, 1]
-)  # moves towards the noun the word picks
+# both texts of a pair at once
+runs = [coreference.run_pair(model, pair) for pair in pairs]
+# (pairs, 2): log P(noun 1 / noun 2)
+preference = np.array([run.preference for run in runs])
+# each text on its own
+right = (preference[:, 0] > 0).sum() + (preference[:, 1] < 0).sum()
+# moves towards the noun the word picks
+follows = preference[:, 0] > preference[:, 1]
 print("log P(noun 1) - log P(noun 2) when noun 1 is meant | when noun 2 is meant")
 for pair, (meant_1, meant_2), moved in zip(
     pairs, preference, follows, strict=True
@@ -96,12 +91,13 @@ def followers(moved):
 at = {"the word": lambda run: run.word, "the last token": lambda run: -1}
 found = {}
 for name, query in at.items():
+    # (pairs, layers, heads)
     moved = np.array(
         [
             coreference.weight_moved(run.weights[:, :, :, query(run)], run.nouns)
             for run in runs
         ]
-    )  # (pairs, layers, heads)
+    )
     found[name], share = followers(moved)
     # control: swap the two texts of each pair at random, so the word's effect cancels
     rng = np.random.default_rng(0)
@@ -126,24 +122,22 @@ for name, query in at.items():
 # --8<-- [start:ablation]
 chosen = sorted(found["the word"])
 rng = np.random.default_rng(0)
+# as many heads, from the same layers
 controls = [
     {(ly, int(rng.choice([g for g in range(9) if g != h]))) for ly, h in chosen}
     for _ in range(3)
-]  # as many heads, from the same layers
+]
 variants = [set(chosen), *controls]
 edits = interventions.heads_off(model.config, variants)
 moved = []
-for pair, run in zip(
-    pairs, runs, strict=True
-):  # both texts, every variant: one batch
-    logits = interventions.run_edited(model, run.ids, edits, rows=[-1]).logits[
-        :, :, 0
-    ]
+# both texts, every variant: one batch
+for pair, run in zip(pairs, runs, strict=True):
+    edited = interventions.run_edited(model, run.ids, edits, rows=[-1])
+    logits = edited.logits[:, :, 0]
     after = coreference.preference(model, logits, pair)  # (variants, 2)
     moved.append(after[:, 0] - after[:, 1])
-moved = np.mean(
-    moved, axis=0
-)  # (variants,): mean move towards the meant noun, nats
+# (variants,): mean move towards the meant noun, nats
+moved = np.mean(moved, axis=0)
 print(
     f"mean move towards the meant noun: {np.mean(preference[:, 0] - preference[:, 1]):.2f} nats as run"
 )

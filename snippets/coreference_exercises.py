@@ -17,9 +17,8 @@ for name, query in (
     (" it", run.it),
     (f" {pair.words[0]} / {pair.words[1]}", run.word),
 ):
-    big, small = run.weights[:, 13, 8, query, trophy].sum(
-        axis=-1
-    )  # layer 14, head 9
+    # layer 14, head 9
+    big, small = run.weights[:, 13, 8, query, trophy].sum(axis=-1)
     print(
         f"query{name}: weight on 'trophy' {big:.2f} after 'big', {small:.2f} after "
         f"'small'; the same to the last bit: {big == small}"
@@ -31,10 +30,11 @@ soft, hungry = (
     smollm2.run(f"The cat sat on the mat because it was {word}", model)
     for word in ("soft", "hungry")
 )
+# the last word; the query of it
 word, it = (
     len(soft.ids) - 1,
     soft.pieces.index(" it"),
-)  # the last word; the query of it
+)
 for trace in (soft, hungry):
     row = trace.weights[13, 8, word]  # layer 14, head 9, query at the last word
     best = int(np.argmax(row))

@@ -4,9 +4,8 @@
 import qkv
 from qkv import toy
 
-x = (
-    toy.feature_embeddings()
-)  # 6 words x 8 named features: "she drank milk from a cup"
+# 6 words x 8 named features: "she drank milk from a cup"
+x = toy.feature_embeddings()
 q, k, v = qkv.project(x, toy.hand_built_projections())  # X W_Q, X W_K, X W_V
 weights, output = qkv.attention(q, k, v)  # softmax(q kᵀ / √8), then @ v
 

@@ -107,9 +107,8 @@ for n_kv in (8, 2, 1):  # multi-head, grouped-query, multi-query
     cache.append(
         qkv.split_heads(x @ w_g.w_k, n_kv), qkv.split_heads(x @ w_g.w_v, n_kv)
     )
-    formula = qkv.kv_cache_bytes(
-        1, n_kv, w_g.d_head, len(x), bytes_per_value=8
-    )  # float64
+    # float64
+    formula = qkv.kv_cache_bytes(1, n_kv, w_g.d_head, len(x), bytes_per_value=8)
     work = qkv.WorkCounter()
     qkv.decode_with_cache(x, w_g, work)
     print(

@@ -86,9 +86,8 @@ print("smallest whole factor with red above 0.99:", factor)
 # --8<-- [end:exercise_factor]
 
 # --8<-- [start:exercise_blue]
-at_blue = (
-    64 * keys[names.index("blue")][None]
-)  # a long query pointing straight at blue
+# a long query pointing straight at blue
+at_blue = 64 * keys[names.index("blue")][None]
 w, a = qkv.attention(at_blue, keys, values)
 print(f"weight on blue {w[0, names.index('blue')]:.6f}   answer {a[0]}")
 print(

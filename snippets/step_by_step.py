@@ -81,9 +81,8 @@ print(
 # --8<-- [start:residual]
 rng = np.random.default_rng(2)
 d_model = X.shape[-1]
-W_O = rng.normal(
-    0.0, 1 / np.sqrt(p.d_v), (p.d_v, d_model)
-)  # (4, 16): back to X's width
+# (4, 16): back to X's width
+W_O = rng.normal(0.0, 1 / np.sqrt(p.d_v), (p.d_v, d_model))
 update = output @ W_O  # (6, 4) @ (4, 16) -> (6, 16)
 X_next = X + update  # added to the residual stream; X itself is kept
 print("output", output.shape, "@ W_O", W_O.shape, "->", update.shape)
@@ -100,7 +99,13 @@ print("output matches the steps above:", np.allclose(result.output, output))
 
 # --8<-- [start:exercise_by_hand]
 q = np.array([[2.0, 0.0, 2.0, 0.0]])  # one query, d_k = 4, so sqrt(d_k) = 2
-k = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
+k = np.array(
+    [
+        [1.0, 0.0, 1.0, 0.0],  # k_1
+        [0.0, 1.0, 0.0, 1.0],  # k_2
+        [1.0, 0.0, 0.0, 0.0],  # k_3
+    ]
+)
 v = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
 w, out = qkv.attention(q, k, v)
 print("scaled scores:", (q @ k.T / 2).round(3))
@@ -110,9 +115,8 @@ print("output:       ", out.round(3))
 
 
 # --8<-- [start:exercise_wrong_axis]
-by_column = qkv.softmax(
-    scaled, axis=0
-)  # normalised over the queries: the wrong axis
+# normalised over the queries: the wrong axis
+by_column = qkv.softmax(scaled, axis=0)
 print("row sums:   ", by_column.sum(axis=-1).round(3))
 print("column sums:", by_column.sum(axis=0).round(3))
 other = Q.copy()

@@ -19,18 +19,16 @@ print("first token's weight on itself:", weights[0, 0])
 # --8<-- [end:causal_count]
 
 # --8<-- [start:cross_shapes]
-reader = np.random.default_rng(3).normal(
-    size=(5, toy.D_MODEL)
-)  # 5 positions that ask
+# 5 positions that ask
+reader = np.random.default_rng(3).normal(size=(5, toy.D_MODEL))
 words = toy.embeddings()  # the 6 toy words, read
 cross = qkv.cross_attention(reader, words, p)
 print("weights", cross.weights.shape, " output", cross.output.shape)
 # --8<-- [end:cross_shapes]
 
 # --8<-- [start:end_padding]
-batch = toy.embeddings()[None].repeat(
-    2, axis=0
-)  # (2, 6, 16): two copies of the sentence
+# (2, 6, 16): two copies of the sentence
+batch = toy.embeddings()[None].repeat(2, axis=0)
 batch[0, 4:] = (
     99.0  # the first sequence has 4 real words; its padding holds anything
 )

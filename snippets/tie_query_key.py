@@ -39,9 +39,8 @@ print(
 )
 
 W_O = rng.normal(size=(p.d_v, x.shape[1]))  # an output matrix, back to x's width
-B = rng.normal(
-    size=(p.d_v, p.d_v)
-)  # another invertible matrix, on the value side
+# another invertible matrix, on the value side
+B = rng.normal(size=(p.d_v, p.d_v))
 added = qkv.self_attention(x, p).output @ W_O  # what the head adds to the stream
 with_b = qkv.Projections(p.w_q, p.w_k, p.w_v @ B)
 added_b = qkv.self_attention(x, with_b).output @ (np.linalg.inv(B) @ W_O)
@@ -76,9 +75,8 @@ for name, s in [("separate", S), ("tied", S_tied)]:
 
 # --8<-- [start:what_breaks]
 k = x @ p.w_k  # tied: each word's query is its own key
-b = np.random.default_rng(2).normal(
-    size=p.d_k
-)  # a bias, added to the queries only
+# a bias, added to the queries only
+b = np.random.default_rng(2).normal(size=p.d_k)
 
 
 def asymmetry(q, k):
@@ -93,10 +91,11 @@ print(f"tied, with a query bias: {asymmetry(k + b, k):.2f}")
 # --8<-- [end:what_breaks]
 
 # --8<-- [start:tie_kv]
+# hand-built toy
 feats, hand = (
     toy.feature_embeddings(),
     toy.hand_built_projections(),
-)  # hand-built toy
+)
 tied_kv = qkv.Projections(w_q=hand.w_q, w_k=hand.w_k, w_v=hand.w_k)  # W_V = W_K
 
 

@@ -9,9 +9,8 @@ Layers, heads and positions are printed counting from 1, as on the page.
 import numpy  # noqa: F401  (first: the limit below applies to the BLAS library NumPy loads)
 from threadpoolctl import threadpool_limits
 
-threadpool_limits(
-    1
-)  # small matrices: one BLAS thread is faster than several here
+# small matrices: one BLAS thread is faster than several here
+threadpool_limits(1)
 # --8<-- [end:threads]
 
 # --8<-- [start:run]
@@ -45,9 +44,8 @@ print(
 from qkv import head_scores, interventions
 
 texts = [smollm2.run(text, model) for text in head_scores.TEXTS]
-repeats = head_scores.repeated_random_tokens(
-    4, 12, seed=0
-)  # 12 random tokens, twice
+# 12 random tokens, twice
+repeats = head_scores.repeated_random_tokens(4, 12, seed=0)
 repeated = [smollm2.forward(model, ids) for ids in repeats]
 print(f"{len(texts)} texts, {sum(len(t.ids) for t in texts)} tokens:")
 for t in texts:
@@ -58,16 +56,14 @@ print(
 # --8<-- [end:texts]
 
 # --8<-- [start:sinks]
-first = [
-    head_scores.targets("first", t.ids) for t in texts
-]  # key 1, queries 2..T
+# key 1, queries 2..T
+first = [head_scores.targets("first", t.ids) for t in texts]
 on_first = np.mean(
     [head_scores.score(t.weights, f) for t, f in zip(texts, first, strict=True)],
     axis=0,
 )
-even = np.mean(
-    [head_scores.baseline(f) for f in first]
-)  # a head that spreads evenly
+# a head that spreads evenly
+even = np.mean([head_scores.baseline(f) for f in first])
 by_layer = on_first.mean(axis=1)  # (L,): mean over the 9 heads
 print(
     f"weight on the first token by layer, mean over {len(texts)} texts (an even spread gives {even:.2f}):"
@@ -123,15 +119,13 @@ edits = {
     layer: interventions.PerVariant(list(tried.values())) for layer in range(L)
 }
 kl = []
-for (
-    t
-) in texts:  # the four edits as one batch; predictions 3..T, where all four act
+# the four edits as one batch; predictions 3..T, where all four act
+for t in texts:
     edited = interventions.run_edited(
         model, t.ids, edits, rows=slice(2, None)
     ).logits
-    kl.append(
-        interventions.kl_divergence(t.logits[2:], edited).mean(axis=-1)
-    )  # (4,)
+    # one mean KL per edit: (4,)
+    kl.append(interventions.kl_divergence(t.logits[2:], edited).mean(axis=-1))
 kl = np.array(kl)  # (texts, edits)
 print(
     f"how far the next-token distribution moves (KL, nats), over {len(texts)} texts:"
@@ -187,15 +181,12 @@ controls = [
 variants = [set(), found["induction"], found["previous"], *controls]
 edits = interventions.heads_off(config, variants)  # one variant per set of heads
 half = repeats.shape[1] // 2
-rows = np.arange(
-    half, 2 * half - 1
-)  # the positions that predict a repeated token
-logits = interventions.run_edited(
-    model, repeats, edits, rows=rows
-).logits  # (9, 4, 11, vocab)
-loss = interventions.next_token_loss(logits, repeats[:, rows + 1]).mean(
-    axis=(1, 2)
-)
+# the positions that predict a repeated token
+rows = np.arange(half, 2 * half - 1)
+# (variants, texts, positions, vocabulary)
+logits = interventions.run_edited(model, repeats, edits, rows=rows).logits
+loss = interventions.next_token_loss(logits, repeats[:, rows + 1])
+loss = loss.mean(axis=(1, 2))
 first_time = np.mean(
     [
         interventions.next_token_loss(t.logits[: half - 1], t.ids[1:half])
@@ -226,9 +217,8 @@ for t in texts:
     )
     x, done, row = model.embedding[t.ids], 0, []
     for ly, h in previous:  # RoPE off in this head's own layer only
-        x, _ = smollm2.run_layers(
-            model, x, positions, start=done, stop=ly
-        )  # layers below
+        # layers below
+        x, _ = smollm2.run_layers(model, x, positions, start=done, stop=ly)
         done = ly
         _, (seen,) = smollm2.run_layers(
             model,
@@ -260,24 +250,20 @@ for i, (ly, h) in enumerate(previous):
 within, pooled, stats = [], [], {True: [], False: []}
 for t in texts:
     mask = qkv.causal_mask(len(t.ids))
-    for i in range(
-        1, len(t.ids)
-    ):  # the spread softmax sees: one query's row of keys
+    # the spread softmax sees: one query's row of keys
+    for i in range(1, len(t.ids)):
         within.append(t.scores[:, :, i, : i + 1].std(axis=-1))  # (L, H)
-    pooled.append(
-        t.scores[:, :, mask]
-    )  # every visible score of the text, all heads
-    k = np.repeat(
-        t.k, config.group, axis=1
-    )  # (L, H, T, 64): each query head's keys
+    # every visible score of the text, all heads
+    pooled.append(t.scores[:, :, mask])
+    # (L, H, T, 64): each query head's keys
+    k = np.repeat(t.k, config.group, axis=1)
     v = np.repeat(t.v, config.group, axis=1)
     for scaled in (True, False):
         w = qkv.attention(
             t.q.astype(np.float64), k, v, mask=mask, scale=scaled
         ).weights
-        stats[scaled].append(
-            w[:, :, 1:].max(axis=-1).ravel()
-        )  # largest weight, queries 2..T
+        # largest weight, queries 2..T
+        stats[scaled].append(w[:, :, 1:].max(axis=-1).ravel())
 print(
     f"spread (std) of raw scores q·k within a query's row: {np.mean(within):.1f} "
     f"(after 1/√64: {np.mean(within) / 8:.1f})\npooled over all rows and heads: "

@@ -10,9 +10,8 @@ import numpy as np
 from qkv import head_scores, smollm2
 
 model = smollm2.load()
-guess = np.mean(
-    1 / np.arange(2, 21)
-)  # query i spreads 1/i over its i keys; queries 2..20
+# query i spreads 1/i over its i keys; queries 2..20
+guess = np.mean(1 / np.arange(2, 21))
 text = next(t for t in head_scores.TEXTS if len(model.encode(t)) == 20)
 trace = smollm2.run(text, model)
 aims = head_scores.targets("first", trace.ids)  # key 1, for queries 2..20
@@ -27,14 +26,14 @@ print(
 # --8<-- [start:one_head]
 from qkv import interventions
 
-repeats = head_scores.repeated_random_tokens(
-    4, 12, seed=0
-)  # the texts of the chapter
+# the texts of the chapter
+repeats = head_scores.repeated_random_tokens(4, 12, seed=0)
 rows = np.arange(12, 23)  # the positions that predict a repeated token
+# nothing off; layer 19, head 7 (counted from 0) off
 variants = [
     set(),
     {(18, 6)},
-]  # nothing off; layer 19, head 7 (counted from 0) off
+]
 edits = interventions.heads_off(model.config, variants)
 logits = interventions.run_edited(model, repeats, edits, rows=rows).logits
 loss = interventions.next_token_loss(logits, repeats[:, rows + 1]).mean(

@@ -6,6 +6,12 @@ Tests live in three folders, and the folder is the tier (the markers follow from
 - ``tests/site/``     needs the built site or builds one: marked ``build``
 - ``tests/browser/``  opens pages in Chromium: marked ``browser`` and ``build``
 
+Within tests/fast, the tests that run the trained model are marked ``model``: by their module
+(``pytestmark``), by their parameters (tests/fast/test_snippets.py), or here, for any test that
+asks for the ``model`` fixture. They hold about two thirds of the fast tier's time, so the
+quick loop (``./dev check``) leaves them to ``./dev test`` (``./dev check -m model`` runs them
+alone), and CI runs them on every push with everything else.
+
 The site is built once per run (``built_site``), in the background from the start of the
 run, while the fast tests run first; every pytest-xdist worker shares that one build
 (tests/background_build.py). ``clean_site`` is a second build, of a snapshot of the tree with
@@ -185,6 +191,7 @@ TIER_MARKS = {"fast": (), "site": ("build",), "browser": ("build", "browser")}
 # Fixtures that need the built site, and the one (pytest-playwright's) that needs Chromium.
 SITE_FIXTURES = {"built_site", "clean_site", "site_url"}
 BROWSER_FIXTURES = {"browser", "context"}
+MODEL_FIXTURE = "model"  # the trained model: a test that asks for it, directly or not, is marked model
 
 
 def tier_of(path: Path) -> str | None:
@@ -224,6 +231,8 @@ def pytest_collection_modifyitems(config, items):
                 wrong.append(f"{item.nodeid}: marked {name!r} by hand; the folder decides the tier")
         for name in TIER_MARKS[tier]:
             item.add_marker(name)
+        if MODEL_FIXTURE in needs and not item.get_closest_marker("model"):
+            item.add_marker("model")  # fixturenames is the whole closure: indirect use counts
     if wrong:
         raise pytest.UsageError("tests in the wrong tier:\n  " + "\n  ".join(wrong))
 

@@ -20,6 +20,8 @@ from support import model_trace, softmax_by_hand
 
 from qkv import smollm2
 
+pytestmark = pytest.mark.model  # runs the trained model (conftest: the model tier)
+
 SCORE_HALF = 0.5 * 10**-export.SCORE_DECIMALS
 WEIGHT_HALF = 0.5 * 10**-export.WEIGHT_DECIMALS
 FLOAT32 = 2e-3  # float32 q · k of scores up to ~300 differs from float64 by far less

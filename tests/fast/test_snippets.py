@@ -21,7 +21,13 @@ def test_every_snippet_is_shown_on_a_page_and_every_page_shows_a_snippet_that_ex
     assert included == {p.relative_to(ROOT).as_posix() for p in SNIPPETS}
 
 
-@pytest.mark.parametrize("script", SNIPPETS, ids=lambda p: p.name)
+def _marked(script):
+    """A script that runs the trained model is in the model tier (conftest.py)."""
+    runs_the_model = "smollm2" in script.read_text(encoding="utf-8")
+    return pytest.param(script, id=script.name, marks=[pytest.mark.model] if runs_the_model else [])
+
+
+@pytest.mark.parametrize("script", [_marked(script) for script in SNIPPETS])
 def test_snippet_runs_and_prints(script):
     done = subprocess.run(
         [sys.executable, str(script.relative_to(ROOT))], cwd=ROOT, capture_output=True, text=True, timeout=300

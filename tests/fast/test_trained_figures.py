@@ -10,6 +10,8 @@ from support import model_trace
 
 from qkv import head_scores
 
+pytestmark = pytest.mark.model  # runs the trained model (conftest: the model tier)
+
 HALF = 12
 
 

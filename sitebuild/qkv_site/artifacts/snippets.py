@@ -130,6 +130,8 @@ class Snippets:
             return ""
 
         extensions = [e for e in config.markdown_extensions if e in BLOCK_EXTENSIONS]
+        if "pymdownx.superfences" not in extensions:
+            return found  # no fences of its own, so no exec block to run
         settings = {e: dict(config.mdx_configs.get(e, {})) for e in extensions}
         settings["pymdownx.superfences"]["custom_fences"] = [
             {"name": name, "class": name, "validator": markdown_exec.validator, "format": note}
