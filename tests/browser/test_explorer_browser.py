@@ -18,7 +18,7 @@ from urllib.parse import quote, urlparse
 import numpy as np
 import pytest
 from qkv_site.explorer_data import DEFAULTS
-from support import build_site, expect_url, url_state
+from support import ROOT, build_site, expect_url, url_state
 
 import qkv
 from qkv import smollm2, toy
@@ -415,6 +415,11 @@ def test_instant_navigation_keeps_the_model_loaded_for_the_visit(page, instant_s
     page.wait_for_selector("#qkv-explorer .qx-trained[data-drawn^='own,']", timeout=90000)
     page.locator('article a[href$="things-to-try/"]').last.click()
     page.wait_for_url("**/things-to-try/**")
+    # Material changes the address before it swaps the article in: wait for the new article,
+    # or the link below lands in the old one and is swept away with it
+    source = (ROOT / "docs" / "things-to-try.md").read_text(encoding="utf-8")
+    title = source.split("\n# ", 1)[1].split("\n")[0]  # the page's H1
+    page.locator("article h1", has_text=title).wait_for()
     link = instant_site_url + "explorer/?model=smollm2&text=" + quote("Back again.") + "&layer=20"
     page.evaluate(
         """href => { const a = document.createElement('a'); a.href = href; a.id = 'qkv-back';

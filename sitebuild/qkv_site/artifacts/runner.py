@@ -208,7 +208,7 @@ class Runner:
                 shutil.rmtree(entry, ignore_errors=True)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        self._pool.shutdown(wait=True, cancel_futures=True)  # a failed build stops its queued work
         for worker in self._all_workers:
             worker.close()
         self._all_workers.clear()
