@@ -41,3 +41,26 @@ def render_maths(page_html: str) -> str:
         lambda m: f'<span class="arithmatex">{to_mathml(m.group(1), display=False)}</span>',
         page_html,
     )
+
+
+# A heading's maths reaches the navigation as text: the table of contents writes each
+# heading's title, LaTeX delimiters and all, into a span of its own.
+_NAV_ENTRY = re.compile(r'(<span class="md-ellipsis">)(.*?)(</span>)', re.S)
+_NAV_FORMULA = re.compile(r"\\\((.+?)\\\)", re.S)
+
+
+def render_nav_maths(page_html: str) -> str:
+    r"""The page with the formulas of its navigation entries (the table of contents shows
+    headings like "A sum of \(d_k\) products") in MathML, as in the headings themselves.
+
+    >>> render_nav_maths('<span class="md-ellipsis">At \\(d_k = 1\\) it</span>').count("<math")
+    1
+    """
+    return _NAV_ENTRY.sub(
+        lambda m: (
+            m.group(1)
+            + _NAV_FORMULA.sub(lambda f: to_mathml(f.group(1), display=False), m.group(2))
+            + m.group(3)
+        ),
+        page_html,
+    )

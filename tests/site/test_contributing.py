@@ -72,9 +72,16 @@ def _free_port() -> int:
 def _serve_answers(checkout):
     port = _free_port()
     env = clean_env(QKV_CACHE=CACHE, QKV_ADDRESS=f"127.0.0.1:{port}")
-    process = subprocess.Popen(SERVER, shell=True, cwd=checkout, env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        SERVER,
+        shell=True,
+        cwd=checkout,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     served = Served(process, f"http://127.0.0.1:{port}/")
     try:
         served.wait_for_log(r"Serving on")  # the first build is done; it listens
@@ -94,8 +101,15 @@ def test_the_commands_on_the_page_run_in_page_order(checkout):
             _serve_answers(checkout)
             continue
         run = INSTEAD.get(command, command)
-        done = subprocess.run(run, shell=True, cwd=checkout, env=clean_env(QKV_CACHE=CACHE),
-                              capture_output=True, text=True, timeout=1200)
+        done = subprocess.run(
+            run,
+            shell=True,
+            cwd=checkout,
+            env=clean_env(QKV_CACHE=CACHE),
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
         assert done.returncode == 0, f"`{run}` failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         if command == "./dev build":  # the notebook page and its download are part of the site
             assert (checkout / "site" / "notebook" / "index.html").is_file()

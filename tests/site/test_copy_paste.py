@@ -93,7 +93,7 @@ class CodeBlocks(HTMLParser):
             self._current["code"].append(data)
 
 
-RUNNER = r'''
+RUNNER = r"""
 import doctest, json, sys
 blocks = json.load(sys.stdin)
 namespace = {"__name__": "__main__"}
@@ -112,7 +112,7 @@ for number, code in enumerate(blocks, 1):
     except BaseException as error:
         print(f"block {number} failed: {error!r}\n--- code ---\n{code}", file=sys.stderr)
         raise
-'''
+"""
 
 
 # The contributor guide's code (a test using pytest) is for a contributor's clone, so it runs
@@ -153,15 +153,35 @@ def make_reader_env(wheel: Path, where: Path) -> Path:
     package (without its dependencies), as the pages tell a reader; returns its python."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
     python = where / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
-                    "--no-deps", "--no-index", str(wheel)], check=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+        check=True,
+        timeout=300,
+    )
     with zipfile.ZipFile(wheel) as archive:
         meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         requires = email.parser.Parser().parsestr(archive.read(meta).decode()).get_all("Requires-Dist")
     wanted = [(Requirement(r), extra) for r in requires for extra in ["", *READER_EXTRAS]]
     wanted += [(Requirement(r), "") for r in READER_ALSO]
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     no_deps = [metadata.distribution(name) for name in READER_NO_DEPS]
     for dist in [*installed_closure(wanted), *no_deps]:
         assert dist.files, f"{dist.metadata['Name']} lists no files (no RECORD)"
@@ -183,8 +203,15 @@ def reader_env() -> dict[str, str]:
 
 
 def run_blocks(python: Path, blocks: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(python), "-c", RUNNER], input=json.dumps(blocks), capture_output=True,
-                          text=True, cwd=cwd, env=reader_env(), timeout=600)
+    return subprocess.run(
+        [str(python), "-c", RUNNER],
+        input=json.dumps(blocks),
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=reader_env(),
+        timeout=600,
+    )
 
 
 def test_the_reader_environment_has_the_wheel_and_what_it_needs_only(reader_python, tmp_path):
@@ -228,22 +255,30 @@ def test_every_python_block_on_every_page_runs_in_order(built_site, reader_pytho
 
 
 def test_the_extractor_reads_code_as_the_copy_button_would():
-    html = ('<div class="language-python highlight"><span class="filename">x.py</span><pre><span></span>'
-            '<code><a id="l1" href="#l1"></a><span class="n">x</span> <span class="o">=</span> 1\n'
-            '<a id="l2"></a>print(x &lt; 2)\n</code></pre></div>'
-            '<div class="language-python excerpt highlight"><pre><code>def f(): ...</code></pre></div>')
+    html = (
+        '<div class="language-python highlight"><span class="filename">x.py</span><pre><span></span>'
+        '<code><a id="l1" href="#l1"></a><span class="n">x</span> <span class="o">=</span> 1\n'
+        '<a id="l2"></a>print(x &lt; 2)\n</code></pre></div>'
+        '<div class="language-python excerpt highlight"><pre><code>def f(): ...</code></pre></div>'
+    )
     parser = CodeBlocks()
     parser.feed(html)
-    assert parser.blocks == [{"excerpt": False, "code": "x = 1\nprint(x < 2)\n"},
-                             {"excerpt": True, "code": "def f(): ..."}]
+    assert parser.blocks == [
+        {"excerpt": False, "code": "x = 1\nprint(x < 2)\n"},
+        {"excerpt": True, "code": "def f(): ..."},
+    ]
 
 
 def test_the_extractor_skips_docstring_examples_but_not_sessions_outside_them():
-    html = ('<div class="doc doc-object"><div class="doc doc-contents"><div class="x"></div>'
-            '<div class="language-pycon highlight"><pre><code>&gt;&gt;&gt; attention(q)\n</code></pre></div>'
-            '</div></div>'
-            '<div class="language-pycon highlight"><pre><code>&gt;&gt;&gt; 1 + 1\n2\n</code></pre></div>')
+    html = (
+        '<div class="doc doc-object"><div class="doc doc-contents"><div class="x"></div>'
+        '<div class="language-pycon highlight"><pre><code>&gt;&gt;&gt; attention(q)\n</code></pre></div>'
+        "</div></div>"
+        '<div class="language-pycon highlight"><pre><code>&gt;&gt;&gt; 1 + 1\n2\n</code></pre></div>'
+    )
     parser = CodeBlocks()
     parser.feed(html)
-    assert parser.blocks == [{"excerpt": True, "code": ">>> attention(q)\n"},
-                             {"excerpt": False, "code": ">>> 1 + 1\n2\n"}]
+    assert parser.blocks == [
+        {"excerpt": True, "code": ">>> attention(q)\n"},
+        {"excerpt": False, "code": ">>> 1 + 1\n2\n"},
+    ]

@@ -34,8 +34,7 @@ def policy_of(soup) -> dict[str, list[str]]:
 
 
 def test_every_page_has_the_one_site_policy_first_in_its_head(built_site):
-    policies = {path.relative_to(built_site).as_posix(): policy_of(soup)
-                for path, soup in pages(built_site)}
+    policies = {path.relative_to(built_site).as_posix(): policy_of(soup) for path, soup in pages(built_site)}
     assert len({str(p) for p in policies.values()}) == 1, "pages carry different policies"
     policy = next(iter(policies.values()))
     assert policy["default-src"] == ["'self'"]
@@ -51,8 +50,11 @@ def test_the_policy_lists_every_inline_script_and_style_of_the_site_and_no_other
     scripts, styles, policy = set(), set(), None
     for _, soup in pages(built_site):
         policy = policy_of(soup)
-        scripts |= {source(s.string or "") for s in soup.find_all("script")
-                    if not s.has_attr("src") and s.get("type") in EXECUTED}
+        scripts |= {
+            source(s.string or "")
+            for s in soup.find_all("script")
+            if not s.has_attr("src") and s.get("type") in EXECUTED
+        }
         styles |= {source(s.string or "") for s in soup.find_all("style")}
         assert not soup.find_all(style=True), "a style attribute: the policy would block it"
     assert scripts and set(policy["script-src"][1:]) == scripts

@@ -34,9 +34,16 @@ def test_built_site_serves_the_trained_models_files(built_site):
 
 def test_the_model_code_and_its_licences_are_served(built_site):
     folder = built_site / "assets" / "explorer"
-    for name in ("trained.js", "model/worker.js", "model/gguf.js", "model/smollm2.js",
-                 "model/tokenizer.js", "model/vendor/tokenizers.js",
-                 "model/vendor/tokenizers.LICENSE.txt", "model/vendor/PINNED.txt"):
+    for name in (
+        "trained.js",
+        "model/worker.js",
+        "model/gguf.js",
+        "model/smollm2.js",
+        "model/tokenizer.js",
+        "model/vendor/tokenizers.js",
+        "model/vendor/tokenizers.LICENSE.txt",
+        "model/vendor/PINNED.txt",
+    ):
         assert (folder / name).is_file(), name
     assert "Apache License" in (folder / "model/vendor/tokenizers.LICENSE.txt").read_text()
 
@@ -49,7 +56,9 @@ def first_load(built_site, mode: str) -> dict[str, int]:
         files.append("explorer/data.json.gz")
     else:
         index = json.loads((built_site / "explorer/smollm2/index.json").read_bytes())
-        block = index["sentences"][DEFAULTS["sentence"] - 1]["files"][(DEFAULTS["layer"] - 1) // LAYERS_PER_FILE]
+        block = index["sentences"][DEFAULTS["sentence"] - 1]["files"][
+            (DEFAULTS["layer"] - 1) // LAYERS_PER_FILE
+        ]
         files += ["assets/explorer/trained.js", "explorer/smollm2/index.json", f"explorer/smollm2/{block}"]
     return {name: (built_site / name).stat().st_size for name in files}
 

@@ -33,41 +33,57 @@ def expected_tables(name: str) -> list[list[list]]:
     if name == "cross-attention":
         return [[[q, *w] for q, w in zip(d.query_words, d.weights, strict=True)]]
     if name == "four-stages":
-        return [[[w, r, s, p] for w, r, s, p in zip(d.words, d.raw, d.scaled, d.weights,
-                                                     strict=True)],
-                [[w, *v] for w, v in zip([*d.words, "output"], [*d.values, d.output],
-                                         strict=True)]]
+        return [
+            [[w, r, s, p] for w, r, s, p in zip(d.words, d.raw, d.scaled, d.weights, strict=True)],
+            [[w, *v] for w, v in zip([*d.words, "output"], [*d.values, d.output], strict=True)],
+        ]
     if name == "kv-cache-memory":
         return [[[f"{line.label} ({line.kind})", *line.gib] for line in d]]
     if name == "kv-cache-work":
         c, u = d.cached, d.uncached
-        return [[[int(t), *cols] for t, *cols in zip(d.position, c.kv_projections,
-                                                     u.kv_projections, c.scores, u.scores,
-                                                     strict=True)]]
+        return [
+            [
+                [int(t), *cols]
+                for t, *cols in zip(
+                    d.position, c.kv_projections, u.kv_projections, c.scores, u.scores, strict=True
+                )
+            ]
+        ]
     if name == "masks":
-        return [[[w, *row] for w, row in zip(d.words, d.causal, strict=True)],
-                [[w, *row] for w, row in zip(d.padded_words, d.padding, strict=True)]]
+        return [
+            [[w, *row] for w, row in zip(d.words, d.causal, strict=True)],
+            [[w, *row] for w, row in zip(d.padded_words, d.padding, strict=True)],
+        ]
     if name == "multi-head":
         heads = [[[w, *row] for w, row in zip(d.words, head, strict=True)] for head in d.weights]
         return [*heads, [[h, dh, f] for (h, dh), f in d.flops.items()]]
     if name == "saturation":
-        return [[[int(k), *row] for k, row in zip(d.dims, values[scale], strict=True)]
-                for values in (d.entropy, d.max_weight) for scale in (True, False)]
+        return [
+            [[int(k), *row] for k, row in zip(d.dims, values[scale], strict=True)]
+            for values in (d.entropy, d.max_weight)
+            for scale in (True, False)
+        ]
     if name == "soft-vs-hard":
-        return [[[n, s, h] for n, s, h in zip(d.names, d.soft, d.hard, strict=True)],
-                [["soft (blend)", *d.soft_answer], ["hard (best key)", *d.hard_answer]]]
+        return [
+            [[n, s, h] for n, s, h in zip(d.names, d.soft, d.hard, strict=True)],
+            [["soft (blend)", *d.soft_answer], ["hard (best key)", *d.hard_answer]],
+        ]
     if name == "tied-qk":
         return [[[w, *row] for w, row in zip(d.words, m, strict=True)] for m in (d.separate, d.tied)]
     if name == "vanishing-gradient":
-        return [[[int(k), *row] for k, row in zip(d.dims, d.quartiles[scale], strict=True)]
-                for scale in (True, False)]
+        return [
+            [[int(k), *row] for k, row in zip(d.dims, d.quartiles[scale], strict=True)]
+            for scale in (True, False)
+        ]
     if name == "data-flow":
         return [[[array, *shape] for array, shape in d.items()]]
     if name == "multi-head-flow":
         return [[[w, *row] for w, row in zip(d.words, head, strict=True)] for head in d.weights]
     if name == "trained-head-types":
-        return [[[layer + 1, *(round(x, 3) for x in row)] for layer, row in enumerate(scores)]
-                for scores in d.scores.tolist()]  # shown to 3 decimals
+        return [
+            [[layer + 1, *(round(x, 3) for x in row)] for layer, row in enumerate(scores)]
+            for scores in d.scores.tolist()
+        ]  # shown to 3 decimals
     raise AssertionError(f"no expected table for figure {name!r}: add one here")
 
 
@@ -81,7 +97,8 @@ def assert_rows_equal(shown: list[list[str]], want: list[list], where: str) -> N
                 assert got == value, f"{where}, row {got_row[0]!r}: shows {got!r}, data() has {value!r}"
                 continue
             assert math.isclose(float(got), float(value), rel_tol=RTOL, abs_tol=1e-12), (
-                f"{where}, row {got_row[0]!r}: shows {got}, data() has {value!r}")
+                f"{where}, row {got_row[0]!r}: shows {got}, data() has {value!r}"
+            )
 
 
 def figure_blocks(site: Path) -> dict[str, tuple[Path, object]]:
@@ -114,8 +131,7 @@ def test_table_numbers_are_the_data_behind_the_figure(blocks, name):
     assert len(tables) == len(want), f"{name}: {len(tables)} tables, expected {len(want)}"
     for i, (table, rows) in enumerate(zip(tables, want, strict=True)):
         assert table.caption and table.caption.get_text(strip=True), f"{name}: table {i} title"
-        shown = [[c.get_text() for c in tr.find_all(["th", "td"])]
-                 for tr in table.tbody.find_all("tr")]
+        shown = [[c.get_text() for c in tr.find_all(["th", "td"])] for tr in table.tbody.find_all("tr")]
         assert_rows_equal(shown, rows, f"{name} table {i + 1}")
         assert all(tr.th and tr.th.get("scope") == "row" for tr in table.tbody.find_all("tr"))
 
@@ -131,8 +147,9 @@ def test_csv_download_holds_the_same_table(blocks, name):
         text = urllib.parse.unquote(link["href"].split(",", 1)[1])
         header, *rows = list(csv.reader(io.StringIO(text)))
         assert header == [th.get_text() for th in table.thead.find_all("th")]
-        assert rows == [[c.get_text() for c in tr.find_all(["th", "td"])]
-                        for tr in table.tbody.find_all("tr")]
+        assert rows == [
+            [c.get_text() for c in tr.find_all(["th", "td"])] for tr in table.tbody.find_all("tr")
+        ]
 
 
 @pytest.mark.parametrize("name", names())
@@ -149,5 +166,13 @@ def test_expected_tables_are_not_vacuous():
     """The reference rows hold real numbers (a data() that returned nothing would pass)."""
     counts = {n: sum(len(rows) for rows in expected_tables(n)) for n in names()}
     assert all(c >= 2 for c in counts.values()), counts
-    assert np.isfinite([float(v) for n in names() for rows in expected_tables(n)
-                        for row in rows for v in row[1:] if not isinstance(v, str)]).all()
+    assert np.isfinite(
+        [
+            float(v)
+            for n in names()
+            for rows in expected_tables(n)
+            for row in rows
+            for v in row[1:]
+            if not isinstance(v, str)
+        ]
+    ).all()

@@ -30,8 +30,13 @@ def _site_figures(site: Path):
         soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
         figures = soup.select("figure.qkv-figure")
         if figures:
-            found.append((page, [f["data-figure"] for f in figures],
-                          [tag for f in figures for tag in f.select("img, source")]))
+            found.append(
+                (
+                    page,
+                    [f["data-figure"] for f in figures],
+                    [tag for f in figures for tag in f.select("img, source")],
+                )
+            )
     return found
 
 
@@ -83,9 +88,14 @@ def test_the_render_command_gives_the_bytes_the_build_placed(built_site, tmp_pat
     name = "masks"
     assert variants(load(name)) == ["light", "dark", "light-narrow", "dark-narrow"]
     out = tmp_path / "fresh"
-    done = subprocess.run([sys.executable, "-m", "qkv_site.figures.render", name, str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={"MPLBACKEND": "svg", "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-m", "qkv_site.figures.render", name, str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"MPLBACKEND": "svg", "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr
     for variant in variants(load(name)):
         built = (built_site / site_path(name, variant)).read_bytes()
@@ -105,7 +115,8 @@ def _mini_project(tmp_path: Path, pages: dict[str, str], keep: set[str]) -> Path
     (root / "mkdocs.yml").write_text(
         "site_name: figures test\ntheme: {name: mkdocs}\n"
         "plugins:\n  - qkv-artifacts:\n      enabled: !ENV [QKV_ARTIFACTS, true]\n"
-        "      cache_dir: !ENV QKV_CACHE\n")
+        "      cache_dir: !ENV QKV_CACHE\n"
+    )
     for path, text in pages.items():
         (root / "docs" / path).parent.mkdir(parents=True, exist_ok=True)
         (root / "docs" / path).write_text(text)
@@ -120,17 +131,20 @@ FIGURE_PAGE = "# Memory\n\n<!-- figure: kv-cache-memory -->\n\n```\n<!-- figure:
 
 
 def test_mini_build_places_figures_with_paths_relative_to_nested_pages(tmp_path):
-    pages = {"index.md": FIGURE_PAGE, "deep/er/page.md": FIGURE_PAGE,
-             "twice.md": FIGURE_PAGE + "\n<!-- figure: kv-cache-memory -->\n"}
+    pages = {
+        "index.md": FIGURE_PAGE,
+        "deep/er/page.md": FIGURE_PAGE,
+        "twice.md": FIGURE_PAGE + "\n<!-- figure: kv-cache-memory -->\n",
+    }
     root = _mini_project(tmp_path, pages, keep={"kv-cache-memory"})
     done = _build(root, tmp_path / "cache")
     assert done.returncode == 0, done.stderr
     assert "artifacts: 1 computed (1 figures), 0 from the cache" in done.stderr
-    nested = BeautifulSoup((root / "site" / "deep" / "er" / "page" / "index.html").read_text(),
-                           "html.parser")
+    nested = BeautifulSoup((root / "site" / "deep" / "er" / "page" / "index.html").read_text(), "html.parser")
     assert nested.select_one("figure img")["src"] == "../../../figures/kv-cache-memory-light.svg#only-light"
-    assert nested.find("code").get_text().strip() == "<!-- figure: in-code -->", \
+    assert nested.find("code").get_text().strip() == "<!-- figure: in-code -->", (
         "a token in a code block stays code"
+    )
     assert (root / "site" / "figures" / "kv-cache-memory-dark.svg").is_file()
     twice = BeautifulSoup((root / "site" / "twice" / "index.html").read_text(), "html.parser")
     assert len(twice.select('figure[data-figure="kv-cache-memory"]')) == 2
@@ -151,7 +165,8 @@ def test_a_figure_no_page_places_is_not_rendered(tmp_path):
 def test_mini_build_fails_naming_a_failing_figure_script(tmp_path):
     root = _mini_project(tmp_path, {"index.md": "# Home\n\n<!-- figure: broken-demo -->\n"}, keep=set())
     (root / "sitebuild" / "qkv_site" / "figures" / "broken_demo.py").write_text(
-        'ALT = CAPTION = "x"\n\ndef build(style):\n    return 1 / 0\n')
+        'ALT = CAPTION = "x"\n\ndef build(style):\n    return 1 / 0\n'
+    )
     done = _build(root, tmp_path / "cache")
     assert done.returncode != 0
     assert "sitebuild/qkv_site/figures/broken_demo.py: computing this figures artifact failed" in done.stderr

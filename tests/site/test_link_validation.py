@@ -11,10 +11,8 @@ from __future__ import annotations
 import re
 import subprocess
 
-import pytest
 from checkout import clean_env
 from support import ROOT, build_site
-
 
 BROKEN = "See [a page that is not there](missing.md) and [a heading](other.md#no-such-heading).\n"
 SOUND = "See [the other page](other.md) and [its heading](other.md#a-real-heading).\n"

@@ -22,14 +22,17 @@ NOTEBOOK = ROOT / "docs" / "notebook.ipynb"
 
 @pytest.fixture(scope="module")
 def soup(built_site) -> BeautifulSoup:
-    return BeautifulSoup((built_site / "notebook" / "index.html").read_text(encoding="utf-8"),
-                         "html.parser")
+    return BeautifulSoup((built_site / "notebook" / "index.html").read_text(encoding="utf-8"), "html.parser")
 
 
 def _urls(soup: BeautifulSoup) -> list[str]:
     """Every src and href, but the page's own published address (rel=canonical)."""
-    return [tag[name] for name in ("src", "href") for tag in soup.find_all(attrs={name: True})
-            if not (tag.name == "link" and "canonical" in tag.get("rel", []))]
+    return [
+        tag[name]
+        for name in ("src", "href")
+        for tag in soup.find_all(attrs={name: True})
+        if not (tag.name == "link" and "canonical" in tag.get("rel", []))
+    ]
 
 
 def test_page_links_the_download_of_the_stored_notebook(built_site, soup):
@@ -41,8 +44,9 @@ def test_page_links_the_download_of_the_stored_notebook(built_site, soup):
 
 
 def test_page_names_no_other_host_in_any_src_or_href(soup):
-    external = [url for url in _urls(soup)
-                if urlparse(url).scheme in ("http", "https") or url.startswith("//")]
+    external = [
+        url for url in _urls(soup) if urlparse(url).scheme in ("http", "https") or url.startswith("//")
+    ]
     assert external == []
     scripts = " ".join(s.get_text() for s in soup.find_all("script"))
     assert not re.search(r"import\(\s*['\"](?:https?:)?//", scripts), "a script imports from a host"
@@ -53,8 +57,12 @@ def test_page_maths_is_mathml_and_images_have_alt_text(soup):
     cells = soup.select(".jp-RenderedMarkdown")
     assert cells and [c["class"] for c in cells if "$" in c.get_text()] == []
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    formulas = [m for cell in notebook.cells if cell.cell_type == "markdown"  # `code` aside
-                for m in re.findall(r"\$\$.+?\$\$|\$.+?\$", re.sub(r"`[^`]*`", "", cell.source), re.S)]
+    formulas = [
+        m
+        for cell in notebook.cells
+        if cell.cell_type == "markdown"  # `code` aside
+        for m in re.findall(r"\$\$.+?\$\$|\$.+?\$", re.sub(r"`[^`]*`", "", cell.source), re.S)
+    ]
     assert len(soup.find_all("math")) == len(formulas)  # every formula of the text, as MathML
     images = soup.select(".jp-CodeCell img")
     assert images and all(img.get("alt") for img in images)
@@ -68,8 +76,9 @@ def test_page_maths_is_mathml_and_images_have_alt_text(soup):
 def test_each_cell_prints_one_block_so_builds_do_not_differ(soup):
     """The kernel's text arrives in timed chunks; the page merges them into one block."""
     cells = [c for c in nbformat.read(NOTEBOOK, as_version=4).cells if c.cell_type == "code"]
-    printed = {c.id: len(soup.find(id=f"cell-id={c.id}").select('[data-mime-type="text/plain"]'))
-               for c in cells}
+    printed = {
+        c.id: len(soup.find(id=f"cell-id={c.id}").select('[data-mime-type="text/plain"]')) for c in cells
+    }
     assert printed == {c.id: int("print(" in c.source) for c in cells}  # one block if it prints
 
 
@@ -98,6 +107,7 @@ def test_page_description_and_relative_links_resolve(built_site, soup):
 
 def _site_plugins() -> list:
     """The plugins of mkdocs.yml (its !ENV tags read as their defaults)."""
+
     class Loader(yaml.SafeLoader):
         pass
 
@@ -111,8 +121,7 @@ def test_a_failing_cell_fails_the_build_naming_the_notebook(tmp_path):
     plugins[0]["qkv-artifacts"]["cache_dir"] = str(tmp_path / "cache")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "index.md").write_text("# Fixture\n")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-        'assert 1 + 1 == 3, "the text says so"')])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('assert 1 + 1 == 3, "the text says so"')])
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, tmp_path / "docs" / "broken.ipynb")
     (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump({"site_name": "fixture", "plugins": plugins}))

@@ -62,13 +62,14 @@ def test_every_page_has_a_title_and_its_own_description(built_site):
         if len(descriptions) != 1 or not descriptions[0].strip():
             problems.append(f"{name}: {len(descriptions)} description meta tags")
         elif name != "index.html" and descriptions[0] == default:
-            problems.append(f"{name}: the site's default description; "
-                            "add description: to its front matter")
+            problems.append(f"{name}: the site's default description; add description: to its front matter")
         elif (written := front_matter(name).get("description")) and descriptions[0] != written:
             # Material writes the description into the attribute unescaped: a double quote
             # in it ends the attribute early, and the rest of the sentence becomes attributes
-            problems.append(f"{name}: the page shows the description {descriptions[0]!r}, "
-                            f"not its front matter's {written!r}; write it without \"")
+            problems.append(
+                f"{name}: the page shows the description {descriptions[0]!r}, "
+                f"not its front matter's {written!r}; write it without \""
+            )
     problems += [f"title {t!r} is used by {', '.join(p)}" for t, p in titles.items() if len(p) > 1]
     assert problems == []
 
@@ -79,15 +80,20 @@ def test_404_page_has_the_site_style_and_links_home_and_to_every_page(built_site
     soup = BeautifulSoup((built_site / "404.html").read_text(encoding="utf-8"), "html.parser")
     assert "Page not found" in soup.get_text()
     styles = [link["href"] for link in soup.select('link[rel="stylesheet"]')]
-    assert any(re.fullmatch(rf"{PUBLISHED_PATH}assets/stylesheets/main\.[0-9a-f]+\.min\.css", h)
-               for h in styles), styles
+    assert any(
+        re.fullmatch(rf"{PUBLISHED_PATH}assets/stylesheets/main\.[0-9a-f]+\.min\.css", h) for h in styles
+    ), styles
     links = [a["href"] for a in soup.select(".md-content a[href]")]  # its own, not the nav's
     assert PUBLISHED_PATH in links
     expected = nav_urls(site_config()["nav"], PUBLISHED_PATH)
     assert [url for url in expected if url not in links] == []
     inside = [url.removeprefix(PUBLISHED_PATH) for url in links if url.startswith("/")]
-    assert len(inside) == len([url for url in links if url.startswith("/")]), \
+    assert len(inside) == len([url for url in links if url.startswith("/")]), (
         "a link leaves the published path"
-    broken = [url for url in inside if not (built_site / url / "index.html").is_file()
-              and not (built_site / url).is_file()]
+    )
+    broken = [
+        url
+        for url in inside
+        if not (built_site / url / "index.html").is_file() and not (built_site / url).is_file()
+    ]
     assert broken == []

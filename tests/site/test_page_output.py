@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import pytest
 from bs4 import BeautifulSoup
-
 from support import ROOT
 
-PAGES = sorted(p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")
-               if 'exec="on"' in p.read_text(encoding="utf-8"))
+PAGES = sorted(
+    p.relative_to(ROOT / "docs").as_posix()
+    for p in (ROOT / "docs").rglob("*.md")
+    if 'exec="on"' in p.read_text(encoding="utf-8")
+)
 
 
 def _lines(text: str) -> list[str]:

@@ -26,18 +26,28 @@ def files(site) -> dict[str, bytes]:
 
 def first_difference(a: bytes, b: bytes) -> str:
     at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-    return f"at byte {at}: {a[max(0, at - 60):at + 60]!r} != {b[max(0, at - 60):at + 60]!r}"
+    return f"at byte {at}: {a[max(0, at - 60) : at + 60]!r} != {b[max(0, at - 60) : at + 60]!r}"
 
 
 def test_a_clean_build_is_byte_identical_to_the_site(built_site, clean_site):
     first, second = files(built_site), files(clean_site)
-    for must in ("index.html", "notebook/index.html", "notebook/notebook.ipynb",
-                 "search/search_index.json", "sitemap.xml", "sitemap.xml.gz", "404.html"):
+    for must in (
+        "index.html",
+        "notebook/index.html",
+        "notebook/notebook.ipynb",
+        "search/search_index.json",
+        "sitemap.xml",
+        "sitemap.xml.gz",
+        "404.html",
+    ):
         assert must in first, f"{must} is missing from the build"
     assert any(name.endswith(".svg") for name in first), "no figure was built"
     assert sorted(first) == sorted(second)
-    differing = [f"{name} {first_difference(first[name], second[name])}"
-                 for name in sorted(first) if first[name] != second[name]]
+    differing = [
+        f"{name} {first_difference(first[name], second[name])}"
+        for name in sorted(first)
+        if first[name] != second[name]
+    ]
     assert differing == [], "\n".join(differing[:10])
     day = datetime.fromtimestamp(int(last_commit_time()), UTC).strftime("%Y-%m-%d")
     sitemap = first["sitemap.xml"].decode()
@@ -52,6 +62,11 @@ def test_dev_dates_builds_and_serves_by_the_last_commit():
         block = re.search(rf"^  {command}\)\n(.*?);;", dev, re.M | re.S).group(1)
         assert block.index("build_date") < block.index("exec "), command
     function = re.search(r"^build_date\(\) \{.*?^\}", dev, re.M | re.S).group(0)
-    done = subprocess.run(["bash", "-c", f"{function}\nbuild_date; echo $SOURCE_DATE_EPOCH"],
-                          cwd=ROOT, env=clean_env(), capture_output=True, text=True)
+    done = subprocess.run(
+        ["bash", "-c", f"{function}\nbuild_date; echo $SOURCE_DATE_EPOCH"],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+    )
     assert done.stdout.strip() == last_commit_time()

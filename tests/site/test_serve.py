@@ -17,30 +17,29 @@ from bs4 import BeautifulSoup
 from checkout import clean_env, copy_project
 from support import ROOT, dev_serve_watch_options, serve
 
-
 PAGE = "contributing/"
 PROBE_MODULE = "qkv/_serve_probe.py"
 PROBE_SNIPPET = "snippets/serve_probe.py"
-SNIPPET_V1 = '''# --8<-- [start:probe]
+SNIPPET_V1 = """# --8<-- [start:probe]
 from qkv import _serve_probe
 
 leftover = "defined by the first version only"
 print("probe says", "snippet-one", _serve_probe.MESSAGE)
 # --8<-- [end:probe]
-'''
+"""
 # The second version no longer defines `leftover`; a session kept from the first build would.
-SNIPPET_V2 = '''# --8<-- [start:probe]
+SNIPPET_V2 = """# --8<-- [start:probe]
 from qkv import _serve_probe
 
 print("probe says", "snippet-two", _serve_probe.MESSAGE, "leftover" in globals())
 # --8<-- [end:probe]
-'''
-BLOCK = '''
+"""
+BLOCK = """
 
 ```python exec="on" result="text" session="serve-probe"
 --8<-- "snippets/serve_probe.py:probe"
 ```
-'''
+"""
 
 
 def test_dev_serve_watches_the_code_that_makes_the_pages():

@@ -21,7 +21,7 @@ plugins:
       cache_dir: !ENV QKV_CACHE
 """
 
-PAGE = '''# Two blocks
+PAGE = """# Two blocks
 
 ```python exec="on" result="text" session="s"
 x = 2
@@ -31,15 +31,15 @@ print("first", x)
 ```python exec="on" result="text" session="s"
 print("second", x * 21)
 ```
-'''
+"""
 
 
-def build(root, cache, page="index") -> tuple[str, list[str]]:
-    """Build; the plugin's summary line and the texts the page shows under its blocks."""
+def build(root, cache) -> tuple[str, list[str]]:
+    """Build; the plugin's summary line and the texts the home page shows under its blocks."""
     done = build_site(root / "site", {"QKV_CACHE": str(cache)}, cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = re.search(r"artifacts: (.*?), in [\d.]+ s of build", done.stderr).group(1)
-    soup = BeautifulSoup((root / "site" / ("index.html" if page == "index" else f"{page}/index.html")).read_text(encoding="utf-8"), "html.parser")
+    soup = BeautifulSoup((root / "site" / "index.html").read_text(encoding="utf-8"), "html.parser")
     return summary, [pre.get_text().strip() for pre in soup.select("div.highlight pre")]
 
 
@@ -49,16 +49,13 @@ def test_an_edit_reruns_its_block_and_only_the_blocks_whose_state_it_changed(tmp
     (root / "mkdocs.yml").write_text(MKDOCS_YML)
     page = root / "docs" / "index.md"
     page.write_text(PAGE)
-    assert build(root, cache) == ("2 computed (2 snippets), 0 from the cache",
-                                  ["first 2", "second 42"])
+    assert build(root, cache) == ("2 computed (2 snippets), 0 from the cache", ["first 2", "second 42"])
 
     page.write_text(PAGE.replace('print("first", x)', 'print("x is", x)  # reworded'))
-    assert build(root, cache) == ("1 computed (1 snippets), 1 from the cache",
-                                  ["x is 2", "second 42"])
+    assert build(root, cache) == ("1 computed (1 snippets), 1 from the cache", ["x is 2", "second 42"])
 
     page.write_text(PAGE.replace("x = 2", "x = 3"))
-    assert build(root, cache) == ("2 computed (2 snippets), 0 from the cache",
-                                  ["first 3", "second 63"])
+    assert build(root, cache) == ("2 computed (2 snippets), 0 from the cache", ["first 3", "second 63"])
 
 
 def two_page_project(root, block: str):
@@ -69,7 +66,7 @@ def two_page_project(root, block: str):
     for name in ("index", "other"):
         (root / "docs" / f"{name}.md").write_text(
             f'# {name}\n\n```python exec="on" result="text" session="{name}"\n'
-            f'{block.replace("PAGE", name)}\n```\n'
+            f"{block.replace('PAGE', name)}\n```\n"
         )
 
 
