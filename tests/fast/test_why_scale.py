@@ -23,7 +23,7 @@ import inspect
 import numpy as np
 import pytest
 from prose import check_prose, claim_sentence, written_numbers
-from support import numbers
+from support import median_query_gradient_ratio, numbers
 
 import qkv
 from qkv.scaling import draw_queries_keys, saturation, score_samples, score_std
@@ -444,22 +444,3 @@ def test_dividing_by_sigma_squared_sqrt_d_k_restores_unit_std(shown):
     assert abs(shown_std - scaled.std()) <= 0.0005 + 1e-9
     assert abs(shown_std - 1) < Z * rel_se_std(d, n) + 0.0005
     check_prose("scale-ex-sigma", ..., sigma**2 * np.sqrt(d), sigma, scaled.std())  # σ²: notation
-
-
-def median_query_gradient_ratio(d_k, n_draws=10_000, n_keys=6, seed=123):
-    """Median |d weights / d query| unscaled over scaled, computed here without qkv.
-
-    For scores s = c K q, the weights w = softmax(s) have d w / d q = c (diag(w) - w wᵀ) K.
-    """
-    rng = np.random.default_rng(seed)
-    q = rng.standard_normal((n_draws, d_k))
-    k = rng.standard_normal((n_draws, n_keys, d_k))
-    norms = {}
-    for c in (1.0, 1 / np.sqrt(d_k)):
-        s = c * np.einsum("nkd,nd->nk", k, q)
-        e = np.exp(s - s.max(axis=1, keepdims=True))
-        w = e / e.sum(axis=1, keepdims=True)
-        jac = w[:, :, None] * np.eye(n_keys) - w[:, :, None] * w[:, None, :]
-        grad = c * jac @ k  # (n_draws, n_keys, d_k)
-        norms[c] = np.median(np.sqrt((grad**2).sum(axis=(1, 2))))
-    return norms[1.0] / norms[1 / np.sqrt(d_k)]
