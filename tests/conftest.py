@@ -8,7 +8,7 @@ Tests live in three folders, and the folder is the tier (the markers follow from
 
 Within tests/fast, the tests that run the trained model are marked ``model``: by their module
 (``pytestmark``), by their parameters (tests/fast/test_snippets.py), or here, for any test that
-asks for the ``model`` fixture. They hold about two thirds of the fast tier's time, so the
+asks for the ``model`` fixture. They hold most of the fast tier's time, so the
 quick loop (``./dev check``) leaves them to ``./dev test`` (``./dev check -m model`` runs them
 alone), and CI runs them on every push with everything else.
 

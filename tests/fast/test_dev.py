@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 from support import ROOT
@@ -123,3 +124,29 @@ def test_fast_tests_do_not_demand_chromium_and_the_whole_suite_does(dev):
         assert whole.returncode == 1, args
         assert "sudo apt-get install -y chromium" in whole.stderr
     assert dev("test", "tests/site", "-k", "tests").returncode == 0  # "tests" is -k's value
+
+
+def test_check_runs_the_tests_that_are_neither_build_nor_model(dev):
+    done = dev("check", "-q")
+    assert done.returncode == 0, done.stderr
+    assert dev.calls()[-1] == "-m pytest -m not build and not model -n auto --dist worksteal -q"
+
+
+def test_the_model_tier_holds_the_tests_that_run_the_model_and_no_other():
+    # what `./dev check` leaves out (-m model), read from a real collection of tests/fast
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "model", "tests/fast"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    files = {i.split("::")[0] for i in ids}
+    # whole modules about the model, a test elsewhere that asks for the model fixture, and
+    # the snippet scripts that load it; and nothing that does not touch it
+    assert {"tests/fast/test_trained_model.py", "tests/fast/test_coreference.py"} <= files
+    assert any(i.startswith("tests/fast/test_interventions.py::") for i in ids)
+    assert "tests/fast/test_snippets.py::test_snippet_runs_and_prints[trained_model.py]" in ids
+    assert not any("[soft_lookup.py]" in i or i.startswith("tests/fast/test_attention.py") for i in ids)
