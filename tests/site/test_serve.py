@@ -57,10 +57,17 @@ def _probe_line(url: str) -> str:
 
 
 def _after_rebuild(served, edit) -> None:
-    """Make ``edit`` and return once serve has logged the rebuild it caused."""
+    """Make ``edit`` and return once serve has written the rebuild it caused.
+
+    Not "Documentation built in": mkdocs drops a build message equal to an earlier one
+    (`DuplicateFilter`), so a second rebuild as fast as the first logs no such line. The
+    live-reload loop logs "Reloading browsers" after every good rebuild and an error line
+    after a failed one.
+    """
     seen = len(served.lines)
     edit()
-    served.wait_for_log(r"Documentation built in", after=seen)
+    index = served.wait_for_log(r"Reloading browsers|An error happened during the rebuild", after=seen)
+    assert "Reloading browsers" in served.lines[index], served.log()
 
 
 def test_serve_shows_an_edited_snippet_and_an_edited_module(built_site, tmp_path):
