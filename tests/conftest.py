@@ -39,7 +39,6 @@ from support import (
     ROOT,
     build_dist,
     last_commit_time,
-    one_blas_thread,
 )
 
 
@@ -113,14 +112,6 @@ def model():
     from qkv import smollm2
 
     return smollm2.load()
-
-
-@pytest.fixture(scope="module")
-def one_thread():
-    """One BLAS thread for a module's tests (``support.one_blas_thread``); a module that runs
-    the model asks for it with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
-    with one_blas_thread():
-        yield
 
 
 @pytest.fixture(scope="session")
@@ -248,5 +239,16 @@ class _TierOrder:
         items.sort(key=lambda item: rank.get(tier_of(item.path), 1))
 
 
+# One BLAS/OpenMP thread in every process of the run: pytest-xdist already runs one worker
+# per core, and the processes they start (site builds, snippet scripts, the reader's
+# copy-paste interpreter, torch) would each start a thread per core. Their matrices are small,
+# and on a busy machine spinning BLAS threads made the same work 3 to 6 times slower (the
+# copy-paste test: 42 s alone, 240 s inside the suite). Set here, before any test process
+# loads NumPy, so the workers and everything they start inherit it; a value set by hand wins.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def pytest_configure(config):
+    for name, value in ONE_THREAD.items():
+        os.environ.setdefault(name, value)
     config.pluginmanager.register(_TierOrder(), "qkv-tier-order")

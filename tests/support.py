@@ -305,16 +305,6 @@ def build_dist(out: Path) -> tuple[Path, Path]:
 # ---- the trained model ---------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """One BLAS thread while the model runs: its matrices are small (T <= 64 rows), and on a
-    busy 2-core machine spinning BLAS threads made a forward pass 5-30x slower."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
-
-
 @functools.cache
 def trained_row(t, layer: int, head: int, query: int, scale) -> dict:
     """What the explorer's trained mode must show for one query of a run ``t`` of
@@ -351,8 +341,7 @@ def another_model_package_installed(monkeypatch, runner) -> None:
 
 
 def model_trace(text: str):
-    """``qkv.smollm2.run(text)``, once per process and text (one BLAS thread)."""
+    """``qkv.smollm2.run(text)``, once per process and text."""
     from qkv import smollm2
 
-    with one_blas_thread():
-        return smollm2.run(text)
+    return smollm2.run(text)

@@ -20,7 +20,7 @@ from qkv import coreference, interventions, smollm2
 
 MARGIN, SHARE = 0.05, 0.75  # the page's thresholds, fixed before the results
 
-pytestmark = [pytest.mark.model, pytest.mark.usefixtures("one_thread")]
+pytestmark = pytest.mark.model
 
 
 def coin_threshold(n: int) -> int:

@@ -76,7 +76,6 @@ def test_the_score_guard_fails_on_a_decoder_that_forms_every_score(monkeypatch):
     kv_guards.test_key_value_projection_counts(5)  # it projects what it should
 
 
-@pytest.mark.usefixtures("one_thread")
 def test_the_trained_models_work_check_fails_on_a_decoder_that_reruns_the_prefix(model, monkeypatch):
     rerun = broken(
         smollm2.decode_cached,

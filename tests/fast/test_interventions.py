@@ -17,8 +17,6 @@ from qkv import interventions, smollm2
 
 TEXT = "The cat sat on the mat because it was warm"
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 @pytest.fixture(scope="module")
 def trace(model):

@@ -54,7 +54,7 @@ CONTINUE = ("The capital of France is", 6)  # greedy, 6 new tokens
 WEIGHT_BOUND, LOGIT_BOUND = 1e-4, 1e-3  # largest differences allowed from transformers
 
 
-pytestmark = [pytest.mark.model, pytest.mark.usefixtures("one_thread")]
+pytestmark = pytest.mark.model
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ def texts():
 
 
 @pytest.fixture(scope="module")
-def repeated(model, one_thread):
+def repeated(model):
     from qkv import smollm2
 
     return [

@@ -23,7 +23,7 @@ SENTENCE = "The cat sat on the mat because it was warm"
 THRESHOLD = 0.5  # more than half the weight: what the page counts as a kind of head
 HALF = 12  # random tokens in each half of a repeated text, as the page
 
-pytestmark = [pytest.mark.model, pytest.mark.usefixtures("one_thread")]
+pytestmark = pytest.mark.model
 
 
 @pytest.fixture(scope="module")

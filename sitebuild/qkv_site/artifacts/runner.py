@@ -214,13 +214,19 @@ class Runner:
         self._all_workers.clear()
 
 
+ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 class Worker:
     """A worker process (:mod:`qkv_site.artifacts.worker`): a job in, its exit code out."""
 
     def __init__(self, root: Path):
         paths = [str(root), str(root / "sitebuild"), os.environ.get("PYTHONPATH")]
-        # PYTHONHASHSEED: sets of strings iterate (print, pickle) the same in every process
+        # PYTHONHASHSEED: sets of strings iterate (print, pickle) the same in every process.
+        # One BLAS/OpenMP thread per worker (unless set by hand): the build runs a worker per
+        # core, and a thread per core in each made them fight over the cores.
         env = {
+            **{name: "1" for name in ONE_THREAD},
             **os.environ,
             "MPLBACKEND": "svg",
             "PYTHONHASHSEED": "0",
