@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 from qkv_site.smollm2_data import DEFAULTS, MAX_TOKENS, label
 from support import PUBLISHED_PATH, trained_row
-from threadpoolctl import threadpool_limits
 
 from qkv import smollm2
 
@@ -110,8 +109,7 @@ def offline_and_quiet(page):
 def trace(text: str):
     model = smollm2.load()
     ids = model.tokenizer.encode(text, add_special_tokens=False).ids[:MAX_TOKENS]
-    with threadpool_limits(limits=1):
-        return smollm2.forward(model, ids)
+    return smollm2.forward(model, ids)
 
 
 def expected(text: str, layer: int, head: int, query: int, scale: int) -> dict:

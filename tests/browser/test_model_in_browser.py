@@ -8,6 +8,7 @@ come from ``qkv.smollm2`` (Python ``tokenizers`` and NumPy), never from the Java
 
 from __future__ import annotations
 
+import base64
 import functools
 import http.server
 import json
@@ -20,7 +21,6 @@ import numpy as np
 import pytest
 from qkv_site.smollm2_data import MAX_TOKENS, causal_weights, label
 from support import PUBLISHED_PATH
-from threadpoolctl import threadpool_limits
 
 from qkv import smollm2
 
@@ -102,11 +102,26 @@ LOAD = """([url, bytes]) => window.__ask({ type: "load", url, bytes }, ["loaded"
 RUN = """async ([id, text, max]) => {
   const m = await window.__ask({ type: "run", id, text, maxTokens: max }, ["result", "error"]);
   if (m.type !== "result") return m;
-  const list = (a) => Array.from(a);
+  // a typed array's bytes, in base64: as a JSON list of numbers, 2 million of them took
+  // Playwright 20 s to carry over, as bytes 1 s
+  const list = (a) => {
+    const bytes = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+    let text = "";
+    for (let i = 0; i < bytes.length; i += 0x8000) {
+      text += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+    }
+    return { type: a.constructor.name, base64: btoa(text) };
+  };
   return { type: m.type, ids: m.ids, total: m.total, labels: m.labels, pieces: m.pieces,
            raw: list(m.raw), scaled: list(m.scaled), weights: m.weights.map(list),
            entropy: m.entropy.map(list) };
 }"""
+TYPED = {"Float32Array": "<f4", "Float64Array": "<f8"}  # JavaScript's typed arrays, little-endian here
+
+
+def unpacked(packed: dict) -> np.ndarray:
+    """A typed array that RUN sent as bytes, as NumPy reads it."""
+    return np.frombuffer(base64.b64decode(packed["base64"]), dtype=TYPED[packed["type"]])
 
 
 def serve(folder: Path, extra: Path):
@@ -221,25 +236,24 @@ def test_every_attention_weight_equals_qkvs(worker_page, model, text):
     assert got["ids"] == ids[:MAX_TOKENS] and got["total"] == len(ids)
     if text == RUN_TEXTS[-1]:
         assert len(ids) > MAX_TOKENS  # this one is cut
-    with threadpool_limits(limits=1):
-        trace = smollm2.forward(model, ids[:MAX_TOKENS])
+    trace = smollm2.forward(model, ids[:MAX_TOKENS])
     c, t = trace.config, len(trace.ids)
     rows, cols = causal(t)
     shape = (c.n_layers, c.n_heads, t * (t + 1) // 2)
-    weights = np.array(got["weights"][1]).reshape(shape)  # the model's own (scaled) weights
-    raw = np.array(got["raw"]).reshape(shape)
+    weights = unpacked(got["weights"][1]).reshape(shape)  # the model's own (scaled) weights
+    raw = unpacked(got["raw"]).reshape(shape)
     assert np.abs(weights - trace.weights[..., rows, cols]).max() <= WEIGHT_ATOL
     assert np.abs(raw[0] - trace.scores[0][..., rows, cols]).max() <= SCORE_ATOL
     # what else the page shows, against a float64 recomputation from qkv's raw scores
-    scaled = np.array(got["scaled"]).reshape(shape)
+    scaled = unpacked(got["scaled"]).reshape(shape)
     np.testing.assert_allclose(scaled, raw / np.sqrt(c.d_head), rtol=1e-15, atol=0)
     exact = trace.scores.astype(np.float64)  # (layers, heads, T, T)
     for s, scores in enumerate((exact, exact / np.sqrt(c.d_head))):
         w = causal_weights(scores)  # qkv's mask and softmax, in float64
-        got_w = np.array(got["weights"][s]).reshape(shape)
+        got_w = unpacked(got["weights"][s]).reshape(shape)
         assert np.abs(got_w - w[..., rows, cols]).max() <= (WEIGHT_ATOL if s else 1e-3)
         h = -(w * np.log(np.where(w > 0, w, 1))).sum(axis=-1)  # (layers, heads, T), nats
-        got_h = np.array(got["entropy"][s]).reshape(c.n_layers, c.n_heads, t)
+        got_h = unpacked(got["entropy"][s]).reshape(c.n_layers, c.n_heads, t)
         assert np.abs(got_h - h).max() <= 1e-3
     assert got["labels"] == [label(p) for p in trace.pieces]
 
