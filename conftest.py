@@ -21,8 +21,12 @@ reads a name a page's code defines.
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
+import fcntl
 import functools
+import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,7 +195,6 @@ _INCLUDE = re.compile(r'^\s*--8<--\s+"(?:snippets/)?([^"]+)"\s*$')
 _SESSION = re.compile(r'\bsession="([^"]*)"')
 
 
-@functools.cache
 def run_page_blocks(name: str) -> PageOutput:
     """Run the blocks ``docs/NAME`` executes at build time, in page order, each session in
     its own namespace (a block without a session in a fresh one), printing captured as the
@@ -216,6 +219,24 @@ def run_page_blocks(name: str) -> PageOutput:
 
 
 @pytest.fixture(scope="session")
-def page_output():
-    """``page_output("traps.md")``: what the page's executed blocks print (:class:`PageOutput`)."""
-    return run_page_blocks
+def page_output(tmp_path_factory):
+    """``page_output("traps.md")``: what the page's executed blocks print (:class:`PageOutput`).
+
+    Once per run, not once per pytest-xdist worker: the first worker to ask for a page runs
+    it and writes what it printed to the folder the workers share; the others wait for it
+    (a lock per page) and read it. The trained-model pages take 15 to 30 s to run."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "page-output"
+    shared.mkdir(exist_ok=True)
+
+    @functools.cache
+    def output(name: str) -> PageOutput:
+        stored = shared / (name.replace("/", "--") + ".json")
+        with open(stored.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if not stored.exists():
+                blocks = [dataclasses.asdict(block) for block in run_page_blocks(name).blocks]
+                stored.write_text(json.dumps(blocks), encoding="utf-8")
+        return PageOutput(name, [Shown(**block) for block in json.loads(stored.read_text("utf-8"))])
+
+    return output
