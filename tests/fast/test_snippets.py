@@ -1,7 +1,13 @@
-"""Every snippet runs as `python snippets/NAME.py` from the repository root."""
+"""Every snippet runs as `python snippets/NAME.py` from the repository root.
+
+A script that a page runs whole (all its sections, in file order, in one session, and no code
+outside them) is the same code as that page's run, so its test reads the page's run
+(``page_output``, made once per test run) instead of running it a second time; the others run
+as scripts."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -21,6 +27,61 @@ def test_every_snippet_is_shown_on_a_page_and_every_page_shows_a_snippet_that_ex
     assert included == {p.relative_to(ROOT).as_posix() for p in SNIPPETS}
 
 
+_MARKER = re.compile(r"^# --8<-- \[(start|end):(\w+)\]\n", re.M)
+_BLOCK = re.compile(
+    r'^\s*```python [^\n]*exec="on"[^\n]*session="([^"]+)"[^\n]*\n\s*--8<-- "snippets/([^":]+):(\w+)"', re.M
+)
+
+
+def sections_and_rest(script) -> tuple[list[str], str]:
+    """A script's section names in file order, and its text outside every section."""
+    text = script.read_text(encoding="utf-8")
+    names, rest, inside, at = [], [], None, 0
+    for marker in _MARKER.finditer(text):
+        kind, name = marker.groups()
+        if kind == "start" and inside is None:
+            rest.append(text[at : marker.start()])
+            names.append(inside := name)
+        elif kind == "end" and name == inside:
+            inside, at = None, marker.end()
+    rest.append(text[at:] if inside is None else "")
+    return names, "".join(rest)
+
+
+def page_running_whole(script) -> str | None:
+    """The page that runs all of ``script``, if one does: every section in file order, in
+    one session, and nothing outside the sections but the docstring. That page's run
+    (``page_output``) is then a run of the script."""
+    names, rest = sections_and_rest(script)
+    body = ast.parse(rest).body
+    if body and not (
+        len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+    ):
+        return None
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        runs = [m.groups() for m in _BLOCK.finditer(page.read_text(encoding="utf-8"))]
+        for session in {s for s, _, _ in runs}:
+            if [n for s, f, n in runs if s == session and f == script.name] == names:
+                return page.name
+    return None
+
+
+def test_a_page_that_runs_all_of_a_script_is_found_and_no_other(tmp_path):
+    script = ROOT / "snippets" / "coreference.py"
+    assert page_running_whole(script) == "coreference.md"
+    names, rest = sections_and_rest(script)
+    assert names[:2] == ["threads", "pairs"] and "import" not in rest
+    # the same name, but code outside the sections: the page does not run that line
+    (tmp_path / script.name).write_text(script.read_text(encoding="utf-8") + "print('extra')\n")
+    assert page_running_whole(tmp_path / script.name) is None
+    # the same name, but a section the page does not run
+    extra = "# --8<-- [start:more]\nprint('more')\n# --8<-- [end:more]\n"
+    (tmp_path / script.name).write_text(script.read_text(encoding="utf-8") + extra)
+    assert page_running_whole(tmp_path / script.name) is None
+    # the page runs two of its sections in the other order
+    assert page_running_whole(ROOT / "snippets" / "why_scale.py") is None
+
+
 def _marked(script):
     """A script that runs the trained model is in the model tier (conftest.py)."""
     runs_the_model = "smollm2" in script.read_text(encoding="utf-8")
@@ -28,7 +89,17 @@ def _marked(script):
 
 
 @pytest.mark.parametrize("script", [_marked(script) for script in SNIPPETS])
-def test_snippet_runs_and_prints(script):
+def test_snippet_runs_and_prints(script, page_output):
+    """A script that a page runs whole was run with that page (``page_output``, once per
+    test run): the trained model's experiments take 15 to 30 s each time they run."""
+    if page := page_running_whole(script):
+        shown = page_output(page)
+        assert any(
+            block.text.strip()
+            for block in shown.blocks
+            if block.section and block.section.startswith(script.name)
+        )
+        return
     done = subprocess.run(
         [sys.executable, str(script.relative_to(ROOT))], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
