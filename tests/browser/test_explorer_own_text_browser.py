@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import importlib.resources
 import json
 import threading
 import time
@@ -21,6 +20,7 @@ from urllib.parse import parse_qs, quote, urlparse
 
 import numpy as np
 import pytest
+from axe_views import AXE_JS, WIDTHS, audit_views
 from qkv_site.smollm2_data import DEFAULTS, MAX_TOKENS, label
 from support import PUBLISHED_PATH, trained_row
 
@@ -401,15 +401,8 @@ def test_the_model_runs_under_a_content_security_policy(browser, built_site):
         strict.httpd.shutdown()
 
 
-AXE_JS = importlib.resources.files("axe_playwright_python") / "axe.min.js"
-AXE_OPTIONS = {
-    "runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]},
-    "resultTypes": ["violations"],
-}
-
-
 def test_axe_finds_nothing_before_and_after_a_run(browser, server):
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, reduced_motion="reduce")
+    context = browser.new_context(viewport={"width": WIDTHS[0], "height": 900}, reduced_motion="reduce")
     context.add_init_script(path=str(AXE_JS))
     page = context.new_page()
     try:
@@ -419,18 +412,10 @@ def test_axe_finds_nothing_before_and_after_a_run(browser, server):
         for when in ("before", "after"):
             if when == "after":
                 load_model(page)
-            for width in (1280, 390):
+            found += [(when, *view) for view in audit_views(page)]
+            for width in WIDTHS:
                 page.set_viewport_size({"width": width, "height": 900})
-                for scheme in ("default", "slate"):
-                    page.evaluate("s => document.body.setAttribute('data-md-color-scheme', s)", scheme)
-                    page.wait_for_timeout(100)
-                    for rule in page.evaluate(
-                        "o => axe.run(document, o).then(r => r.violations)", AXE_OPTIONS
-                    ):
-                        found += [
-                            (when, width, scheme, rule["id"], node["html"][:120]) for node in rule["nodes"]
-                        ]
-                    assert page.evaluate("document.documentElement.scrollWidth") <= width
+                assert page.evaluate("document.documentElement.scrollWidth") <= width
         assert found == []
     finally:
         context.close()
