@@ -13,6 +13,7 @@ Every worker of the run finds the build in one folder (the run's temporary folde
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -24,9 +25,18 @@ from pathlib import Path
 Recipe = Callable[[], tuple[Path, dict[str, str]]]
 
 # Runs the build and writes its exit code; it holds the lock (its inherited descriptor).
+# With ``after``, it first waits for that build to end and copies that build's artifact cache
+# into this one's (only into an empty cache: a cache in use is never overwritten).
 _RUN_AND_RECORD = r"""
-import subprocess, sys
-log, returncode, cwd, *argv = sys.argv[1:]
+import fcntl, json, os, shutil, subprocess, sys
+log, returncode, after, cwd, *argv = sys.argv[1:]
+if after := json.loads(after):
+    lock = os.open(after["lock"], os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    os.close(lock)
+    source, target = after["cache"], after["into"]
+    if os.path.isdir(source) and not (os.path.isdir(target) and os.listdir(target)):
+        shutil.copytree(source, target, dirs_exist_ok=True)
 with open(log, "wb") as out:
     code = subprocess.call(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
 with open(returncode, "w") as f:
@@ -42,8 +52,11 @@ class BackgroundBuild:
         self.site = self.folder / "site"
         self.log = self.folder / "build.log"
 
-    def start(self, recipe: Recipe) -> None:
-        """Start the build ``recipe`` gives unless this run has started it already."""
+    def start(self, recipe: Recipe, after: tuple[BackgroundBuild, Path, Path] | None = None) -> None:
+        """Start the build ``recipe`` gives unless this run has started it already.
+
+        ``after=(build, its_cache, this_cache)``: wait for ``build`` to end, then copy its
+        artifact cache into this build's cache if that is empty, then build."""
         self.folder.mkdir(parents=True, exist_ok=True)
         lock = os.open(self.folder / "running.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -63,6 +76,14 @@ class BackgroundBuild:
                     _RUN_AND_RECORD,
                     str(self.log),
                     str(self.folder / "returncode"),
+                    json.dumps(
+                        after
+                        and {
+                            "lock": str(after[0].folder / "running.lock"),
+                            "cache": str(after[1]),
+                            "into": str(after[2]),
+                        }
+                    ),
                     str(project),
                     *argv,
                 ],

@@ -1,13 +1,15 @@
 """A clean build of the same tree gives the site byte for byte.
 
-The run's site (``built_site``) is built in this tree, from its artifact cache when the cache
-holds what is needed; ``clean_site`` is built from a snapshot of the same tree with no cache
-at all, so everything (figures, snippet output, explorer data, the notebook) is computed
-again, by other processes at another time. Both are dated by the last commit
-(``SOURCE_DATE_EPOCH``), as ``./dev build`` dates a build, and addressed as published (the
-sitemap then lists every page with that date). Every file is compared: pages,
-figures, the search index, the notebook page and the gzipped sitemap. So the cache cannot
-change what is published, and the same commit gives the same bytes.
+The run's site (``built_site``) is built in this tree, from its artifact cache when the
+cache holds what is needed; ``clean_site`` is built from a snapshot of the same tree with no
+cache at all, so everything (figures, snippet output, explorer data, the notebook) is
+computed again, by other processes at another time. When this tree's cache is empty (a fresh
+clone, CI), the run's build waits for the clean one and starts from the cache it filled, so
+a build without a cache is still compared with a build from one (tests/conftest.py). Both
+are dated by the last commit (``SOURCE_DATE_EPOCH``), as ``./dev build`` dates a build, and
+addressed as published (the sitemap then lists every page with that date). Every file is
+compared: pages, figures, the search index, the notebook page and the gzipped sitemap. So
+the cache cannot change what is published, and the same commit gives the same bytes.
 """
 
 from __future__ import annotations
