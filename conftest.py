@@ -219,14 +219,20 @@ def run_page_blocks(name: str) -> PageOutput:
 
 
 @pytest.fixture(scope="session")
-def page_output(tmp_path_factory):
+def run_folder(tmp_path_factory) -> Path:
+    """The folder every pytest-xdist worker of this run shares (each has its own below it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def page_output(run_folder):
     """``page_output("traps.md")``: what the page's executed blocks print (:class:`PageOutput`).
 
     Once per run, not once per pytest-xdist worker: the first worker to ask for a page runs
     it and writes what it printed to the folder the workers share; the others wait for it
     (a lock per page) and read it. The trained-model pages take 15 to 30 s to run."""
-    base = tmp_path_factory.getbasetemp()
-    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "page-output"
+    shared = run_folder / "page-output"
     shared.mkdir(exist_ok=True)
 
     @functools.cache

@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 from background_build import BackgroundBuild
 from checkout import clean_env, copy_project
+from qkv_site.artifacts.runner import ONE_THREAD
 from support import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -41,20 +42,14 @@ from support import (
     ROOT,
     build_dist,
     last_commit_time,
+    watch_offline_and_quiet,
 )
-
-
-def _run_folder(tmp_path_factory) -> Path:
-    """The folder every worker of this run shares (each xdist worker has its own below it)."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 class _Builds:
     """The run's two background builds: what each builds, and with which environment."""
 
-    def __init__(self, tmp_path_factory):
-        run = _run_folder(tmp_path_factory)
+    def __init__(self, run: Path):
         self.epoch = last_commit_time()
         self.session = BackgroundBuild(run / "session-build")
         self.clean = BackgroundBuild(run / "clean-build")
@@ -76,8 +71,8 @@ class _Builds:
 
 
 @pytest.fixture(scope="session")
-def builds(tmp_path_factory) -> _Builds:
-    return _Builds(tmp_path_factory)
+def builds(run_folder) -> _Builds:
+    return _Builds(run_folder)  # run_folder: the root conftest.py
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -187,6 +182,16 @@ def page(context):
     page.close()
 
 
+@pytest.fixture
+def offline_and_quiet(page):
+    """A test's page sends no request beyond 127.0.0.1 and logs no error (a module asks for
+    it with ``pytestmark = pytest.mark.usefixtures("offline_and_quiet")``)."""
+    outside, errors = watch_offline_and_quiet(page)
+    yield
+    assert outside == [], f"requests left 127.0.0.1: {outside}"
+    assert errors == [], errors
+
+
 # ---- tiers ---------------------------------------------------------------------------------
 
 TESTS = Path(__file__).resolve().parent
@@ -257,10 +262,8 @@ class _TierOrder:
 # and on a busy machine spinning BLAS threads made the same work 3 to 6 times slower (the
 # copy-paste test: 42 s alone, 240 s inside the suite). Set here, before any test process
 # loads NumPy, so the workers and everything they start inherit it; a value set by hand wins.
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
+# The variables are the ones the build gives its workers (qkv_site.artifacts.runner).
 def pytest_configure(config):
-    for name, value in ONE_THREAD.items():
-        os.environ.setdefault(name, value)
+    for name in ONE_THREAD:
+        os.environ.setdefault(name, "1")
     config.pluginmanager.register(_TierOrder(), "qkv-tier-order")

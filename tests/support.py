@@ -179,6 +179,23 @@ def expect_url(page, **want) -> None:
     )
 
 
+def watch_offline_and_quiet(page) -> tuple[list[str], list[str]]:
+    """Record, from now on, every request of a Playwright page that leaves 127.0.0.1 and every
+    error its console or its scripts report; returns the two lists, which fill as it runs."""
+    from urllib.parse import urlparse
+
+    outside, errors = [], []
+
+    def request(r):
+        if urlparse(r.url).hostname != "127.0.0.1" and not r.url.startswith(("data:", "blob:")):
+            outside.append(r.url)
+
+    page.on("request", request)
+    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
+    return outside, errors
+
+
 def html_pages(site: Path) -> list[Path]:
     """Every built HTML page except the 404 page, in a stable order."""
     return sorted(p for p in site.rglob("*.html") if p.name != "404.html")
@@ -340,6 +357,7 @@ def another_model_package_installed(monkeypatch, runner) -> None:
     runner.start_build()
 
 
+@functools.cache  # a run is read-only: the tests that share a text share its run
 def model_trace(text: str):
     """``qkv.smollm2.run(text)``, once per process and text."""
     from qkv import smollm2

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import functools
 import re
-from urllib.parse import urlparse
 
-from support import html_pages
+from support import html_pages, watch_offline_and_quiet
 
 # Collect every violation the page's documents report, from their first script on.
 RECORD = """
@@ -57,17 +56,8 @@ def test_every_page_opens_offline_under_its_policy(page, site_url, built_site):
     """One walk over every page checks what a page load can break: its policy is there and
     nothing violates it, no request leaves 127.0.0.1, and no script logs an error."""
     page.add_init_script(RECORD)
-    outside, errors, found = [], [], []
-    page.on(
-        "request",
-        lambda r: (
-            outside.append(r.url)
-            if urlparse(r.url).hostname != "127.0.0.1" and not r.url.startswith(("data:", "blob:"))
-            else None
-        ),
-    )
-    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
+    outside, errors = watch_offline_and_quiet(page)
+    found = []
     paths = [p.relative_to(built_site).as_posix() for p in html_pages(built_site)]
     for path in [*paths, "404.html"]:
         page.goto(site_url + path, wait_until="networkidle")

@@ -13,7 +13,7 @@ import random
 import socket
 import threading
 from functools import cache
-from urllib.parse import quote, urlparse
+from urllib.parse import quote
 
 import numpy as np
 import pytest
@@ -48,23 +48,8 @@ def shown_field(stage: int) -> str:
     return ("raw", "scaled", "weights", "weights")[stage - 1]
 
 
-@pytest.fixture(autouse=True)
-def offline_and_quiet(page):
-    """Every test: no request may leave 127.0.0.1, and the console stays free of errors."""
-    outside, errors = [], []
-    page.on(
-        "request",
-        lambda r: (
-            outside.append(r.url)
-            if urlparse(r.url).hostname != "127.0.0.1" and not r.url.startswith(("data:", "blob:"))
-            else None
-        ),
-    )
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    yield
-    assert outside == [], f"requests left 127.0.0.1: {outside}"
-    assert errors == [], errors
+# every test: no request leaves 127.0.0.1, and no error is logged (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("offline_and_quiet")
 
 
 def open_explorer(page, site_url, query: str = ""):

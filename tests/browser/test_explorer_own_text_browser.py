@@ -87,22 +87,8 @@ def index(built_site) -> dict:
     return json.loads((built_site / "explorer" / "smollm2" / "index.json").read_text(encoding="utf-8"))
 
 
-@pytest.fixture(autouse=True)
-def offline_and_quiet(page):
-    outside, errors = [], []
-    page.on(
-        "request",
-        lambda r: (
-            outside.append(r.url)
-            if urlparse(r.url).hostname != "127.0.0.1" and not r.url.startswith(("data:", "blob:"))
-            else None
-        ),
-    )
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    yield
-    assert outside == [], f"requests left 127.0.0.1: {outside}"
-    assert errors == [], errors
+# every test: no request leaves 127.0.0.1, and no error is logged (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("offline_and_quiet")
 
 
 @cache

@@ -38,22 +38,8 @@ def expected(sentence: int, layer: int, head: int, query: int, scale: int) -> di
     return trained_row(trace(sentence), layer, head, query, scale)
 
 
-@pytest.fixture(autouse=True)
-def offline_and_quiet(page):
-    outside, errors = [], []
-    page.on(
-        "request",
-        lambda r: (
-            outside.append(r.url)
-            if urlparse(r.url).hostname != "127.0.0.1" and not r.url.startswith(("data:", "blob:"))
-            else None
-        ),
-    )
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    yield
-    assert outside == [], f"requests left 127.0.0.1: {outside}"
-    assert errors == [], errors
+# every test: no request leaves 127.0.0.1, and no error is logged (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("offline_and_quiet")
 
 
 def wait_drawn(page, state: tuple):
