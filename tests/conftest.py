@@ -161,6 +161,14 @@ def browser_type_launch_args(browser_type_launch_args):
     return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
 
 
+@pytest.fixture(scope="session")
+def base_url():
+    """No base URL: tests open ``site_url`` and its paths. This replaces pytest-playwright's
+    own ``base_url`` fixture, which pytest 9 warns about (a session fixture written as a
+    method) in every run that opens a browser."""
+    return None
+
+
 @pytest.fixture(scope="module")
 def context(browser, browser_context_args):
     """One browser context per test module, not per test (pytest-playwright's default):
