@@ -55,6 +55,30 @@ print(f"of which one head's bands of W_Q, W_K, W_V: {one_head:,}")
 print(f"per layer: {sum(m.size for m in (w.w_q, w.w_k, w.w_v, w.w_o)):,}")
 # --8<-- [end:weights]
 
+# --8<-- [start:weight_shapes]
+def layer_shapes(d_model, n_heads, n_kv_heads, d_head):
+    """The four matrices of an attention layer, as (rows, columns)."""
+    return {
+        "W_Q": (d_model, n_heads * d_head),
+        "W_K": (d_model, n_kv_heads * d_head),
+        "W_V": (d_model, n_kv_heads * d_head),
+        "W_O": (n_heads * d_head, d_model),
+    }
+
+
+layers = {  # d_model, query heads, key/value heads, d_head
+    "the layer above": (512, 8, 8, 64),
+    "SmolLM2-135M": (576, 9, 3, 64),
+    "Gemma 7B": (3072, 16, 16, 256),
+}
+for name, sizes in layers.items():
+    shown = ", ".join(f"{m} {r}x{c}" for m, (r, c) in layer_shapes(*sizes).items())
+    print(f"{name:<16}{shown}")
+small = qkv.MultiHeadWeights.random(rng, 576, n_heads=9, n_kv_heads=3)
+drawn = {m: getattr(small, m.lower()).shape for m in ("W_Q", "W_K", "W_V", "W_O")}
+print("qkv.MultiHeadWeights agrees:", drawn == layer_shapes(*layers["SmolLM2-135M"]))
+# --8<-- [end:weight_shapes]
+
 # --8<-- [start:d_k]
 for m in qkv.MODELS:
     root = np.sqrt(m.d_head)
@@ -108,11 +132,19 @@ print("cosine,      query x3: weights unchanged:", same)
 
 # --8<-- [start:other_source]
 rng = np.random.default_rng(4)
-decoder_states = rng.normal(size=(4, 16))  # the sequence that asks
-encoder_states = rng.normal(size=(11, 16))  # the sequence that is read
-p = qkv.Projections.random(rng, d_model=16, d_k=8)
-weights, out = qkv.cross_attention(decoder_states, encoder_states, p)
-print("weights", weights.shape, " output", out.shape)
+d_dec, d_enc, d_k, d_v = 16, 24, 8, 6  # the two sequences need not be as wide
+decoder_states = rng.normal(size=(4, d_dec))  # the sequence that asks
+encoder_states = rng.normal(size=(11, d_enc))  # the sequence that is read
+w_q = rng.normal(size=(d_dec, d_k)) / np.sqrt(d_dec)  # reads the decoder
+w_k = rng.normal(size=(d_enc, d_k)) / np.sqrt(d_enc)  # reads the encoder
+w_v = rng.normal(size=(d_enc, d_v)) / np.sqrt(d_enc)  # reads the encoder
+w_o = rng.normal(size=(d_v, d_dec)) / np.sqrt(d_v)  # back to the decoder's width
+for name, m in (("W_Q", w_q), ("W_K", w_k), ("W_V", w_v), ("W_O", w_o)):
+    print(name, m.shape)
+q = decoder_states @ w_q  # (4, d_k)
+k, v = encoder_states @ w_k, encoder_states @ w_v  # (11, d_k), (11, d_v)
+weights, out = qkv.attention(q, k, v)
+print("weights", weights.shape, " output", out.shape, " after W_O", (out @ w_o).shape)
 keys = rng.normal(size=(6, 64))
 values = rng.normal(size=(7, 64))  # one value too many
 try:

@@ -166,6 +166,41 @@ def test_count_of_weights_in_a_512_wide_8_head_layer(shown):
     )
 
 
+def _printed_shapes(shown, name: str) -> dict[str, tuple[int, int]]:
+    """The four shapes the page prints for one named layer ("W_K 576x192" -> (576, 192))."""
+    line = shown.line("faq.py:weight_shapes", name)[len(name) :]
+    return {m: (int(r), int(c)) for m, r, c in re.findall(r"(W_[QKVO]) (\d+)x(\d+)", line)}
+
+
+@pytest.mark.claim("faq-weights-gqa-smollm2")
+@pytest.mark.model
+def test_smollm2_keys_and_values_are_narrower_than_its_queries(shown, model):
+    c = model.config
+    for layer in model.layers:  # the model file's own arrays, every layer
+        a = layer.attention
+        assert a.w_q.shape == (c.d_model, c.n_heads * c.d_head)
+        assert a.w_k.shape == a.w_v.shape == (c.d_model, c.n_kv_heads * c.d_head)
+        assert a.w_o.shape == (c.n_heads * c.d_head, c.d_model)
+    a = model.layers[0].attention
+    assert a.w_k.shape[1] < a.w_q.shape[1]  # not square: fewer key/value bands
+    printed = _printed_shapes(shown, "SmolLM2-135M")
+    assert printed == {"W_Q": a.w_q.shape, "W_K": a.w_k.shape, "W_V": a.w_v.shape, "W_O": a.w_o.shape}
+    check_prose("faq-weights-gqa-smollm2", c.n_heads, c.n_kv_heads, c.d_head, *a.w_k.shape, *a.w_q.shape)
+
+
+@pytest.mark.claim("faq-weights-gemma")
+def test_gemma_heads_are_wider_together_than_the_model(shown):
+    # Gemma 7B as its report publishes it (Gemma Team 2024, table 1): d_model 3072,
+    # 16 heads, head size 256; the shapes below follow from these alone
+    d_model, n_heads, d_head = 3072, 16, 256
+    heads_wide = n_heads * d_head
+    assert heads_wide != d_model  # the heads' widths do not add up to the model's
+    printed = _printed_shapes(shown, "Gemma 7B")
+    assert printed["W_Q"] == (d_model, heads_wide) and printed["W_O"] == (heads_wide, d_model)
+    assert printed["W_K"] == printed["W_V"] == (d_model, heads_wide)  # 16 key/value heads
+    check_prose("faq-weights-gemma", n_heads, d_head, heads_wide, d_model, heads_wide, heads_wide, d_model)
+
+
 @pytest.mark.claim("faq-dk-models")
 def test_head_size_of_gpt2_and_llama(shown):
     by_name = {m.name: m for m in qkv.MODELS}
@@ -280,14 +315,41 @@ def test_the_page_shows_the_entropy_falling_and_the_cosine_weights_unchanged(sho
 @pytest.mark.claim("faq-cross-shapes")
 def test_decoder_reading_encoder_gets_tq_by_tk_weights(shown):
     rng = np.random.default_rng(0)
-    p = qkv.Projections.random(rng, d_model=16, d_k=8)
-    weights, out = qkv.cross_attention(rng.normal(size=(4, 16)), rng.normal(size=(11, 16)), p)
+    decoder, encoder = rng.normal(size=(4, 16)), rng.normal(size=(11, 24))
+    q = decoder @ rng.normal(size=(16, 8))
+    k, v = encoder @ rng.normal(size=(24, 8)), encoder @ rng.normal(size=(24, 6))
+    weights, out = qkv.attention(q, k, v)
     assert weights.shape == (4, 11)  # one row per decoder position, one column per encoder one
-    assert out.shape == (4, p.d_v)
+    assert out.shape == (4, 6)
     assert np.allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
-    printed_weights, printed_out = shapes(shown.line("faq.py:other_source", "weights"))
+    printed_weights, printed_out, _ = shapes(shown.line("faq.py:other_source", "weights"))
     assert printed_weights == weights.shape and printed_out[0] == weights.shape[0]
     check_prose("faq-cross-shapes", *weights.shape, *weights.shape, weights.sum(axis=-1).max())
+
+
+@pytest.mark.claim("faq-cross-widths")
+def test_cross_attention_matrices_read_the_width_of_their_own_sequence(shown):
+    """Every shape the sentence gives, checked on the printed matrices: W_Q's rows are the
+    decoder's width, W_K's and W_V's the encoder's, and W_O returns to the decoder's width."""
+    printed = {name: shapes(shown.line("faq.py:other_source", name + " "))[0] for name in ("W_Q", "W_K", "W_V", "W_O")}
+    weights, out, projected = shapes(shown.line("faq.py:other_source", "weights"))
+    t_dec, t_enc = weights
+    d_dec, d_k = printed["W_Q"]
+    d_enc = printed["W_K"][0]
+    d_v = printed["W_V"][1]
+    assert d_dec != d_enc  # the example uses two widths, as the sentence says
+    assert printed["W_K"] == (d_enc, d_k) and printed["W_V"] == (d_enc, d_v)
+    assert printed["W_O"] == (1 * d_v, d_dec)  # one head
+    assert out == (t_dec, d_v) and projected == (t_dec, d_dec)
+    # and the formula runs with these shapes, while keys made at the decoder's width cannot
+    rng = np.random.default_rng(1)
+    dec, enc = rng.normal(size=(t_dec, d_dec)), rng.normal(size=(t_enc, d_enc))
+    mats = {name: rng.normal(size=shape) for name, shape in printed.items()}
+    w, o = qkv.attention(dec @ mats["W_Q"], enc @ mats["W_K"], enc @ mats["W_V"])
+    assert (o @ mats["W_O"]).shape == (t_dec, d_dec)
+    with pytest.raises(ValueError):
+        enc @ mats["W_Q"]  # W_Q reads d_dec columns, the encoder has d_enc
+    check_prose("faq-cross-widths", d_dec, d_enc)
 
 
 @pytest.mark.claim("faq-kv-same-length")
