@@ -47,6 +47,9 @@ print(
 # --8<-- [start:hard]
 print("palette['orange'] ->", palette["orange"])
 print("'warm' in palette ->", "warm" in palette)
+best = names[np.argmax(keys @ query[0])]  # hard attention: always some row
+print("(1, 0) among the keys ->", any((keys == query[0]).all(axis=1)))
+print("best match for (1, 0) ->", best, palette[best])
 # --8<-- [end:hard]
 
 

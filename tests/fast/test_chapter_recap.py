@@ -24,13 +24,23 @@ def rng():
 
 
 @pytest.mark.claim("recap-blend")
-def test_weights_are_positive_rows_summing_to_one_and_blend_the_values(rng):
+def test_weights_are_positive_where_seen_zero_where_masked_and_blend_the_seen_values(rng):
     q, k, v = rng.normal(size=(4, 8)), rng.normal(size=(6, 8)), rng.normal(size=(6, 3))
-    weights, out = qkv.attention(q, k, v)
-    assert np.all(weights > 0)
+    unmasked = qkv.attention(q, k, v)
+    assert np.all(unmasked.weights > 0)  # no mask: every key gets a positive weight
+    mask = qkv.causal_mask(4, 6) & qkv.padding_mask([5], 6)[0]  # (4, 6): two kinds of hidden key
+    weights, out = qkv.attention(q, k, v, mask=mask)
+    assert np.all(weights[mask] > 0)  # positive on every key a query may see
+    assert np.all(weights[~mask] == 0.0)  # exactly 0, not small, on the masked ones
     assert np.allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
     assert np.allclose(out, weights @ v, rtol=0, atol=1e-12)
-    check_prose("recap-blend", weights.sum(axis=-1).max())
+    # each row averages only the values it may see: changing a hidden value changes nothing
+    hidden_key = int(np.flatnonzero(~mask[0])[0])
+    v_changed = v.copy()
+    v_changed[hidden_key] += 100.0
+    changed = qkv.attention(q, k, v_changed, mask=mask).output
+    assert np.array_equal(changed[~mask[:, hidden_key]], out[~mask[:, hidden_key]])
+    check_prose("recap-blend", weights[~mask].max(), weights.sum(axis=-1).max())
 
 
 @pytest.mark.claim("recap-no-params")

@@ -198,6 +198,24 @@ def test_a_dict_answers_the_exact_key_and_nothing_near_it(shown_lookup):
     assert line_of(text, "'warm' in palette ->") == "'warm' in palette -> False"
 
 
+@pytest.mark.claim("lookup-argmax-answers")
+def test_the_argmax_answers_a_query_no_key_equals_and_the_sharpened_weights_close_in_on_it(
+    shown_lookup,
+):
+    assert not any(np.array_equal(key, WARM[0]) for key in KEYS)  # no key is (1, 0)
+    best = max(range(len(KEYS)), key=lambda i: float(KEYS[i] @ WARM[0]))  # by hand
+    assert NAMES[best] == "red"
+    # the sharpened weights close in on that row: the largest weight grows with the factor
+    on_best = [qkv.attention(f * WARM, KEYS, VALUES).weights[0, best] for f in (1, 4, 16, 64)]
+    assert on_best == sorted(on_best) and on_best[-1] > 0.999
+    text = shown_lookup["soft_lookup.py:hard"]
+    assert line_of(text, "(1, 0) among the keys ->") == "(1, 0) among the keys -> False"
+    assert line_of(text, "best match for (1, 0) ->") == (
+        f"best match for (1, 0) -> red {tuple(VALUES[best].tolist())}"
+    )
+    check_prose("lookup-argmax-answers", *WARM[0])
+
+
 @pytest.mark.claim("lookup-scores-are-warmth")
 def test_scores_of_the_warm_query_are_the_keys_warmth(shown_lookup):
     scores = KEYS @ WARM[0]

@@ -437,3 +437,45 @@ def test_each_half_reads_the_stream_only_through_its_norm(half, scale):
     added = run_layer(x, layer, config) - x
     assert np.abs(added).max() > 0.1  # the half does add something
     np.testing.assert_allclose(run_layer(scale * x, layer, config) - scale * x, added, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.claim("steps-mlp-swiglu")
+def test_the_mlp_half_is_swiglu_three_matrices_with_a_gate():
+    # The MLP half alone (attention switched off), with eps = 0: what it adds is
+    # (SiLU(h W_gate) * h W_up) W_down of the normalised row, written here from the formula,
+    # and not what the two-matrix network without the gate would add.
+    layer, config = tiny_layer(11, no_attention=True, eps=0.0)
+    x = np.random.default_rng(12).normal(size=(5, 8))
+    h = x / np.sqrt((x**2).mean(axis=-1, keepdims=True)) * layer.mlp_norm
+    gate = h @ layer.w_gate
+    swiglu = (gate / (1 + np.exp(-gate)) * (h @ layer.w_up)) @ layer.w_down
+    added = run_layer(x, layer, config) - x
+    np.testing.assert_allclose(added, swiglu, rtol=1e-10, atol=1e-12)
+    ungated = np.maximum(h @ layer.w_up, 0) @ layer.w_down  # a plain two-layer network
+    assert np.abs(added - ungated).max() > 1e-2
+
+
+@pytest.mark.claim("steps-mlp-swiglu")
+@pytest.mark.model
+def test_smollm2_mlp_holds_three_times_the_weights_of_its_attention(model):
+    c = model.config
+    for layer in model.layers:  # the model file's arrays, every layer
+        assert layer.w_gate.shape == layer.w_up.shape == (c.d_model, c.d_mlp)
+        assert layer.w_down.shape == (c.d_mlp, c.d_model)
+    layer = model.layers[0]
+    mlp = layer.w_gate.size + layer.w_up.size + layer.w_down.size
+    a = layer.attention
+    attention = a.w_q.size + a.w_k.size + a.w_v.size + a.w_o.size
+    # by hand from the config: 3 * 576 * 1536 against 576 * 576 * 2 + 576 * 192 * 2
+    assert mlp == 3 * c.d_model * c.d_mlp
+    assert attention == 2 * c.d_model * c.n_heads * c.d_head + 2 * c.d_model * c.n_kv_heads * c.d_head
+    assert mlp > 2.5 * attention  # "about three times", the direction the sentence states
+    check_prose(
+        "steps-mlp-swiglu",
+        *layer.w_gate.shape,
+        *layer.w_up.shape,
+        *layer.w_down.shape,
+        mlp,
+        mlp / attention,
+        attention,
+    )
