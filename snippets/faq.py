@@ -55,6 +55,7 @@ print(f"of which one head's bands of W_Q, W_K, W_V: {one_head:,}")
 print(f"per layer: {sum(m.size for m in (w.w_q, w.w_k, w.w_v, w.w_o)):,}")
 # --8<-- [end:weights]
 
+
 # --8<-- [start:weight_shapes]
 def layer_shapes(d_model, n_heads, n_kv_heads, d_head):
     """The four matrices of an attention layer, as (rows, columns)."""
@@ -72,11 +73,15 @@ layers = {  # d_model, query heads, key/value heads, d_head
     "Gemma 7B": (3072, 16, 16, 256),
 }
 for name, sizes in layers.items():
-    shown = ", ".join(f"{m} {r}x{c}" for m, (r, c) in layer_shapes(*sizes).items())
+    shown = ", ".join(
+        f"{m} {r}x{c}" for m, (r, c) in layer_shapes(*sizes).items()
+    )
     print(f"{name:<16}{shown}")
 small = qkv.MultiHeadWeights.random(rng, 576, n_heads=9, n_kv_heads=3)
 drawn = {m: getattr(small, m.lower()).shape for m in ("W_Q", "W_K", "W_V", "W_O")}
-print("qkv.MultiHeadWeights agrees:", drawn == layer_shapes(*layers["SmolLM2-135M"]))
+print(
+    "qkv.MultiHeadWeights agrees:", drawn == layer_shapes(*layers["SmolLM2-135M"])
+)
 # --8<-- [end:weight_shapes]
 
 # --8<-- [start:d_k]
@@ -144,7 +149,14 @@ for name, m in (("W_Q", w_q), ("W_K", w_k), ("W_V", w_v), ("W_O", w_o)):
 q = decoder_states @ w_q  # (4, d_k)
 k, v = encoder_states @ w_k, encoder_states @ w_v  # (11, d_k), (11, d_v)
 weights, out = qkv.attention(q, k, v)
-print("weights", weights.shape, " output", out.shape, " after W_O", (out @ w_o).shape)
+print(
+    "weights",
+    weights.shape,
+    " output",
+    out.shape,
+    " after W_O",
+    (out @ w_o).shape,
+)
 keys = rng.normal(size=(6, 64))
 values = rng.normal(size=(7, 64))  # one value too many
 try:

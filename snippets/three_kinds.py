@@ -84,6 +84,23 @@ print("row sums:", cross.weights.sum(axis=-1).round(6))
 # --8<-- [end:cross]
 
 
+# --8<-- [start:cross_widths]
+# A decoder 10 wide reading the toy sentence, 16 wide; one head, d_k 8, d_v 4
+rng = np.random.default_rng(5)
+d_dec, d_enc = 10, X.shape[-1]
+narrow_decoder = rng.normal(size=(3, d_dec))
+w_q = rng.normal(size=(d_dec, 8)) / np.sqrt(d_dec)  # reads the decoder's rows
+w_k = rng.normal(size=(d_enc, 8)) / np.sqrt(d_enc)  # reads the encoder's rows
+w_v = rng.normal(size=(d_enc, 4)) / np.sqrt(d_enc)  # reads the encoder's rows
+w_o = rng.normal(size=(4, d_dec)) / 2  # back to the decoder's width
+for name, m in (("W_Q", w_q), ("W_K", w_k), ("W_V", w_v), ("W_O", w_o)):
+    print(name, m.shape)
+both_widths = qkv.attention(narrow_decoder @ w_q, X @ w_k, X @ w_v)
+print("weights", both_widths.weights.shape, " output", both_widths.output.shape)
+print("after W_O", (both_widths.output @ w_o).shape, "- the decoder's width")
+# --8<-- [end:cross_widths]
+
+
 # --8<-- [start:masked_numpy]
 Q, K, V = qkv.project(X, p)
 mask = qkv.causal_mask(len(words))  # (6, 6) booleans, True = may attend

@@ -331,7 +331,10 @@ def test_decoder_reading_encoder_gets_tq_by_tk_weights(shown):
 def test_cross_attention_matrices_read_the_width_of_their_own_sequence(shown):
     """Every shape the sentence gives, checked on the printed matrices: W_Q's rows are the
     decoder's width, W_K's and W_V's the encoder's, and W_O returns to the decoder's width."""
-    printed = {name: shapes(shown.line("faq.py:other_source", name + " "))[0] for name in ("W_Q", "W_K", "W_V", "W_O")}
+    printed = {
+        name: shapes(shown.line("faq.py:other_source", name + " "))[0]
+        for name in ("W_Q", "W_K", "W_V", "W_O")
+    }
     weights, out, projected = shapes(shown.line("faq.py:other_source", "weights"))
     t_dec, t_enc = weights
     d_dec, d_k = printed["W_Q"]

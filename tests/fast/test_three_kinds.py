@@ -278,6 +278,43 @@ def test_the_page_cross_attention_is_3_by_6_with_rows_of_one(shown):
     check_prose("kinds-cross-shape", *cross.weights.shape, cross.weights.sum(axis=-1).max())
 
 
+@pytest.mark.claim("kinds-cross-widths")
+def test_cross_attention_across_two_widths_gives_every_matrix_its_own_side(shown):
+    """The printed shapes obey the sentence's rules: W_Q reads the decoder's width, W_K and
+    W_V the encoder's (the toy sentence's, 16), W_Q and W_K share d_k, and W_O returns the
+    output to the decoder's width; the widths differ, as the example says."""
+    printed = {}
+    for name in ("W_Q", "W_K", "W_V", "W_O"):
+        ((rows, cols),) = re.findall(
+            r"\((\d+), (\d+)\)", shown.line("three_kinds.py:cross_widths", name + " ")
+        )
+        printed[name] = (int(rows), int(cols))
+    d_dec, d_k = printed["W_Q"]
+    d_enc, d_v = printed["W_K"][0], printed["W_V"][1]
+    assert d_enc == X.shape[-1] != d_dec
+    assert printed["W_K"] == (d_enc, d_k) and printed["W_V"] == (d_enc, d_v)
+    assert printed["W_O"] == (d_v, d_dec)  # one head
+    t_q = 3
+    rng = np.random.default_rng(0)
+    mats = {name: rng.normal(size=shape) for name, shape in printed.items()}
+    decoder = rng.normal(size=(t_q, d_dec))
+    result = qkv.attention(decoder @ mats["W_Q"], X @ mats["W_K"], X @ mats["W_V"])
+    assert result.weights.shape == (t_q, len(X)) and result.output.shape == (t_q, d_v)
+    projected = result.output @ mats["W_O"]
+    assert numbers(shown.line("three_kinds.py:cross_widths", "weights")) == [t_q, len(X), t_q, d_v]
+    assert numbers(shown.line("three_kinds.py:cross_widths", "after W_O"))[-2:] == list(projected.shape)
+    check_prose(
+        "kinds-cross-widths",
+        *printed["W_Q"],
+        *printed["W_K"],
+        d_k,
+        *printed["W_V"],
+        *printed["W_O"],
+        *result.output.shape,
+        *projected.shape,
+    )
+
+
 # ---- the masked function in PyTorch, and mask conventions ---------------------------------
 
 
