@@ -349,7 +349,7 @@ def test_cross_attention_matrices_read_the_width_of_their_own_sequence(shown):
     dec, enc = rng.normal(size=(t_dec, d_dec)), rng.normal(size=(t_enc, d_enc))
     mats = {name: rng.normal(size=shape) for name, shape in printed.items()}
     w, o = qkv.attention(dec @ mats["W_Q"], enc @ mats["W_K"], enc @ mats["W_V"])
-    assert (o @ mats["W_O"]).shape == (t_dec, d_dec)
+    assert w.shape == (t_dec, t_enc) and (o @ mats["W_O"]).shape == (t_dec, d_dec)
     with pytest.raises(ValueError):
         enc @ mats["W_Q"]  # W_Q reads d_dec columns, the encoder has d_enc
     check_prose("faq-cross-widths", d_dec, d_enc)
