@@ -137,6 +137,39 @@ def test_a_chapter_has_two_exercises_with_folded_run_and_guarded_solutions(numbe
     )
 
 
+# A solution's title may name the exercise it answers, or give a hint without a number, but
+# never the answer (issue 24): "Solution", "Solution 2", "Solution (hint: the weights move)".
+NEUTRAL_TITLE = re.compile(r"Solution(?: (?P<number>\d+)| \(hint: [^\d]+\))?")
+SOLUTION_TITLE = re.compile(r'^\?\?\? note "(Solution[^"]*)"', re.M)
+# Chapter 6's titles are rewritten on another branch of issue 24 (the scale chapter's);
+# remove it from this set when that branch is merged.
+TITLES_REWRITTEN_ELSEWHERE = {"why-scale.md"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [c[2] for c in CHAPTERS if c[2] not in WITHOUT_EXERCISES | TITLES_REWRITTEN_ELSEWHERE],
+)
+def test_no_solution_title_gives_the_answer_away(path):
+    _, body = front_matter_and_body(path)
+    section = body.split("\n## Exercises\n", 1)[1]
+    numbers = [int(m.group(1)) for m in EXERCISE.finditer(section)]
+    titles = SOLUTION_TITLE.findall(section)
+    assert len(titles) == len(numbers), f"docs/{path}: {len(titles)} titles, {len(numbers)} exercises"
+    for number, title in zip(numbers, titles, strict=True):
+        found = NEUTRAL_TITLE.fullmatch(title)
+        assert found, f"docs/{path}: the title {title!r} says more than 'Solution {number}'"
+        named = found.group("number")
+        assert named is None or int(named) == number, f"docs/{path}: {title!r} answers exercise {number}"
+
+
+def test_the_title_rule_tells_a_neutral_title_from_an_answer():
+    for neutral in ("Solution", "Solution 3", "Solution (hint: compare the two rows)"):
+        assert NEUTRAL_TITLE.fullmatch(neutral)
+    for answer in ("Solution: at 33 times its norm", "Solution: no, only ever nearly", "Solution (hint: 4)"):
+        assert not NEUTRAL_TITLE.fullmatch(answer)
+
+
 @pytest.mark.parametrize("doc", PAGES)
 def test_every_numbered_chapter_link_names_the_right_number(doc):
     text = (DOCS / doc).read_text(encoding="utf-8")
