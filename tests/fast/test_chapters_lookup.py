@@ -1234,3 +1234,53 @@ def test_two_thin_factors_hold_fewer_numbers_than_their_product():
     w_q, w_k = w.w_q[:, :d_k], w.w_k[:, :d_k]  # one head's factors
     assert (w_q @ w_k.T).shape == (d_model, d_model)
     check_prose("three-ex-rank-smollm2", d_model, d_k, w_q.size + w_k.size, d_model * d_model)
+
+
+@pytest.mark.claim("lookup-terms-entropy")
+def test_entropy_is_zero_for_one_key_log_t_when_even_and_qkv_computes_the_formula():
+    rng = np.random.default_rng(0)
+    for t in (2, 4, 6, 64):
+        rows = qkv.softmax(rng.normal(size=(5, t)) * 3)
+        by_hand = -(rows * np.log(rows)).sum(axis=-1)
+        np.testing.assert_allclose(qkv.entropy(rows), by_hand, rtol=1e-12)
+        assert (qkv.entropy(rows) < np.log(t)).all()  # ln T is the largest value
+        np.testing.assert_allclose(qkv.entropy(np.full(t, 1 / t)), np.log(t), rtol=1e-12)
+        one_hot = np.eye(t)[0]
+        assert qkv.entropy(one_hot) == 0.0  # 0 ln 0 counts as 0
+    # sharpening lowers it: the warm query of the page, at growing factors
+    h = [float(qkv.entropy(qkv.attention(f * WARM, KEYS, VALUES).weights)[0]) for f in (1, 4, 16, 64)]
+    assert h == sorted(h, reverse=True)
+    check_prose("lookup-terms-entropy", qkv.entropy(np.eye(4)[0]))
+
+
+@pytest.mark.claim("lookup-terms-nats")
+def test_a_nat_is_one_over_ln_2_bits():
+    w = qkv.softmax(np.random.default_rng(1).normal(size=8))
+    in_nats = float(qkv.entropy(w))
+    in_bits = float(-(w * np.log2(w)).sum())
+    assert in_bits == pytest.approx(in_nats / np.log(2), rel=1e-12)  # bits per nat: 1/ln 2
+    check_prose("lookup-terms-nats", 1, 2, 1 / np.log(2))
+
+
+@pytest.mark.claim("kv-sep-terms-loss-kl")
+def test_next_token_loss_and_kl_divergence_are_the_formulas_of_the_terms_box():
+    from qkv import interventions
+
+    rng = np.random.default_rng(2)
+    z, z_edited = rng.normal(size=(2, 7, 50)) * 2  # 7 positions, a vocabulary of 50
+    came_next = rng.integers(0, 50, size=7)
+    # loss: -ln p(next), checked against PyTorch's cross-entropy (mean over positions)
+    loss = interventions.next_token_loss(z, came_next)
+    torch_loss = torch.nn.functional.cross_entropy(torch.from_numpy(z), torch.from_numpy(came_next))
+    assert loss.mean() == pytest.approx(float(torch_loss), rel=1e-12)
+    certain = np.where(np.arange(50) == 3, 60.0, 0.0)  # nearly all mass on token 3
+    assert interventions.next_token_loss(certain, 3) < 1e-20
+    # KL(p || q) = sum p ln(p / q), checked against PyTorch's kl_div
+    kl = interventions.kl_divergence(z, z_edited)
+    log_p = torch.log_softmax(torch.from_numpy(z), -1)
+    log_q = torch.log_softmax(torch.from_numpy(z_edited), -1)
+    torch_kl = torch.nn.functional.kl_div(log_q, log_p, reduction="none", log_target=True).sum(-1)
+    np.testing.assert_allclose(kl, torch_kl.numpy(), rtol=1e-10)
+    assert (kl > 0).all()
+    np.testing.assert_allclose(interventions.kl_divergence(z, z), 0.0, atol=1e-12)
+    check_prose("kv-sep-terms-loss-kl")
