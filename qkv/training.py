@@ -90,8 +90,7 @@ def init_head(rng, d_model: int, d_k: int) -> Head:
 class Forward(NamedTuple):
     """What the forward pass keeps for the backward pass."""
 
-    q: np.ndarray  # (..., B, d_k)
-    q_back: np.ndarray  # (..., B, d_model): W_Kᵀ q
+    q_back: np.ndarray  # (..., B, d_model): x_queryᵀ W_Qᵀ W_K
     weights: np.ndarray  # (..., B, T)
     output: np.ndarray  # (..., B, d_v)
     loss: np.ndarray  # (...): mean squared error over the batch and the d_v components
@@ -100,7 +99,10 @@ class Forward(NamedTuple):
 def forward(head: Head, batch: Recall, factor: float) -> Forward:
     """Run the head on a batch: scores, softmax weights, output and loss.
 
-    ``factor`` multiplies the scores: ``1/√d_k`` with the scale, 1 without.
+    ``factor`` multiplies the scores: ``1/√d_k`` with the scale, 1 without. The score
+    ``q · k_i = (W_Q x_query) · (W_K x_i) = x_queryᵀ (W_Qᵀ W_K) x_i`` depends on the two
+    matrices only through ``W_Qᵀ W_K`` (d_model × d_model), so that product is formed once
+    and no query or key of width d_k is ever built: the cost does not grow with d_k.
 
     Examples
     --------
@@ -116,16 +118,15 @@ def forward(head: Head, batch: Recall, factor: float) -> Forward:
             f"w_q and w_k must both have shape (..., d_k, d_model={batch.x.shape[-1]}), "
             f"got {w_q.shape} and {w_k.shape}"
         )
-    q = batch.query @ np.swapaxes(w_q, -1, -2)  # (..., B, d_k)
-    # k_i · q = (W_K x_i) · q = x_i · (W_Kᵀ q): carry q back instead of projecting T keys
-    q_back = q @ w_k  # (..., B, d_model)
-    scores = factor * (batch.x @ q_back[..., None])[..., 0]  # (..., B, T)
+    m = np.swapaxes(w_q, -1, -2) @ w_k  # (..., d_model, d_model): W_Qᵀ W_K
+    q_back = np.einsum("bi,...ij->...bj", batch.query, m)  # (..., B, d_model)
+    scores = factor * np.einsum("btj,...bj->...bt", batch.x, q_back)  # (..., B, T)
     scores = scores - scores.max(axis=-1, keepdims=True)  # softmax ignores a shift
     weights = np.exp(scores)
     weights /= weights.sum(axis=-1, keepdims=True)  # (..., B, T)
-    output = (weights[..., None, :] @ batch.v)[..., 0, :]  # (..., B, d_v): Σ_i w_i v_i
+    output = np.einsum("...bt,btv->...bv", weights, batch.v)  # (..., B, d_v): Σ_i w_i v_i
     loss = ((output - batch.target) ** 2).mean(axis=(-2, -1))  # (...)
-    return Forward(q, q_back, weights, output, loss)
+    return Forward(q_back, weights, output, loss)
 
 
 def backward(head: Head, batch: Recall, fwd: Forward, factor: float) -> Head:
@@ -141,16 +142,16 @@ def backward(head: Head, batch: Recall, fwd: Forward, factor: float) -> Head:
     """
     n = batch.target.shape[-2] * batch.target.shape[-1]  # the loss averages over B · d_v
     d_output = 2 * (fwd.output - batch.target) / n  # (..., B, d_v)
-    d_weights = (batch.v @ d_output[..., None])[..., 0]  # (..., B, T): v_i · d_output
+    d_weights = np.einsum("btv,...bv->...bt", batch.v, d_output)  # (..., B, T): v_i · d_output
     # through softmax: d_s = J d_w with J = diag(w) - w wᵀ
     d_scores = fwd.weights * (d_weights - (fwd.weights * d_weights).sum(axis=-1, keepdims=True))
     # scores = factor · x q_back
-    d_q_back = factor * (d_scores[..., None, :] @ batch.x)[..., 0, :]  # (..., B, d_model)
-    # q_back = q W_K
-    d_q = d_q_back @ np.swapaxes(head.w_k, -1, -2)  # (..., B, d_k)
-    d_w_k = np.swapaxes(fwd.q, -1, -2) @ d_q_back  # (..., d_k, d_model)
-    # q = W_Q query
-    d_w_q = np.swapaxes(d_q, -1, -2) @ batch.query  # (..., d_k, d_model)
+    d_q_back = factor * np.einsum("...bt,btj->...bj", d_scores, batch.x)  # (..., B, d_model)
+    # q_back = x_query M, summed over the batch
+    d_m = np.einsum("bi,...bj->...ij", batch.query, d_q_back)  # (..., d_model, d_model)
+    # M = W_Qᵀ W_K
+    d_w_q = head.w_k @ np.swapaxes(d_m, -1, -2)  # (..., d_k, d_model)
+    d_w_k = head.w_q @ d_m  # (..., d_k, d_model)
     return Head(d_w_q, d_w_k)
 
 
