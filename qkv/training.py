@@ -87,6 +87,16 @@ def init_head(rng, d_model: int, d_k: int) -> Head:
     return Head(std * rng.standard_normal((d_k, d_model)), std * rng.standard_normal((d_k, d_model)))
 
 
+def _checked(head: Head, batch: Recall) -> Head:
+    w_q, w_k = (np.asarray(w, dtype=float) for w in head)
+    if w_q.ndim < 2 or w_q.shape != w_k.shape or w_q.shape[-1] != batch.x.shape[-1]:
+        raise ValueError(
+            f"w_q and w_k must both have shape (..., d_k, d_model={batch.x.shape[-1]}), "
+            f"got {w_q.shape} and {w_k.shape}"
+        )
+    return Head(w_q, w_k)
+
+
 class Forward(NamedTuple):
     """What the forward pass keeps for the backward pass."""
 
@@ -99,7 +109,8 @@ class Forward(NamedTuple):
 def forward(head: Head, batch: Recall, factor: float) -> Forward:
     """Run the head on a batch: scores, softmax weights, output and loss.
 
-    ``factor`` multiplies the scores: ``1/√d_k`` with the scale, 1 without. The score
+    ``factor`` multiplies the scores: ``1/√d_k`` with the scale, 1 without (an array of
+    shape (..., 1, 1) gives each stacked head its own). The score
     ``q · k_i = (W_Q x_query) · (W_K x_i) = x_queryᵀ (W_Qᵀ W_K) x_i`` depends on the two
     matrices only through ``W_Qᵀ W_K`` (d_model × d_model), so that product is formed once
     and no query or key of width d_k is ever built: the cost does not grow with d_k.
@@ -112,19 +123,14 @@ def forward(head: Head, batch: Recall, factor: float) -> Forward:
     >>> print(f.weights.shape, f.weights.sum(axis=-1).round(12))
     (5, 6) [1. 1. 1. 1. 1.]
     """
-    w_q, w_k = head
-    if w_q.shape != w_k.shape or w_q.shape[-1] != batch.x.shape[-1]:
-        raise ValueError(
-            f"w_q and w_k must both have shape (..., d_k, d_model={batch.x.shape[-1]}), "
-            f"got {w_q.shape} and {w_k.shape}"
-        )
+    w_q, w_k = _checked(head, batch)
     m = np.swapaxes(w_q, -1, -2) @ w_k  # (..., d_model, d_model): W_Qᵀ W_K
-    q_back = np.einsum("bi,...ij->...bj", batch.query, m)  # (..., B, d_model)
-    scores = factor * np.einsum("btj,...bj->...bt", batch.x, q_back)  # (..., B, T)
+    q_back = batch.query @ m  # (..., B, d_model)
+    scores = factor * (batch.x @ q_back[..., None])[..., 0]  # (..., B, T): x_i · q_back
     scores = scores - scores.max(axis=-1, keepdims=True)  # softmax ignores a shift
     weights = np.exp(scores)
     weights /= weights.sum(axis=-1, keepdims=True)  # (..., B, T)
-    output = np.einsum("...bt,btv->...bv", weights, batch.v)  # (..., B, d_v): Σ_i w_i v_i
+    output = (weights[..., None, :] @ batch.v)[..., 0, :]  # (..., B, d_v): Σ_i w_i v_i
     loss = ((output - batch.target) ** 2).mean(axis=(-2, -1))  # (...)
     return Forward(q_back, weights, output, loss)
 
@@ -140,15 +146,20 @@ def backward(head: Head, batch: Recall, fwd: Forward, factor: float) -> Head:
     >>> print(grads.w_q.shape == head.w_q.shape, grads.w_k.shape == head.w_k.shape)
     True True
     """
+    head = _checked(head, batch)
+    if fwd.weights.shape[-2:] != batch.x.shape[:2]:
+        raise ValueError(
+            f"fwd must come from this batch: weights {fwd.weights.shape}, batch x {batch.x.shape}"
+        )
     n = batch.target.shape[-2] * batch.target.shape[-1]  # the loss averages over B · d_v
     d_output = 2 * (fwd.output - batch.target) / n  # (..., B, d_v)
-    d_weights = np.einsum("btv,...bv->...bt", batch.v, d_output)  # (..., B, T): v_i · d_output
+    d_weights = (batch.v @ d_output[..., None])[..., 0]  # (..., B, T): v_i · d_output
     # through softmax: d_s = J d_w with J = diag(w) - w wᵀ
     d_scores = fwd.weights * (d_weights - (fwd.weights * d_weights).sum(axis=-1, keepdims=True))
     # scores = factor · x q_back
-    d_q_back = factor * np.einsum("...bt,btj->...bj", d_scores, batch.x)  # (..., B, d_model)
+    d_q_back = factor * (d_scores[..., None, :] @ batch.x)[..., 0, :]  # (..., B, d_model)
     # q_back = x_query M, summed over the batch
-    d_m = np.einsum("bi,...bj->...ij", batch.query, d_q_back)  # (..., d_model, d_model)
+    d_m = batch.query.T @ d_q_back  # (..., d_model, d_model)
     # M = W_Qᵀ W_K
     d_w_q = head.w_k @ np.swapaxes(d_m, -1, -2)  # (..., d_k, d_model)
     d_w_k = head.w_q @ d_m  # (..., d_k, d_model)
@@ -165,24 +176,29 @@ def recall_accuracy(fwd: Forward, batch: Recall) -> np.ndarray:
     >>> print(recall_accuracy(forward(head, batch, 1 / 2), batch) < 0.5)  # untrained
     True
     """
+    if fwd.weights.shape[-2:] != batch.x.shape[:2]:
+        raise ValueError(
+            f"fwd must come from this batch: weights {fwd.weights.shape}, batch x {batch.x.shape}"
+        )
     return (fwd.weights.argmax(axis=-1) == batch.answer).mean(axis=-1)
 
 
 class Curves(NamedTuple):
-    """Learning curves of heads trained side by side, one per learning rate."""
+    """Learning curves of heads trained side by side: without and with the scale, one
+    head per learning rate."""
 
     steps: np.ndarray
     """(n_evals,): the steps after which the heads were evaluated (0: before training)."""
     loss: np.ndarray
-    """(n_learning_rates, n_evals): loss on held-out sequences; inf once a head diverged."""
+    """(2, n_learning_rates, n_evals): held-out loss, unscaled [0] and scaled [1]; inf
+    once a head diverged."""
     accuracy: np.ndarray
-    """(n_learning_rates, n_evals): recall accuracy on the held-out sequences."""
+    """(2, n_learning_rates, n_evals): recall accuracy on the held-out sequences."""
 
 
 def train(
     d_k: int,
     t: int,
-    scale: bool,
     learning_rates,
     seed: int,
     steps: int,
@@ -192,17 +208,18 @@ def train(
     eval_every: int = 10,
     n_eval: int = 512,
 ) -> Curves:
-    """Train one head per learning rate by plain gradient descent on fresh batches.
+    """Train heads by plain gradient descent on fresh batches, without and with the scale,
+    one head per learning rate.
 
     Every head starts from the same W_Q and W_K (seeded by ``[seed, d_k]``) and sees the
-    same batches (seeded by ``[seed, t]``), with and without the scale; the held-out
-    sequences are seeded by ``[seed, t, 1]``.
+    same batches (seeded by ``[seed, t]``); the held-out sequences are seeded by
+    ``[seed, t, 1]``. The two arms differ only in the factor on the scores.
 
     Examples
     --------
-    >>> c = train(16, 8, True, [1.0, 3.0], seed=0, steps=40, batch_size=16, eval_every=20)
-    >>> print(c.steps, c.loss.shape, bool((c.loss[:, -1] < c.loss[:, 0]).all()))
-    [ 0 20 40] (2, 3) True
+    >>> c = train(16, 8, [1.0, 3.0], seed=0, steps=40, batch_size=16, eval_every=20)
+    >>> print(c.steps, c.loss.shape, bool((c.loss[1, :, -1] < c.loss[1, :, 0]).all()))
+    [ 0 20 40] (2, 2, 3) True
     """
     for name, value in (("steps", steps), ("eval_every", eval_every), ("n_eval", n_eval)):
         whole_number(name, value, minimum=1)
@@ -211,9 +228,11 @@ def train(
         raise ValueError(
             f"learning_rates must be a non-empty list of positive numbers, got {learning_rates!r}"
         )
-    factor = 1 / np.sqrt(d_k) if scale else 1.0
+    factor = np.array([1.0, 1 / np.sqrt(d_k)])[:, None, None, None]  # (2, 1, 1, 1): arms
     one = init_head(np.random.default_rng([seed, d_k]), d_model, d_k)
-    head = Head(*(np.broadcast_to(w, (rates.size, *w.shape)).copy() for w in one))  # (L, d_k, d_model)
+    shape = (2, rates.size)  # (arm, learning rate)
+    head = Head(*(np.broadcast_to(w, (*shape, *w.shape)).copy() for w in one))  # (2, L, d_k, d_model)
+    lr = rates[None, :, None, None]  # (1, L, 1, 1)
     data = np.random.default_rng([seed, t])
     held_out = recall_batch(np.random.default_rng([seed, t, 1]), n_eval, t, d_model, d_v)
     evals, losses, accuracies = [], [], []
@@ -221,17 +240,17 @@ def train(
         if step % eval_every == 0:
             with np.errstate(all="ignore"):
                 f = forward(head, held_out, factor)
+            finite = np.isfinite(f.loss)  # (2, L)
             evals.append(step)
-            losses.append(np.where(np.isfinite(f.loss), f.loss, np.inf))
-            accuracies.append(np.where(np.isfinite(f.loss), recall_accuracy(f, held_out), 0.0))
+            losses.append(np.where(finite, f.loss, np.inf))
+            accuracies.append(np.where(finite, recall_accuracy(f, held_out), 0.0))
         if step == steps:
             break
         batch = recall_batch(data, batch_size, t, d_model, d_v)
         with np.errstate(all="ignore"):  # a diverging head overflows; it is marked inf
             grads = backward(head, batch, forward(head, batch, factor), factor)
-        lr = rates[:, None, None]  # (L, 1, 1)
         head = Head(head.w_q - lr * grads.w_q, head.w_k - lr * grads.w_k)
-    return Curves(np.array(evals), np.array(losses).T, np.array(accuracies).T)
+    return Curves(np.array(evals), np.moveaxis(losses, 0, -1), np.moveaxis(accuracies, 0, -1))
 
 
 class Sweep(NamedTuple):
@@ -253,19 +272,19 @@ SWEEP = Sweep()
 
 
 def run_sweep(sweep: Sweep = SWEEP) -> dict:
-    """Train every head of ``sweep``: ``(d_k, T, scale, seed) -> Curves`` over its learning rates.
+    """Train every head of ``sweep``: ``(d_k, T, seed) -> Curves`` over both arms and its
+    learning rates.
 
     Examples
     --------
-    >>> small = Sweep(d_ks=(16,), lengths=(8,), seeds=(0,), learning_rates=(1.0,), steps=20)
+    >>> small = Sweep(d_ks=(16,), lengths=(8,), seeds=(0, 1), learning_rates=(1.0,), steps=20)
     >>> print(sorted(run_sweep(small)))
-    [(16, 8, False, 0), (16, 8, True, 0)]
+    [(16, 8, 0), (16, 8, 1)]
     """
     return {
-        (d_k, t, scale, seed): train(
+        (d_k, t, seed): train(
             d_k,
             t,
-            scale,
             sweep.learning_rates,
             seed,
             sweep.steps,
@@ -277,6 +296,5 @@ def run_sweep(sweep: Sweep = SWEEP) -> dict:
         )
         for d_k in sweep.d_ks
         for t in sweep.lengths
-        for scale in (False, True)
         for seed in sweep.seeds
     }
