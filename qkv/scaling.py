@@ -17,10 +17,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from qkv.diagnostics import entropy, softmax_jacobian
+from qkv.diagnostics import checked_weights, entropy
 from qkv.dot_product import attention, scale_factor
 
 _CHUNK = 2048  # draws generated at a time, so d_k = 512 does not need gigabytes
+_CHUNK_NUMBERS = _CHUNK * 6 * 512  # and fewer when a draw holds many keys (512 keys)
 
 
 def _check_counts(**counts: int) -> None:
@@ -42,7 +43,9 @@ def draw_queries_keys(
     d_k : int
         Dimension of each query and key.
     n_draws : int
-        Total number of draws, split into chunks of at most 2048.
+        Total number of draws, split into chunks of at most 2048 (fewer when
+        ``n_keys * d_k`` exceeds 3072, so that a chunk holds at most 6.3 million keys'
+        components).
     n_keys : int
         Keys per draw (the query attends over them).
     seed : int
@@ -61,8 +64,9 @@ def draw_queries_keys(
     """
     _check_counts(d_k=d_k, n_draws=n_draws, n_keys=n_keys)
     rng = np.random.default_rng([seed, d_k])
-    for start in range(0, n_draws, _CHUNK):
-        m = min(_CHUNK, n_draws - start)
+    chunk = max(1, min(_CHUNK, _CHUNK_NUMBERS // (n_keys * d_k)))
+    for start in range(0, n_draws, chunk):
+        m = min(chunk, n_draws - start)
         q = rng.standard_normal((m, 1, d_k))  # (m, 1, d_k): one query per draw
         k = rng.standard_normal((m, n_keys, d_k))  # (m, n_keys, d_k)
         yield q, k
@@ -130,8 +134,49 @@ def jacobian_norm(weights) -> np.ndarray:
     >>> print(jacobian_norm([[0.25, 0.25, 0.25, 0.25], [1.0, 0.0, 0.0, 0.0]]).round(4))
     [0.433 0.   ]
     """
-    jac = softmax_jacobian(weights)  # (..., n, n)
-    return np.sqrt((jac**2).sum(axis=(-2, -1)))
+    w = checked_weights(weights)  # (..., n)
+    # J = diag(w) - w wᵀ: diagonal entries w_i - w_i², off-diagonal -w_i w_j. Their squares
+    # add up to Σw² - 2Σw³ + (Σw²)², so the (n, n) matrix is never built (512 keys).
+    squares = (w**2).sum(axis=-1)  # (...)
+    cubes = (w**3).sum(axis=-1)
+    return np.sqrt(np.maximum(squares - 2 * cubes + squares**2, 0.0))
+
+
+def query_gradient_norm(weights, k, factor: float = 1.0) -> np.ndarray:
+    """Frobenius norm of ∂weights/∂q, for weights = softmax(factor · k q).
+
+    By the chain rule ∂w/∂q = factor · J k with J = diag(w) - w wᵀ. Row i of J k is
+    ``w_i (k_i - k̄)``, where ``k̄ = Σ_j w_j k_j`` is the weighted mean key, so the norm
+    is ``factor · √(Σ_i w_i² ‖k_i - k̄‖²)`` and needs no (n, n) matrix.
+
+    Parameters
+    ----------
+    weights : array_like, shape (..., n)
+        One query's weights over ``n`` keys.
+    k : array_like, shape (..., n, d_k)
+        The keys that produced them.
+    factor : float
+        The scale factor the scores were multiplied by (1 when unscaled).
+
+    Returns
+    -------
+    ndarray, shape (...)
+
+    Examples
+    --------
+    One-hot weights do not move when the query moves; even weights over two keys do:
+
+    >>> k = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> print(query_gradient_norm([1.0, 0.0], k), query_gradient_norm([0.5, 0.5], k).round(4))
+    0.0 0.5
+    """
+    w = checked_weights(weights)  # (..., n)
+    k = np.asarray(k, dtype=float)
+    if k.ndim < 2 or k.shape[:-1] != w.shape:
+        raise ValueError(f"k must have shape (..., n, d_k) = {w.shape} + (d_k,), got shape {k.shape}")
+    mean_key = (w[..., None] * k).sum(axis=-2, keepdims=True)  # (..., 1, d_k): k̄
+    spread = ((k - mean_key) ** 2).sum(axis=-1)  # (..., n): ‖k_i - k̄‖²
+    return abs(factor) * np.sqrt((w**2 * spread).sum(axis=-1))
 
 
 class Saturation(NamedTuple):
@@ -183,7 +228,69 @@ def saturation(d_k: int, scale=True, n_keys: int = 6, n_draws: int = 10_000, see
         values = np.zeros((q.shape[0], n_keys, 1))  # values do not change the weights
         w = attention(q, k, values, scale=scale).weights[:, 0]  # (m, n_keys)
         # scores = factor · k q, so d(weights)/dq = J · factor · k: (m, n_keys, d_k)
-        d_weights_d_q = softmax_jacobian(w) @ k * factor
-        query_grad = np.sqrt((d_weights_d_q**2).sum(axis=(-2, -1)))  # (m,)
+        query_grad = query_gradient_norm(w, k, factor)  # (m,)
         found.append((w.max(axis=-1), entropy(w), jacobian_norm(w), query_grad))
     return Saturation(*(np.concatenate(parts) for parts in zip(*found, strict=True)))
+
+
+class ScaleEffect(NamedTuple):
+    """What leaving the scale out does for one query over ``n_keys`` keys at one ``d_k``.
+
+    Each pair is ``(unscaled, scaled)``, measured on the same draws.
+    """
+
+    n_keys: int
+    copying: tuple[float, float]
+    """Share of queries whose largest weight exceeds the threshold: they copy one value."""
+    median_query_gradient: tuple[float, float]
+    """Median of ‖∂weights/∂q‖ over the draws: how much the weights move when q moves."""
+
+
+def scale_effect(
+    d_k: int, n_keys: int, threshold: float = 0.95, n_draws: int = 2_000, seed: int = 0
+) -> ScaleEffect:
+    """Measure, without the scale and with it, how many queries copy one value and how
+    large the gradient that reaches them is.
+
+    Every draw is one query over ``n_keys`` keys with independent N(0, 1) components, as
+    in :func:`saturation`; the keys are drawn once and scored both ways.
+
+    Parameters
+    ----------
+    d_k : int
+    n_keys : int
+        Keys each query attends over.
+    threshold : float
+        A query "copies one value" when its largest weight exceeds this (0 < threshold < 1).
+    n_draws : int
+    seed : int
+        Both arms see the same draws (:func:`draw_queries_keys` with this seed).
+
+    Returns
+    -------
+    ScaleEffect
+
+    Examples
+    --------
+    At d_k = 64 without the scale, fewer queries copy one value when there are more keys:
+
+    >>> few, many = scale_effect(64, n_keys=6), scale_effect(64, n_keys=64)
+    >>> print(few.copying[0] > many.copying[0] > 0.25, many.copying[1])
+    True 0.0
+    """
+    if not 0 < threshold < 1:
+        raise ValueError(f"threshold must lie strictly between 0 and 1, got {threshold!r}")
+    _check_counts(n_keys=n_keys)
+    largest = {False: [], True: []}  # scale -> per chunk, (m,) largest weights
+    gradient = {False: [], True: []}  # scale -> per chunk, (m,) norms of d(weights)/dq
+    for q, k in draw_queries_keys(d_k, n_draws, n_keys=n_keys, seed=seed):
+        values = np.zeros((q.shape[0], n_keys, 1))  # values do not change the weights
+        for scale in (False, True):
+            w = attention(q, k, values, scale=scale).weights[:, 0]  # (m, n_keys)
+            largest[scale].append(w.max(axis=-1))
+            gradient[scale].append(query_gradient_norm(w, k, scale_factor(scale, d_k)))
+    return ScaleEffect(
+        n_keys,
+        tuple(float((np.concatenate(largest[s]) > threshold).mean()) for s in (False, True)),
+        tuple(float(np.median(np.concatenate(gradient[s]))) for s in (False, True)),
+    )

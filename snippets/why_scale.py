@@ -41,6 +41,63 @@ for d_k in [1, 64]:
 # --8<-- [end:saturation]
 
 
+# --8<-- [start:keys]
+from qkv.scaling import scale_effect
+
+# one query over n_keys keys at d_k = 64; the same 1,000 draws with and without scaling
+print("        share copying one value    median |dw/dq|")
+print("n_keys  unscaled  scaled          unscaled  scaled")
+for n_keys in [6, 64, 512]:
+    e = scale_effect(d_k=64, n_keys=n_keys, threshold=0.95, n_draws=1000)
+    print(
+        f"{n_keys:6}  {e.copying[0]:8.1%}  {e.copying[1]:6.1%}",
+        f"        {e.median_query_gradient[0]:8.4f}  {e.median_query_gradient[1]:6.4f}",
+    )
+# --8<-- [end:keys]
+
+
+# --8<-- [start:keys_widths]
+# the same measurement at d_k = 16 and 256, 300 draws each
+print(" d_k  n_keys  copying: unscaled  scaled   |dw/dq|: unscaled  scaled")
+for d_k in [16, 256]:
+    for n_keys in [6, 64, 512]:
+        e = scale_effect(d_k=d_k, n_keys=n_keys, n_draws=300)
+        print(
+            f"{d_k:4}  {n_keys:6}  {e.copying[0]:17.1%}  {e.copying[1]:6.1%}",
+            f"  {e.median_query_gradient[0]:17.4f}  {e.median_query_gradient[1]:6.4f}",
+        )
+# --8<-- [end:keys_widths]
+
+
+# --8<-- [start:settings]
+from qkv.training import SWEEP, train
+
+for name, value in SWEEP._asdict().items():  # fixed before the first run
+    print(f"{name:15} {value}")
+# --8<-- [end:settings]
+
+
+# --8<-- [start:training]
+# d_k = 64, T = 64 pairs, seed 0: one head per learning rate, both arms
+curves = train(
+    64,
+    64,
+    SWEEP.learning_rates,
+    seed=0,
+    steps=SWEEP.steps,
+    batch_size=SWEEP.batch_size,
+)
+print("        held-out loss after training   recall accuracy")
+print(" rate     unscaled  scaled             unscaled  scaled")
+for i, rate in enumerate(SWEEP.learning_rates):
+    loss, accuracy = curves.loss[:, i, -1], curves.accuracy[:, i, -1]
+    print(
+        f"{rate:5g}  {loss[0]:10.3f}  {loss[1]:6.3f}",
+        f"            {accuracy[0]:8.0%}  {accuracy[1]:6.0%}",
+    )
+# --8<-- [end:training]
+
+
 # --8<-- [start:d_k_one]
 print("scale factor at d_k=1:", qkv.scale_factor(True, 1))
 rng = np.random.default_rng(0)

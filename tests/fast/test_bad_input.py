@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import qkv
-from qkv import explorer, scaling, toy
+from qkv import explorer, scaling, toy, training
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(3, 8))  # three tokens, d_model = 8
@@ -169,6 +169,58 @@ CASES = [
     (scaling.score_std, lambda: scaling.score_std(4, n_draws=0), "n_draws must be a positive"),
     (scaling.jacobian_norm, lambda: scaling.jacobian_norm([[0.9, 0.9]]), "rows that sum to 1"),
     (scaling.saturation, lambda: scaling.saturation(8, n_keys=0), "n_keys must be a positive"),
+    (
+        scaling.query_gradient_norm,
+        lambda: scaling.query_gradient_norm([0.5, 0.5], np.zeros((3, 4))),
+        r"k must have shape \(\.\.\., n, d_k\) = \(2,\) \+ \(d_k,\), got shape \(3, 4\)",
+    ),
+    (
+        scaling.query_gradient_norm,
+        lambda: scaling.query_gradient_norm([0.9, 0.9], np.zeros((2, 4))),
+        "sum to 1",
+    ),
+    (scaling.scale_effect, lambda: scaling.scale_effect(8, 6, threshold=1.5), "threshold must lie strictly"),
+    (scaling.scale_effect, lambda: scaling.scale_effect(8, 0), "n_keys must be a positive"),
+    (
+        training.recall_batch,
+        lambda: training.recall_batch(0, 4, 0, 8, 2),
+        "t must be a whole number >= 1, got 0",
+    ),
+    (training.init_head, lambda: training.init_head(0, 8, 2.5), "d_k must be a whole number"),
+    (
+        training.forward,
+        lambda: training.forward(training.init_head(0, 6, 4), training.recall_batch(0, 2, 3, 8, 2), 0.5),
+        r"w_q and w_k must both have shape \(\.\.\., d_k, d_model=8\), got \(4, 6\)",
+    ),
+    (
+        training.backward,
+        lambda: training.backward(
+            training.init_head(0, 8, 4),
+            training.recall_batch(0, 2, 3, 8, 2),
+            training.forward(training.init_head(0, 8, 4), training.recall_batch(0, 5, 3, 8, 2), 0.5),
+            0.5,
+        ),
+        r"fwd must come from this batch: weights \(5, 3\), batch x \(2, 3, 8\)",
+    ),
+    (
+        training.recall_accuracy,
+        lambda: training.recall_accuracy(
+            training.forward(training.init_head(0, 8, 4), training.recall_batch(0, 5, 3, 8, 2), 0.5),
+            training.recall_batch(0, 2, 3, 8, 2),
+        ),
+        "fwd must come from this batch",
+    ),
+    (
+        training.train,
+        lambda: training.train(16, 8, [1.0, -1.0], seed=0, steps=5, batch_size=4),
+        "learning_rates",
+    ),
+    (training.train, lambda: training.train(16, 8, [1.0], seed=0, steps=0, batch_size=4), "steps must be"),
+    (
+        training.run_sweep,
+        lambda: training.run_sweep(training.Sweep(d_ks=(16,), lengths=(4,), seeds=(0,), steps=0)),
+        "steps must be a whole number >= 1, got 0",
+    ),
 ]
 
 
@@ -188,6 +240,12 @@ NOTHING_TO_REFUSE = {
     "MODELS",
     "ExplorerState",
     "Saturation",
+    "ScaleEffect",
+    "Recall",
+    "Head",
+    "Forward",
+    "Curves",
+    "Sweep",
     "feature_embeddings",
     "hand_built_projections",
 }
@@ -209,7 +267,7 @@ def public_callables(module) -> dict:
 
 def test_every_public_function_has_a_case():
     public = {}
-    for module in (qkv, toy, explorer, scaling):
+    for module in (qkv, toy, explorer, scaling, training):
         public.update(public_callables(module))
     covered = {function for function, _, _ in CASES}
     missing = sorted(n for n, obj in public.items() if obj not in covered and n not in NOTHING_TO_REFUSE)

@@ -32,6 +32,7 @@ from qkv_site.figures import (
     multi_head_flow,
     names,
     saturation,
+    scale_training,
     score_spread,
     soft_vs_hard,
     tied_qk,
@@ -229,6 +230,19 @@ def test_vanishing_gradient_shrinks_without_scaling():
     at_64, at_512 = list(d.dims).index(64), list(d.dims).index(512)
     assert 5 < scaled[at_64] / raw[at_64] < 20  # "about 10 times smaller"
     assert scaled[at_512] / raw[at_512] > 1000
+
+
+def test_scale_training_alt_states_what_the_curves_show():
+    d = scale_training.data()
+    for (d_k, t), loss in d.loss.items():
+        unscaled, scaled = d.best_rate(d_k, t)
+        mean = loss.mean(axis=0)  # (arm, rate, eval)
+        assert mean[0, unscaled, 0] >= 1 and mean[1, scaled, 0] > 0.95  # "from a loss of 1 or more"
+        assert mean[0, unscaled, -1] < 0.1 and mean[1, scaled, -1] < 0.1
+        assert mean[0, scaled, -1] > 0.1
+        if d_k == 256:
+            assert mean[0, scaled, -1] > 1.8
+    assert len(scale_training.tables()) == 1 + len(d.loss)
 
 
 def _shapes(text: str) -> list[tuple[int, ...]]:

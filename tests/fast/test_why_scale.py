@@ -26,7 +26,8 @@ from prose import check_prose, claim_sentence, written_numbers
 from support import median_query_gradient_ratio, numbers
 
 import qkv
-from qkv.scaling import draw_queries_keys, saturation, score_samples, score_std
+from qkv.scaling import draw_queries_keys, saturation, scale_effect, score_samples, score_std
+from qkv.training import SWEEP
 
 Z = 5  # standard errors allowed
 DIMS = [2**i for i in range(10)]  # the page's table: d_k = 1, 2, 4, ..., 512
@@ -444,3 +445,277 @@ def test_dividing_by_sigma_squared_sqrt_d_k_restores_unit_std(shown):
     assert abs(shown_std - scaled.std()) <= 0.0005 + 1e-9
     assert abs(shown_std - 1) < Z * rel_se_std(d, n) + 0.0005
     check_prose("scale-ex-sigma", ..., sigma**2 * np.sqrt(d), sigma, scaled.std())  # σ²: notation
+
+
+# ---- the number of keys (issue 24, item 6) ------------------------------------------------
+
+KEYS = (6, 64, 512)
+N_KEYS_DRAWS = 1000  # the page's table: 1,000 draws per number of keys at d_k = 64
+WIDTH_DRAWS = 300  # the "How far does this hold?" table at d_k = 16 and 256
+COPY = 0.95  # "more than 0.95 of the weight on one key"
+
+
+@pytest.fixture(scope="module")
+def by_keys():
+    """(d_k, n_keys) -> scale_effect, for the page's draws (seed 0)."""
+    found = {(64, n): scale_effect(64, n, threshold=COPY, n_draws=N_KEYS_DRAWS) for n in KEYS}
+    found.update(
+        {(d, n): scale_effect(d, n, threshold=COPY, n_draws=WIDTH_DRAWS) for d in (16, 256) for n in KEYS}
+    )
+    return found
+
+
+@pytest.fixture(scope="module")
+def keys_table(shown):
+    """The page's key-count table: n_keys -> [copy unscaled %, copy scaled %, grad unscaled, grad scaled]."""
+    rows = table(shown["why_scale.py:keys"], 5)
+    assert sorted(rows) == list(KEYS)
+    return rows
+
+
+def copying_by_hand(d_k, n_keys, n_draws, seed=0):
+    """Share of the page's draws whose largest weight exceeds COPY, (unscaled, scaled), with
+    softmax written here."""
+    shares = {1.0: [], 1 / np.sqrt(d_k): []}
+    for q, k in draw_queries_keys(d_k, n_draws, n_keys=n_keys, seed=seed):
+        dots = np.einsum("mkd,md->mk", k, q[:, 0])
+        for c in shares:
+            s = c * dots
+            w = np.exp(s - s.max(axis=1, keepdims=True))
+            w /= w.sum(axis=1, keepdims=True)
+            shares[c].append(w.max(axis=1) > COPY)
+    return tuple(float(np.concatenate(v).mean()) for v in shares.values())
+
+
+@pytest.mark.claim("scale-copying-by-keys")
+@pytest.mark.claim("traps-no-scaling-copies")
+def test_fewer_queries_copy_one_value_over_more_keys(by_keys, keys_table):
+    shares = {n: by_keys[64, n].copying for n in KEYS}
+    for n in KEYS:
+        assert copying_by_hand(64, n, N_KEYS_DRAWS) == pytest.approx(shares[n], abs=1e-12)
+        unscaled_pct, scaled_pct, *_ = keys_table[n]
+        assert abs(unscaled_pct - 100 * shares[n][0]) <= 0.05 + 1e-9
+        assert scaled_pct == 0 and shares[n][1] == 0  # "none do"
+    check_prose(
+        "scale-copying-by-keys",
+        64,
+        100 * shares[6][0],
+        6,
+        COPY,
+        100 * shares[64][0],
+        64,
+        100 * shares[512][0],
+        512,
+    )
+    check_prose("traps-no-scaling-copies", 64, COPY, 100 * shares[6][0], 6, 100 * shares[512][0], 512)
+
+
+@pytest.mark.claim("scale-copying-falls-with-keys")
+@pytest.mark.parametrize("d_k", [16, 64, 256])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_copying_falls_with_keys_and_stays_above_scaled_for_every_width_and_seed(d_k, seed, by_keys):
+    # the listed variations: d_k 16, 64, 256; here also a second seed
+    n_draws = WIDTH_DRAWS
+    effects = (
+        [by_keys[d_k, n] for n in KEYS]
+        if seed == 0 and d_k != 64
+        else [scale_effect(d_k, n, threshold=COPY, n_draws=n_draws, seed=seed) for n in KEYS]
+    )
+    unscaled = [e.copying[0] for e in effects]
+    assert unscaled[0] > unscaled[1] >= unscaled[2] - 0.05  # falls (allowing sampling error at the tail)
+    assert unscaled[0] > unscaled[2]
+    assert all(e.copying[1] < 0.01 and e.copying[0] > e.copying[1] for e in effects)
+    check_prose("scale-copying-falls-with-keys", 512)
+
+
+@pytest.mark.claim("scale-keys-widths")
+def test_more_queries_copy_the_wider_the_head(by_keys):
+    for n in KEYS:
+        shares = [by_keys[d, n].copying for d in (16, 64, 256)]
+        assert shares[0][0] < shares[1][0] < shares[2][0]
+        assert all(s[1] == 0 for s in shares)
+
+
+@pytest.mark.claim("scale-gradient-by-keys")
+def test_median_query_gradient_by_number_of_keys(by_keys, keys_table):
+    grads = {n: by_keys[64, n].median_query_gradient for n in KEYS}
+    assert grads[6][0] < grads[6][1]  # smaller without the scale over six keys
+    assert grads[64][0] > grads[64][1] and grads[512][0] > grads[512][1]  # larger over more
+    for n in KEYS:
+        *_, shown_unscaled, shown_scaled = keys_table[n]
+        assert abs(shown_unscaled - grads[n][0]) <= 0.00005 + 1e-9
+        assert abs(shown_scaled - grads[n][1]) <= 0.00005 + 1e-9
+    check_prose("scale-gradient-by-keys", 6, *grads[6], 64, *grads[64], 512, *grads[512])
+
+
+@pytest.mark.claim("scale-gradient-by-keys")
+@pytest.mark.claim("scale-gradient-larger-many-keys")
+@pytest.mark.parametrize(("n_keys", "n_draws"), [(64, 1000), (512, 50)])
+def test_gradient_is_larger_unscaled_over_many_keys_computed_without_qkv(n_keys, n_draws):
+    # support's independent computation builds the Jacobian: few draws at 512 keys
+    assert median_query_gradient_ratio(64, n_draws=n_draws, n_keys=n_keys) > 3
+
+
+@pytest.mark.claim("scale-gradient-larger-many-keys")
+def test_gradient_ratio_over_many_keys(by_keys):
+    ratios = [
+        by_keys[64, n].median_query_gradient[0] / by_keys[64, n].median_query_gradient[1] for n in (64, 512)
+    ]
+    check_prose("scale-gradient-larger-many-keys", 64, 512, *ratios)
+    assert all(r > 1 for r in ratios)
+
+
+@pytest.mark.claim("scale-keys-widths")
+@pytest.mark.claim("scale-gradient-larger-many-keys")
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_gradient_direction_at_other_widths(by_keys, shown, seed):
+    got = {
+        (d, n): by_keys[d, n]
+        if seed == 0
+        else scale_effect(d, n, threshold=COPY, n_draws=WIDTH_DRAWS, seed=seed)
+        for d in (16, 256)
+        for n in KEYS
+    }
+    got.update({(64, n): by_keys[64, n] for n in KEYS})
+    larger = {key: e.median_query_gradient[0] > e.median_query_gradient[1] for key, e in got.items()}
+    for d in (16, 64, 256):
+        assert larger[d, 64] and larger[d, 512]  # over 64 and 512 keys, larger unscaled
+    assert not larger[64, 6] and not larger[256, 6] and larger[16, 6]  # over 6: depends on d_k
+    check_prose("scale-keys-widths", 64, 512, 16, 64, 256, 6, 64, 256, 16)
+    if seed == 0:  # the page's widths table shows these draws
+        rows = [numbers(line) for line in shown["why_scale.py:keys_widths"].splitlines()[1:]]
+        for d, n, copy_u, copy_s, grad_u, grad_s in rows:
+            e = got[int(d), int(n)]
+            assert abs(copy_u - 100 * e.copying[0]) <= 0.05 + 1e-9 and copy_s == 0
+            assert abs(grad_u - e.median_query_gradient[0]) <= 0.00005 + 1e-9
+            assert abs(grad_s - e.median_query_gradient[1]) <= 0.00005 + 1e-9
+
+
+# ---- training (issue 24, part E) ----------------------------------------------------------
+
+LEARNED = 0.9  # "learned": recall accuracy above 90 % on the held-out queries
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    """The figure's sweep: (d_k, T) -> loss and accuracy arrays (seeds, arm, rate, eval)."""
+    from qkv_site.figures import scale_training
+
+    return scale_training.data()
+
+
+def rates_that_learn(accuracy, arm, every_seed=True):
+    """The learning rates at which the arm's final recall exceeds LEARNED (for every seed)."""
+    final = accuracy[:, arm, :, -1]  # (seeds, rates)
+    ok = (final > LEARNED).all(axis=0) if every_seed else final.mean(axis=0) > LEARNED
+    return {rate for rate, good in zip(SWEEP.learning_rates, ok, strict=True) if good}
+
+
+def test_the_sweep_is_the_one_fixed_in_code(sweep, shown):
+    assert set(sweep.loss) == {(d, t) for d in SWEEP.d_ks for t in SWEEP.lengths}
+    assert SWEEP.seeds == (0, 1, 2) and len(SWEEP.learning_rates) == 6
+    for loss in sweep.loss.values():
+        assert loss.shape == (
+            len(SWEEP.seeds),
+            2,
+            len(SWEEP.learning_rates),
+            SWEEP.steps // SWEEP.eval_every + 1,
+        )
+    printed_settings = dict(line.split(maxsplit=1) for line in shown["why_scale.py:settings"].splitlines())
+    assert printed_settings == {name: str(value) for name, value in SWEEP._asdict().items()}
+
+
+@pytest.mark.claim("scale-training-rates")
+@pytest.mark.claim("scale-how-far-rates")
+def test_unscaled_learns_only_at_small_rates_and_scaled_at_the_middle_ones(sweep):
+    for (d, t), accuracy in sweep.accuracy.items():
+        # for every seed separately, in every setting: the direction, not a number
+        for seed in range(len(SWEEP.seeds)):
+            one = accuracy[seed : seed + 1]
+            unscaled, scaled = rates_that_learn(one, 0), rates_that_learn(one, 1)
+            assert unscaled and max(unscaled) <= 1, (d, t, seed, unscaled)
+            assert {0.3, 1.0, 3.0} <= scaled, (d, t, seed, scaled)
+            assert 3.0 not in unscaled
+    check_prose("scale-how-far-rates", LEARNED * 100, 1, 0.3, 1, 3)
+
+
+@pytest.mark.claim("scale-training-rates")
+@pytest.mark.claim("scale-how-far-best-rate")
+def test_each_arm_at_its_best_rate_learns_in_every_setting(sweep):
+    ratios = {}
+    for d, t in sweep.loss:
+        unscaled, scaled = sweep.best_rate(d, t)
+        accuracy = sweep.accuracy[d, t]
+        assert (accuracy[:, 0, unscaled, -1] > LEARNED).all() and (accuracy[:, 1, scaled, -1] > LEARNED).all()
+        final = sweep.final(d, t)
+        ratios[d, t] = final[0, unscaled] / final[1, scaled]
+    worse = [key for key, r in ratios.items() if r > 1.2]
+    assert worse == [(256, 64)]
+    unscaled_best, _ = sweep.best_rate(256, 64)
+    assert SWEEP.learning_rates[unscaled_best] == min(SWEEP.learning_rates) == 0.1
+    check_prose("scale-how-far-best-rate", LEARNED * 100, 256, 64, 1.2, 0.1)
+    check_prose("scale-training-rates", LEARNED * 100, 1, 3)
+
+
+@pytest.mark.claim("scale-how-far-small-rate")
+def test_at_the_smallest_rate_the_unscaled_head_ends_lower(sweep):
+    smallest = SWEEP.learning_rates.index(min(SWEEP.learning_rates))
+    for key in sweep.loss:
+        final = sweep.final(*key)
+        assert final[0, smallest] < final[1, smallest], key
+    check_prose("scale-how-far-small-rate", 0.1)
+
+
+@pytest.mark.claim("scale-training-speed")
+def test_the_scaled_head_reaches_ninety_percent_sooner_in_five_settings(sweep):
+    sooner = 0
+    for (d, t), accuracy in sweep.accuracy.items():
+        unscaled, scaled = sweep.best_rate(d, t)
+        mean = accuracy.mean(axis=0)  # (arm, rate, eval): the figure's curves are means
+        first = [
+            sweep.steps[np.argmax(mean[arm, rate] > LEARNED)] for arm, rate in ((0, unscaled), (1, scaled))
+        ]
+        assert (mean[0, unscaled] > LEARNED).any() and (mean[1, scaled] > LEARNED).any()
+        sooner += first[1] < first[0]
+    check_prose("scale-training-speed", LEARNED * 100, sooner, len(sweep.accuracy))
+
+
+@pytest.mark.claim("scale-training-start")
+def test_before_training_the_unscaled_loss_grows_with_width(sweep):
+    for t in SWEEP.lengths:
+        start = [sweep.loss[d, t][:, :, 0, 0].mean(axis=0) for d in SWEEP.d_ks]  # (arm,) per d_k
+        unscaled = [s[0] for s in start]
+        assert unscaled == sorted(unscaled) and unscaled[0] < unscaled[-1]
+        assert all(abs(s[1] - 1) < 0.05 for s in start)
+    check_prose("scale-training-start", 0.05, 1)
+
+
+@pytest.mark.claim("scale-training-one-cell")
+def test_the_page_cell_of_the_sweep(sweep, shown):
+    lines = [numbers(line) for line in shown["why_scale.py:training"].splitlines()]
+    rows = {n[0]: n[1:] for n in lines if len(n) == 5}  # rate -> losses and accuracies
+    rates = SWEEP.learning_rates
+    assert sorted(rows) == sorted(rates)
+    loss, accuracy = sweep.loss[64, 64][0], sweep.accuracy[64, 64][0]  # seed 0
+    for i, rate in enumerate(rates):
+        u_loss, s_loss, u_acc, s_acc = rows[rate]
+        assert abs(u_loss - loss[0, i, -1]) <= 0.0005 + 1e-9 and abs(s_loss - loss[1, i, -1]) <= 0.0005 + 1e-9
+        assert (
+            abs(u_acc - 100 * accuracy[0, i, -1]) <= 0.5 + 1e-9
+            and abs(s_acc - 100 * accuracy[1, i, -1]) <= 0.5 + 1e-9
+        )
+    best_unscaled = rates[int(loss[0, :, -1].argmin())]
+    fails_from = min(r for i, r in enumerate(rates) if accuracy[0, i, -1] <= LEARNED and r > best_unscaled)
+    assert all(accuracy[0, i, -1] <= LEARNED for i, r in enumerate(rates) if r >= fails_from)
+    learned = [r for i, r in enumerate(rates) if accuracy[1, i, -1] > LEARNED]
+    assert learned == [r for r in rates if min(learned) <= r <= max(learned)]  # one run of rates
+    check_prose(
+        "scale-training-one-cell",
+        64,
+        64,
+        best_unscaled,
+        fails_from,
+        LEARNED * 100,
+        min(learned),
+        max(learned),
+    )
