@@ -122,25 +122,27 @@ for n_kv in (8, 2, 1):  # multi-head, grouped-query, multi-query
 print(
     f"{'model':<12}{'local layers':>13}{'4,096':>10}{'8,192':>10}{'32,768':>10}"
 )
-for (
-    m
-) in qkv.WINDOWED_MODELS:  # a rolling cache of `window` tokens in local layers
+# local layers keep a rolling cache of `window` tokens, the others every token
+for m in qkv.WINDOWED_MODELS:
     sizes = [m.cache_bytes(n) / 2**20 for n in (4096, 8192, 32768)]
     print(
         f"{m.name:<12}{m.local_layers:>6} of {m.n_layers:<5}",
         "".join(f"{s:>6,.0f} MiB" for s in sizes),
     )
-mistral = qkv.WINDOWED_MODELS[0]
+mistral, gemma = qkv.WINDOWED_MODELS[:2]
+# every token kept, as without a window
 full = qkv.kv_cache_bytes(
-    32, 8, 128, 32768
-)  # every token kept, as without a window
+    mistral.n_layers, mistral.n_kv_heads, mistral.d_head, 32768
+)
 print(
     f"Mistral 7B at 32,768 tokens: {full / mistral.cache_bytes(32768):.0f}x smaller"
 )
-gemma = qkv.WINDOWED_MODELS[1]
+everything = qkv.kv_cache_bytes(
+    gemma.n_layers, gemma.n_kv_heads, gemma.d_head, 8192
+)
 print(
     f"Gemma 2 9B at 8,192 tokens: {gemma.cache_bytes(8192) / 2**20:,.0f} MiB",
-    f"of {qkv.kv_cache_bytes(42, 8, 256, 8192) / 2**20:,.0f} without windows",
+    f"of {everything / 2**20:,.0f} without windows",
 )
 # --8<-- [end:window]
 

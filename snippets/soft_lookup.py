@@ -144,9 +144,7 @@ bound = np.abs(w_out).sum()  # |tanh| <= 1, so no score passes this
 for factor in (1, 10, 1000):
     add = additive_scores(query * factor, keys)[0]
     dot = dot_scores(query * factor, keys)[0]
-    print(
-        f"x{factor:<5} additive {add.round(2)}  dot {dot.round(1)}",
-    )
+    print(f"x{factor:<5} additive {add.round(2)}  dot {dot.round(1)}")
 print(f"additive scores never pass sum|w| = {bound:.2f}")
 print("additive builds", (len(query), len(keys), hidden), "before its scores")
 # --8<-- [end:additive]
