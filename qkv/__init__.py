@@ -3,11 +3,22 @@
 Every formula, number and figure on the qkv site comes from this package.
 """
 
-from qkv.cost import MODELS, ModelConfig, attention_flops, kv_cache_bytes
+from qkv.cost import (
+    DEEPSEEK_67B,
+    LATENT_MODELS,
+    MODELS,
+    WINDOWED_MODELS,
+    LatentModelConfig,
+    ModelConfig,
+    WindowedModelConfig,
+    attention_flops,
+    kv_cache_bytes,
+    mla_cache_bytes,
+)
 from qkv.diagnostics import ScoreStats, entropy, score_stats, softmax_jacobian
 from qkv.dot_product import Attention, attention, scale_factor, softmax
 from qkv.kvcache import KVCache, WorkCounter, decode_with_cache, decode_without_cache
-from qkv.masks import causal_mask, padding_mask
+from qkv.masks import causal_mask, padding_mask, sliding_window_mask
 from qkv.multihead import (
     MultiHeadWeights,
     grouped_attention,
@@ -15,18 +26,26 @@ from qkv.multihead import (
     multi_head_attention,
     split_heads,
 )
+from qkv.positions import alibi_bias, alibi_slopes, sinusoidal_positions
 from qkv.projections import Projections, cross_attention, project, self_attention
 from qkv.rope import rope, rope_angles
 
 __all__ = [
+    "DEEPSEEK_67B",
+    "LATENT_MODELS",
     "MODELS",
+    "WINDOWED_MODELS",
     "Attention",
     "KVCache",
+    "LatentModelConfig",
     "ModelConfig",
     "MultiHeadWeights",
     "Projections",
     "ScoreStats",
+    "WindowedModelConfig",
     "WorkCounter",
+    "alibi_bias",
+    "alibi_slopes",
     "attention",
     "attention_flops",
     "causal_mask",
@@ -37,6 +56,7 @@ __all__ = [
     "grouped_attention",
     "kv_cache_bytes",
     "merge_heads",
+    "mla_cache_bytes",
     "multi_head_attention",
     "padding_mask",
     "project",
@@ -45,6 +65,8 @@ __all__ = [
     "scale_factor",
     "score_stats",
     "self_attention",
+    "sinusoidal_positions",
+    "sliding_window_mask",
     "softmax",
     "softmax_jacobian",
     "split_heads",

@@ -89,11 +89,15 @@ def kv_cache_bytes(
     n_tokens: int,
     bytes_per_value: int = 2,
     batch: int = 1,
+    window: int | None = None,
 ) -> int:
     """Bytes of a KV cache: a key and a value per layer, KV head and token.
 
     ``2 × n_layers × n_kv_heads × d_head × n_tokens × batch`` ``×
-    bytes_per_value`` (``bytes_per_value=2`` for float16/bfloat16).
+    bytes_per_value`` (``bytes_per_value=2`` for float16/bfloat16). Layers with a
+    sliding ``window`` (:func:`qkv.sliding_window_mask`) never read a key more than
+    ``window - 1`` positions back, so a rolling cache keeps only the last ``window``
+    tokens: ``min(n_tokens, window)`` in place of ``n_tokens``.
 
     Examples
     --------
@@ -101,6 +105,12 @@ def kv_cache_bytes(
 
     >>> kv_cache_bytes(32, 32, 128, 4096) / 2**30
     2.0
+
+    Mistral 7B v0.1 (32 layers, 8 KV heads of 128, a window of 4096) at 32k tokens:
+
+    >>> full = kv_cache_bytes(32, 8, 128, 32768)
+    >>> full / kv_cache_bytes(32, 8, 128, 32768, window=4096)
+    8.0
     """
     for name, value in (
         ("n_layers", n_layers),
@@ -111,7 +121,162 @@ def kv_cache_bytes(
         ("batch", batch),
     ):
         whole_number(name, value)  # ValueError unless an int >= 0
+    if window is not None:
+        n_tokens = min(n_tokens, whole_number("window", window, minimum=1))  # rolling cache
     return 2 * n_layers * n_kv_heads * d_head * n_tokens * batch * bytes_per_value
 
 
 # --8<-- [end:kv_cache_bytes]
+
+
+# --8<-- [start:mla_cache_bytes]
+def mla_cache_bytes(
+    n_layers: int,
+    kv_lora_rank: int,
+    qk_rope_head_dim: int,
+    n_tokens: int,
+    bytes_per_value: int = 2,
+    batch: int = 1,
+) -> int:
+    """Bytes of a multi-head latent attention (MLA) cache, as in DeepSeek-V2 and V3.
+
+    MLA caches no per-head keys and values. Per token and layer it keeps one
+    compressed latent of ``kv_lora_rank`` numbers, from which every head's key
+    and value are recomputed by learned up-projections, and one key of
+    ``qk_rope_head_dim`` numbers that carries RoPE and is shared by all heads
+    (DeepSeek-AI, 2024, "DeepSeek-V2", section 2.1):
+    ``n_layers × (kv_lora_rank + qk_rope_head_dim) × n_tokens × batch ×
+    bytes_per_value``. No factor 2: the latent serves keys and values alike.
+
+    Examples
+    --------
+    DeepSeek-V2 (60 layers, a latent of 512 and a RoPE key of 64), one token:
+
+    >>> mla_cache_bytes(60, 512, 64, 1)  # 2 bytes each
+    69120
+    """
+    for name, value in (
+        ("n_layers", n_layers),
+        ("kv_lora_rank", kv_lora_rank),
+        ("qk_rope_head_dim", qk_rope_head_dim),
+        ("n_tokens", n_tokens),
+        ("bytes_per_value", bytes_per_value),
+        ("batch", batch),
+    ):
+        whole_number(name, value)  # ValueError unless an int >= 0
+    return n_layers * (kv_lora_rank + qk_rope_head_dim) * n_tokens * batch * bytes_per_value
+
+
+# --8<-- [end:mla_cache_bytes]
+
+
+@dataclass(frozen=True)
+class LatentModelConfig:
+    """A published model with multi-head latent attention (MLA).
+
+    Examples
+    --------
+    >>> v2 = LATENT_MODELS[0]
+    >>> v2.name, v2.cache_bytes(1)
+    ('DeepSeek-V2', 69120)
+    """
+
+    name: str
+    n_layers: int
+    n_heads: int
+    d_head: int  # each head's value width, and the key width besides the RoPE part
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    source: str
+
+    def __post_init__(self):
+        for name in ("n_layers", "n_heads", "d_head", "kv_lora_rank", "qk_rope_head_dim"):
+            whole_number(name, getattr(self, name), minimum=1)
+
+    kind = "latent"
+
+    def cache_bytes(self, n_tokens: int, bytes_per_value: int = 2) -> int:
+        """Bytes of this model's cache for ``n_tokens`` tokens (:func:`mla_cache_bytes`)."""
+        rank, rope_width = self.kv_lora_rank, self.qk_rope_head_dim
+        return mla_cache_bytes(self.n_layers, rank, rope_width, n_tokens, bytes_per_value)
+
+
+# DeepSeek-V2: 60 layers, 128 heads of 128, kv_lora_rank (d_c) 512, qk_rope_head_dim
+# (d_h^R) 64: DeepSeek-AI (2024), "DeepSeek-V2", section 3.1.2 (model hyper-parameters),
+# and num_hidden_layers, num_attention_heads, v_head_dim, kv_lora_rank, qk_rope_head_dim
+# of deepseek-ai/DeepSeek-V2's config.json.
+# DeepSeek-V3: 61 layers, 128 heads of 128, d_c 512, d_h^R 64: DeepSeek-AI (2024),
+# "DeepSeek-V3 technical report", section 4.2 (model hyper-parameters), and
+# deepseek-ai/DeepSeek-V3's config.json, same fields.
+LATENT_MODELS = (
+    LatentModelConfig(
+        "DeepSeek-V2", 60, 128, 128, 512, 64, "DeepSeek-V2 paper, 3.1.2; DeepSeek-V2 config.json"
+    ),
+    LatentModelConfig(
+        "DeepSeek-V3", 61, 128, 128, 512, 64, "DeepSeek-V3 report, 4.2; DeepSeek-V3 config.json"
+    ),
+)
+
+# DeepSeek LLM 67B, the dense model DeepSeek-V2's "KV cache reduced by 93.3%" compares
+# with: 95 layers, 64 query heads, 8 key/value heads, hidden size 8192: DeepSeek-AI (2024),
+# "DeepSeek LLM: scaling open-source language models with longtermism", Table 2, and
+# deepseek-ai/deepseek-llm-67b-base's config.json.
+DEEPSEEK_67B = ModelConfig(
+    "DeepSeek LLM 67B", 95, 64, 8, 128, "DeepSeek LLM paper, Table 2; deepseek-llm-67b-base config.json"
+)
+
+
+@dataclass(frozen=True)
+class WindowedModelConfig:
+    """A published model whose layers (all, or every other one) attend over a sliding window.
+
+    ``local_layers`` of the ``n_layers`` use the ``window``; the others attend to every
+    earlier token. A rolling cache keeps ``window`` tokens in a local layer.
+
+    Examples
+    --------
+    >>> gemma = next(m for m in WINDOWED_MODELS if m.name == "Gemma 2 9B")
+    >>> gemma.local_layers, gemma.n_layers - gemma.local_layers
+    (21, 21)
+    """
+
+    name: str
+    n_layers: int
+    local_layers: int
+    n_kv_heads: int
+    d_head: int
+    window: int
+    source: str
+
+    def __post_init__(self):
+        for name in ("n_layers", "n_kv_heads", "d_head", "window"):
+            whole_number(name, getattr(self, name), minimum=1)
+        if not 1 <= whole_number("local_layers", self.local_layers) <= self.n_layers:
+            raise ValueError(
+                f"local_layers must be between 1 and n_layers={self.n_layers}, got {self.local_layers}"
+            )
+
+    kind = "sliding-window"
+
+    def cache_bytes(self, n_tokens: int, bytes_per_value: int = 2) -> int:
+        """Bytes of a rolling cache for ``n_tokens`` tokens: local layers hold ``window``."""
+        local = kv_cache_bytes(
+            self.local_layers, self.n_kv_heads, self.d_head, n_tokens, bytes_per_value, window=self.window
+        )
+        n_global = self.n_layers - self.local_layers
+        return local + kv_cache_bytes(n_global, self.n_kv_heads, self.d_head, n_tokens, bytes_per_value)
+
+
+# Mistral 7B v0.1: every layer attends over a window of 4096 (Jiang et al., 2023,
+# "Mistral 7B", Table 1: window_size 4096; sliding_window in mistralai/Mistral-7B-v0.1's
+# config.json); 32 layers, 8 KV heads of 128 as in MODELS.
+# Gemma 2: local sliding-window attention (4096 tokens) and global attention in
+# alternate layers (Gemma Team, 2024, "Gemma 2: improving open language models at a
+# practical size", section 2 and Table 1); 9B: 42 layers, 8 KV heads of 256; 27B: 46
+# layers, 16 KV heads of 128 (Table 1; num_hidden_layers, num_key_value_heads, head_dim
+# and sliding_window of google/gemma-2-9b's and google/gemma-2-27b's config.json).
+WINDOWED_MODELS = (
+    WindowedModelConfig("Mistral 7B", 32, 32, 8, 128, 4096, "Mistral 7B paper, Table 1; config.json"),
+    WindowedModelConfig("Gemma 2 9B", 42, 21, 8, 256, 4096, "Gemma 2 report, Table 1; gemma-2-9b config"),
+    WindowedModelConfig("Gemma 2 27B", 46, 23, 16, 128, 4096, "Gemma 2 report, Table 1; gemma-2-27b config"),
+)

@@ -83,3 +83,48 @@ def padding_mask(lengths, t: int) -> np.ndarray:
 
 
 # --8<-- [end:padding_mask]
+
+
+# --8<-- [start:sliding_window_mask]
+def sliding_window_mask(t: int, window: int) -> np.ndarray:
+    """Causal mask that also hides keys more than ``window - 1`` positions back.
+
+    Query ``i`` may attend to key ``j`` when ``i - window < j <= i``: itself and the
+    ``window - 1`` keys just before it, ``window`` keys in all (fewer near the start).
+    This is the convention of Hugging Face's Mistral and Gemma 2 code
+    (``sliding_window`` in their ``config.json``), and it is what a rolling cache of
+    ``window`` entries holds (Jiang et al., 2023, "Mistral 7B"). Some kernels count
+    the window without the query itself (FlashAttention's ``window_size=(w, 0)``
+    admits ``w + 1`` keys): check which one an implementation uses.
+
+    Parameters
+    ----------
+    t : int
+        Number of positions (queries and keys alike).
+    window : int
+        Keys each query may see, itself included; ``window >= t`` gives
+        :func:`causal_mask`.
+
+    Returns
+    -------
+    ndarray of bool, shape (t, t)
+
+    Examples
+    --------
+    >>> sliding_window_mask(5, 3).astype(int)
+    array([[1, 0, 0, 0, 0],
+           [1, 1, 0, 0, 0],
+           [1, 1, 1, 0, 0],
+           [0, 1, 1, 1, 0],
+           [0, 0, 1, 1, 1]])
+    >>> bool((sliding_window_mask(4, 4) == causal_mask(4)).all())
+    True
+    """
+    t = whole_number("t", t, minimum=1)
+    window = whole_number("window", window, minimum=1)
+    i = np.arange(t)[:, None]  # query positions, (t, 1)
+    j = np.arange(t)[None, :]  # key positions, (1, t)
+    return (j <= i) & (j > i - window)  # (t, t)
+
+
+# --8<-- [end:sliding_window_mask]

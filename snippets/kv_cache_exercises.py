@@ -1,4 +1,4 @@
-"""Solutions to the exercises of docs/kv-cache.md (chapter 11).
+"""Solutions to the exercises of docs/kv-cache.md (chapter 12).
 
 Run it as `python snippets/kv_cache_exercises.py`.
 """
@@ -32,3 +32,16 @@ print(f"scores with the cache:    {cached.total_scores:>9,}")
 print(f"scores without the cache: {recomputed.total_scores:>9,}")
 print(f"ratio: {recomputed.total_scores / cached.total_scores:.0f}")
 # --8<-- [end:score_count]
+
+# --8<-- [start:latent_128k]
+v3 = next(m for m in qkv.LATENT_MODELS if m.name == "DeepSeek-V3")
+llama3 = next(m for m in qkv.MODELS if m.name == "Llama 3 8B")
+tokens = 131_072  # 128k
+latent = v3.cache_bytes(tokens)
+grouped = qkv.kv_cache_bytes(
+    llama3.n_layers, llama3.n_kv_heads, llama3.d_head, tokens
+)
+print(f"DeepSeek-V3 per token: {v3.cache_bytes(1):,} bytes")
+print(f"at 131,072 tokens: DeepSeek-V3 {latent / 2**30:.2f} GiB,")
+print(f"Llama 3 8B {grouped / 2**30:.2f} GiB")
+# --8<-- [end:latent_128k]

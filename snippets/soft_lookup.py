@@ -99,3 +99,55 @@ print(
 )
 print("red channel above zero:", a[0, 0] > 0)
 # --8<-- [end:exercise_blue]
+
+
+# --8<-- [start:kernel]
+def kernel_weights(q, keys, width):
+    """Nadaraya-Watson: a Gaussian of the distance to each key, normalised."""
+    w = np.exp(-((q - keys) ** 2).sum(axis=-1) / (2 * width))  # (n_keys,)
+    return w / w.sum()
+
+
+unit_keys = keys / np.linalg.norm(keys, axis=1, keepdims=True)  # all of norm 1
+softmax_w = qkv.attention(query, unit_keys, values, scale=False).weights[0]
+kernel_w = kernel_weights(query[0], unit_keys, width=1.0)
+print("softmax of q·k, keys of norm 1:", softmax_w.round(4))
+print("Gaussian kernel of |q - k|:    ", kernel_w.round(4))
+print(f"  largest difference {np.abs(softmax_w - kernel_w).max():.0e}")
+own_w = qkv.attention(query, keys, values, scale=False).weights[0]
+gap = np.abs(own_w - kernel_weights(query[0], keys, width=1.0)).max()
+print(f"the palette's own keys (norms differ): differ by up to {gap:.2f}")
+for width in (1.0, 0.1, 0.01):  # a narrower kernel: nearer to nearest-neighbour
+    w = kernel_weights(query[0], unit_keys, width)
+    print(
+        f"kernel width {width:<4}: nearest key ({names[w.argmax()]}) gets {w.max():.4f}"
+    )
+# --8<-- [end:kernel]
+
+
+# --8<-- [start:additive]
+rng = np.random.default_rng(0)
+hidden = 8  # the small network's width
+w_q, w_k = rng.normal(size=(2, 2, hidden))  # (d_k, hidden) each
+w_out = rng.normal(size=hidden)  # (hidden,)
+
+
+def additive_scores(q, k):
+    """Bahdanau et al.: w · tanh(q W_q + k W_k) for every query-key pair."""
+    both = (q @ w_q)[:, None, :] + (k @ w_k)[None, :, :]  # (Tq, Tk, hidden)
+    return np.tanh(both) @ w_out  # (Tq, Tk)
+
+
+def dot_scores(q, k):
+    """Transformers: q · k for every pair, one matrix product."""
+    return q @ k.T  # (Tq, Tk)
+
+
+bound = np.abs(w_out).sum()  # |tanh| <= 1, so no score passes this
+for factor in (1, 10, 1000):
+    add = additive_scores(query * factor, keys)[0]
+    dot = dot_scores(query * factor, keys)[0]
+    print(f"x{factor:<5} additive {add.round(2)}  dot {dot.round(1)}")
+print(f"additive scores never pass sum|w| = {bound:.2f}")
+print("additive builds", (len(query), len(keys), hidden), "before its scores")
+# --8<-- [end:additive]

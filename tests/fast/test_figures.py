@@ -425,6 +425,8 @@ def test_kv_cache_memory_lines_are_the_bytes_a_cache_holds():
     lines = {line.label: line for line in kv_cache_memory.data()}
     by_name = {m.name: m for m in MODELS}
     for line in lines.values():
+        if line.kind in ("sliding-window", "latent"):
+            continue  # the next test
         model = by_name[line.label.split(" / ")[0]]
         # measured, not the formula the figure draws: one float16 token in a real cache
         one = KVCache.empty(model.n_kv_heads, model.d_head, dtype=np.float16)
@@ -434,6 +436,25 @@ def test_kv_cache_memory_lines_are_the_bytes_a_cache_holds():
     mha, gqa = lines["Llama 2 7B"], lines["Llama 3 8B / Mistral 7B"]
     np.testing.assert_allclose(mha.gib / gqa.gib, 4.0)  # "4 times the memory"
     assert min(lines.values(), key=lambda line: line.gib[0]).label == "Falcon 7B"
+
+
+def test_kv_cache_memory_windowed_and_latent_lines_follow_the_alt_text():
+    lines = {line.label: line for line in kv_cache_memory.data()}
+    contexts = np.array(kv_cache_memory.CONTEXTS)
+    # by hand: K and V × KV heads × head width × 2 bytes, per layer and token kept
+    mistral = lines["Mistral 7B"].gib * 2**30
+    np.testing.assert_array_equal(mistral, 32 * 2 * 8 * 128 * 2 * np.minimum(contexts, 4096))
+    assert (np.diff(mistral[contexts >= 4096]) == 0).all()  # "stays flat from 4,096 tokens on"
+    gemma = lines["Gemma 2 9B, half the layers"].gib * 2**30
+    per_layer_token = 2 * 8 * 256 * 2
+    np.testing.assert_array_equal(gemma, per_layer_token * (21 * np.minimum(contexts, 4096) + 21 * contexts))
+    full_rate = 42 * per_layer_token
+    assert (np.diff(gemma[contexts >= 4096]) / np.diff(contexts[contexts >= 4096]) == full_rate / 2).all()
+    latent = lines["DeepSeek-V2"].gib * 2**30
+    np.testing.assert_array_equal(latent, 60 * (512 + 64) * 2 * contexts)
+    assert (latent < lines["Llama 3 8B / Mistral 7B"].gib * 2**30).all()  # "below Llama 3 8B's"
+    dashed = {line.label for line in lines.values() if line.kind in kv_cache_memory.DASHED}
+    assert dashed == {"Mistral 7B", "Gemma 2 9B, half the layers", "DeepSeek-V2"}
 
 
 def test_render_refuses_a_figure_whose_text_sticks_out():

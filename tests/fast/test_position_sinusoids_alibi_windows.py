@@ -1,0 +1,126 @@
+"""Guards for the sinusoid, ALiBi and sliding-window sections of docs/position.md (chapter 9),
+and for its exercises 4 and 5.
+
+Each fact is derived here independently of the page's code: the sinusoids from the formula of
+Vaswani et al. (2017) written with ``math``, the shift matrix from the angle-sum identities,
+ALiBi's weights from the slopes typed from Press et al. (2022), and a sliding window's reach by
+walking back position by position. Then what the page prints is checked against it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from prose import check_prose
+from support import numbers
+
+import qkv
+
+
+@pytest.fixture(scope="module")
+def shown(page_output):
+    return page_output("position.md")
+
+
+def sinusoids(t, d):
+    """PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(...), entry by entry."""
+    return np.array(
+        [[(math.sin, math.cos)[j % 2](p / 10_000 ** (2 * (j // 2) / d)) for j in range(d)] for p in range(t)]
+    )
+
+
+def shift_matrix(k, d):
+    """The angle-sum identities as a matrix: pair i turned by k ω_i."""
+    m = np.zeros((d, d))
+    for i in range(d // 2):
+        a = k / 10_000 ** (2 * i / d)
+        m[2 * i, 2 * i], m[2 * i, 2 * i + 1] = math.cos(a), math.sin(a)
+        m[2 * i + 1, 2 * i], m[2 * i + 1, 2 * i + 1] = -math.sin(a), math.cos(a)
+    return m
+
+
+@pytest.mark.claim("pos-sinusoid-shift")
+def test_one_matrix_moves_every_sinusoidal_position_k_ahead(shown):
+    pe = sinusoids(6000, 16)
+    np.testing.assert_allclose(qkv.sinusoidal_positions(6000, 16), pe, rtol=0, atol=1e-12)
+    for k in (1, 7, 50):
+        moved = pe[: 6000 - k] @ shift_matrix(k, 16).T
+        assert np.abs(moved - pe[k:]).max() < 1e-12  # the same M_k at every position
+        # and it is the only one: the positions span all 16 dimensions
+        assert np.linalg.matrix_rank(pe[:3000]) == 16
+    # a learned-style table (random vectors) has no such matrix: the fit fails on unseen rows
+    table = np.random.default_rng(0).normal(size=(6000, 16))
+    fit, *_ = np.linalg.lstsq(table[:3000], table[1:3001], rcond=None)
+    assert np.abs(table[3000:5999] @ fit - table[3001:]).max() > 1.0
+    errors = [numbers(shown.line("position.py:sinusoid_shift", f"offset {k:>2}:"))[-1] for k in (1, 7, 50)]
+    assert all(e < 1e-12 for e in errors)
+    vs_rotation = numbers(shown.line("position.py:sinusoid_shift", "M_50 against"))[-1]
+    assert vs_rotation < 1e-13
+    check_prose("pos-sinusoid-shift", 1, 7, 50, 0, 2999, 6000, 1e-12, 1e-13)
+
+
+@pytest.mark.claim("pos-alibi-linear")
+def test_alibi_penalty_grows_by_the_slope_per_step_back(shown):
+    slopes = [2.0 ** -(h + 1) for h in range(8)]  # 8 heads: 1/2 ... 1/256 (Press et al.)
+    bias = qkv.alibi_bias(8, 8)
+    for h, m in enumerate(slopes):
+        penalty = -bias[h, 7, ::-1]
+        np.testing.assert_allclose(np.diff(penalty), m, rtol=1e-12)  # linear in distance
+    own = [1 / sum(math.exp(-m * dist) for dist in range(8)) for m in slopes]
+    assert own[0] > own[3] > own[7] > 1 / 8  # steeper heads keep more on themselves
+    assert shown.line("position.py:alibi", "slopes:") == "slopes: " + " ".join(
+        f"1/{2 ** (h + 1)}" for h in range(8)
+    )
+    for h in (0, 3, 7):
+        line = numbers(shown.line("position.py:alibi", f"head {h + 1}:"))
+        # head, distances 0-3, four penalties, two steps, the weight on itself
+        np.testing.assert_allclose(line[3:7], [slopes[h] * d for d in range(4)], atol=5e-4 + 1e-9)
+        np.testing.assert_allclose(line[7:9], slopes[h], atol=5e-5 + 1e-9)
+        assert abs(line[9] - own[h]) <= 5e-4 + 1e-9
+    check_prose("pos-alibi-linear", slopes[0], ..., 1, 256, ..., 8, own[0], ..., own[7], 1 / 8, ...)
+
+
+def reach_by_walking(t, window, n_layers, i):
+    """Positions token i's top output can depend on: each layer steps back 0 .. window-1."""
+    frontier = {i}
+    for _ in range(n_layers):
+        frontier = {j - s for j in frontier for s in range(window) if j - s >= 0}
+    return sorted(frontier)
+
+
+@pytest.mark.claim("pos-window-receptive-field")
+def test_a_stack_of_sliding_windows_reaches_w_minus_1_times_l_plus_1(shown):
+    counts = [len(reach_by_walking(40, 4, n, 39)) for n in range(1, 5)]
+    assert counts == [(4 - 1) * n + 1 for n in range(1, 5)]
+    for n, count in enumerate(counts, start=1):
+        printed = numbers(shown.line("position.py:receptive", f"{n} layer(s)"))
+        assert printed[:3] == [n, 4, count] and printed[-1] == count  # measured, formula
+    mistral = (4096 - 1) * 32 + 1  # Mistral 7B: 32 layers, window 4096 (Jiang et al., Table 1)
+    assert numbers(shown.line("position.py:receptive", "Mistral 7B,").replace(",", ""))[-1] == mistral
+    assert abs(mistral - 131_000) < 1_000  # the paper: "approximately 131K tokens"
+    check_prose("pos-window-receptive-field", 1, 1, *counts, 4, 1, 4, mistral, 32, 4096)
+
+
+@pytest.mark.claim("pos-ex-window")
+def test_six_layers_of_window_8_reach_43_tokens_back_from_100(shown):
+    sources = reach_by_walking(120, 8, 6, 100)
+    assert sources == list(range(58, 101))
+    text = shown["position.py:exercise_window"]
+    assert numbers(text) == [100, 58, 100, len(sources), 8]
+    check_prose("pos-ex-window", 7, 6, 7, 6, 1, len(sources), 58, 100, 8)
+
+
+@pytest.mark.claim("pos-ex-sinusoid-dot")
+def test_sinusoid_dot_products_depend_on_the_offset_only(shown):
+    def dot(offset, d=64):  # sum over pairs of cos(offset ω_i)
+        return sum(math.cos(offset / 10_000 ** (2 * i / d)) for i in range(d // 2))
+
+    pe = qkv.sinusoidal_positions(300, 64)
+    for p in (0, 100, 250):
+        assert math.isclose(pe[p] @ pe[p + 10], dot(10), abs_tol=1e-9)
+    for line in shown["position.py:exercise_sinusoid_dot"].splitlines():
+        p, q, value = numbers(line)
+        assert abs(value - dot(q - p)) <= 5e-7 + 1e-12
+    check_prose("pos-ex-sinusoid-dot", dot(10), 0, 100, 250, 40, dot(40))
