@@ -72,13 +72,13 @@ def test_switching_a_head_off_is_zeroing_its_rows_of_w_o(model, trace):
 
 
 def test_removing_a_keys_value_drops_its_term_and_nothing_else(model, trace):
-    """KeyOff in layer 0: each head's output is the weighted sum without the key's term
+    """ValueOff in layer 0: each head's output is the weighted sum without the key's term
     (renormalised or not), for the queries after the key; earlier queries keep theirs."""
     v = np.repeat(trace.v[0], 3, axis=0).astype(np.float64)  # (9, T, 64): each head's values
     w = trace.weights[0].astype(np.float64)  # (9, T, T)
     for key in (0, 3):
         for renormalise in (False, True):
-            edit = interventions.KeyOff(key, renormalise)
+            edit = interventions.ValueOff(key, renormalise)
             new_w, heads = edit.attention(trace.weights[0], trace.v[0], w @ v)
             expected_w = w.copy()
             expected_w[:, key + 1 :, key] = 0.0
@@ -96,8 +96,8 @@ def test_removing_a_keys_value_drops_its_term_and_nothing_else(model, trace):
                 assert np.all(new_w[:, key + 1 :].sum(-1) < 1.0)
 
 
-def test_key_off_in_every_layer_moves_the_prediction(model, trace):
-    edited = interventions.run_edited(model, trace.ids, interventions.key_off(model.config))
+def test_value_off_in_every_layer_moves_the_prediction(model, trace):
+    edited = interventions.run_edited(model, trace.ids, interventions.value_off(model.config))
     first = [s.weights[0][:, 1:, 0] for s in edited.seen]
     assert all(np.all(w == 0) for w in first)
     kl = interventions.kl_divergence(trace.logits[1:], edited.logits[0, 1:])
@@ -123,9 +123,9 @@ def test_a_batch_of_variants_is_each_variant_run_alone(model, trace):
             continue
         alone = interventions.run_edited(model, trace.ids, interventions.heads_off(model.config, [variant]))
         np.testing.assert_allclose(together.logits[b], alone.logits[0], rtol=0, atol=1e-4)
-    per_variant = interventions.PerVariant([smollm2.Edit(), interventions.KeyOff(0)])
+    per_variant = interventions.PerVariant([smollm2.Edit(), interventions.ValueOff(0)])
     both = interventions.run_edited(model, trace.ids, {0: per_variant})
-    one = interventions.run_edited(model, trace.ids, {0: interventions.KeyOff(0)})
+    one = interventions.run_edited(model, trace.ids, {0: interventions.ValueOff(0)})
     np.testing.assert_allclose(both.logits[1], one.logits[0], rtol=0, atol=1e-4)
     np.testing.assert_allclose(both.logits[0], trace.logits, rtol=0, atol=1e-4)
 
@@ -160,7 +160,7 @@ def test_bad_edits_are_refused_with_a_clear_message(model, trace):
     weights = np.zeros((1, 2, 2))
     weights[0, :, 0] = 1.0  # query 2 puts all its weight on key 1
     with pytest.raises(ValueError, match="nothing left"):
-        interventions.KeyOff(0, renormalise=True).attention(weights, np.ones((1, 2, 3)), None)
+        interventions.ValueOff(0, renormalise=True).attention(weights, np.ones((1, 2, 3)), None)
 
 
 def test_loss_kl_and_log_odds_against_hand_computed_values():

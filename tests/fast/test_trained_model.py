@@ -146,7 +146,7 @@ def kl_edits(model, texts):
     for t in texts:
         row = []
         for key, renormalise in ((0, False), (0, True), (1, False), (1, True)):
-            edits = interventions.key_off(model.config, key=key, renormalise=renormalise)
+            edits = interventions.value_off(model.config, key=key, renormalise=renormalise)
             edited = interventions.run_edited(model, t.ids, edits).logits[0, 2:].astype(float)
             p = t.logits[2:].astype(float)
             lp = p - p.max(-1, keepdims=True)
