@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import qkv
-from qkv import explorer, scaling, toy
+from qkv import explorer, interventions, scaling, toy
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(3, 8))  # three tokens, d_model = 8
@@ -169,6 +169,23 @@ CASES = [
     (scaling.score_std, lambda: scaling.score_std(4, n_draws=0), "n_draws must be a positive"),
     (scaling.jacobian_norm, lambda: scaling.jacobian_norm([[0.9, 0.9]]), "rows that sum to 1"),
     (scaling.saturation, lambda: scaling.saturation(8, n_keys=0), "n_keys must be a positive"),
+    # qkv.interventions: the edits an experiment builds from arrays (no model needed)
+    (interventions.ValueOff, lambda: interventions.ValueOff(key=-1), "key must be a position from 0, got -1"),
+    (
+        interventions.ValueSwap,
+        lambda: interventions.ValueSwap(0, np.zeros(64)),
+        r"value must be \(n_kv_heads, d_head\), got shape \(64,\)",
+    ),
+    (
+        interventions.InputPatch,
+        lambda: interventions.InputPatch(np.zeros((3, 8)), into="keys"),
+        "into must name some of 'q', 'k', 'v'",
+    ),
+    (
+        interventions.HeadsOff,
+        lambda: interventions.HeadsOff([[True, False]], fill=np.zeros((2, 4))),
+        r"fill must be \(n_variants, n_heads, d_head\) with \(n_variants, n_heads\) = \(1, 2\)",
+    ),
 ]
 
 
