@@ -197,7 +197,6 @@ def test_labels_show_blank_tokens_visibly():
 @pytest.mark.claim("explorer-trained-sink")
 def test_layer_19_head_9_sends_the_weight_to_the_first_token(runs):
     from prose import check_prose
-
     from qkv_site.figures._trained import TEXTS
 
     trace = runs[0]
