@@ -139,10 +139,6 @@ for i, t in enumerate(texts):
     )  # the second's share, at most all
     tried = {  # one edit per layer, for the queries after the token
         "first token's value removed": [interventions.ValueOff(0)] * L,
-        "first token's weight given to the rest": [
-            interventions.ValueOff(0, renormalise=True)
-        ]
-        * L,
         "second token's value removed": [interventions.ValueOff(1)] * L,
         "first value: another first word's": [
             interventions.ValueSwap(0, v) for v in firsts[donor(i)]
@@ -159,7 +155,7 @@ for i, t in enumerate(texts):
         ly: interventions.PerVariant([e[ly] for e in tried.values()])
         for ly in range(L)
     }
-    # all six edits as one batch; predictions 3..T, where all of them act
+    # all five edits as one batch; predictions 3..T, where all of them act
     edited = interventions.run_edited(
         model, t.ids, edits, rows=slice(2, None)
     ).logits
