@@ -153,7 +153,6 @@ def kl(p_logits, q_logits):  # KL(p || q) per row, written here
     return (np.exp(lp) * (lp - lq)).sum(-1)
 
 
-
 @pytest.fixture(scope="module")
 def kl_edits(model, texts):
     """Mean KL over predictions 3..T, per text, of five edits of the first two tokens in
