@@ -195,10 +195,10 @@ print(
 # --8<-- [end:value_norms]
 
 # --8<-- [start:start_token]
-start = model.tokenizer.token_to_id("<|endoftext|>")  # id 0
+eot = model.tokenizer.token_to_id("<|endoftext|>")  # id 0: the start token
 shares, moved, loss, off = [], [], [], []
 for t in texts:
-    ids = np.concatenate([[start], t.ids])
+    ids = np.concatenate([[eot], t.ids])
     # as run; the start token's value removed; the first word's value removed
     tried = interventions.PerVariant(
         [smollm2.Edit(), interventions.ValueOff(0), interventions.ValueOff(1)]
@@ -222,9 +222,7 @@ for t in texts:
         interventions.kl_divergence(as_run[1:], run.logits[1:, 1:]).mean(axis=-1)
     )
 shares, off = np.mean(shares, axis=0), np.mean(off, axis=0)
-print(
-    f"with {model.decode([start])!r} first, mean over the 30 layers and 9 heads:"
-)
+print(f"with {model.decode([eot])!r} first, mean over the 30 layers and 9 heads:")
 print(
     f"  weight on it {shares[:, 0].mean():.2f}, on the first word {shares[:, 1].mean():.2f} "
     f"(over half on it in {(shares[:, 0] > 0.5).sum()} layers)"
@@ -341,7 +339,7 @@ print(
     f"{loss_unseen[3:7].max():12.2f}   (as run {loss_unseen[0]:.2f})"
 )
 # the same four texts with the start token in front: one position later
-ids = np.concatenate([np.full((len(repeats), 1), start), repeats], axis=1)
+ids = np.concatenate([np.full((len(repeats), 1), eot), repeats], axis=1)
 edits = interventions.heads_off(config, variants[:3])
 logits = interventions.run_edited(model, ids, edits, rows=rows + 1).logits
 with_start = interventions.next_token_loss(logits, ids[:, rows + 2]).mean(

@@ -917,3 +917,17 @@ def test_the_page_prints_what_the_tests_compute(
         *_, run, own, everywhere = numbers(row)
         assert run == pytest.approx(value, abs=0.005)
         assert own < 1.1 * kinds["previous"][1] and everywhere < 1.1 * kinds["previous"][1]
+
+
+def test_the_page_prints_the_start_token_runs(shown, with_start, induction_variations):
+    """The start token on the page is <|endoftext|> in both experiments: its printed runs
+    are the ones computed here with it."""
+    from support import numbers
+
+    text = shown["trained_model.py:start_token"]
+    assert "'<|endoftext|>' first" in text
+    line = shown.line("trained_model.py:start_token", "predictions move by")
+    assert numbers(line)[-2:] == pytest.approx(list(with_start["loss"]), abs=0.005)
+    line = shown.line("trained_model.py:induction_variations", "zero ablation, start token")
+    start = induction_variations["start"]
+    assert numbers(line) == pytest.approx([start[1], start[2], start[0]], abs=0.005)
