@@ -13,7 +13,9 @@ query, the keys it would look at (its *targets*):
 :func:`score` is the weight a head puts on the targets, averaged over the queries that have
 any; :func:`baseline` is the same mean for a head that spreads each query's weight evenly
 over the keys it can see (``targets / i`` at query ``i``): a score means something only
-well above it. Positions here count from 0, as in NumPy.
+well above it. Positions here count from 0, as in NumPy. The texts to score and the
+threshold a score must pass are an experiment's choice, not this module's: the ones
+docs/trained-model.md uses are in its code, ``snippets/trained_model.py``.
 
 Examples
 --------
@@ -32,32 +34,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["KINDS", "TEXTS", "THRESHOLD", "baseline", "repeated_random_tokens", "score", "targets"]
-
-# --8<-- [start:texts]
-TEXTS = (
-    "The cat sat on the mat because it was warm",
-    "She poured the milk into the cup, and then she drank it slowly.",
-    "The capital of France is Paris, and the capital of Japan is Tokyo.",
-    "Monday, Tuesday, Wednesday, Thursday, Friday",
-    "Alice met Bob, and later Alice met",
-    "def add(a, b):\n    return a + b",
-    "In 1969, two astronauts walked on the Moon while a third stayed in orbit.",
-    "Rain fell all night, so the river rose over the old stone bridge.",
-    "My brother plays the violin, but he hates practising scales.",
-    "Water boils at one hundred degrees at sea level.",
-)
-"""Ten ordinary texts, chosen before any score was computed: prose, a list, a repeated name,
-code; nine different first words."""
-# --8<-- [end:texts]
+__all__ = ["KINDS", "baseline", "repeated_random_tokens", "score", "targets"]
 
 KINDS = ("first", "previous", "duplicate", "induction")
 """The kinds of head scored here, in the order the site shows them."""
-
-THRESHOLD = 0.5
-"""A head is counted as a kind when, on average, more than half its weight goes to that
-kind's targets. Fixed before any score was computed; the baselines of the site's texts are
-all below 0.25."""
 
 
 # --8<-- [start:targets]

@@ -6,16 +6,25 @@ here is a :class:`qkv.smollm2.Edit` that :func:`qkv.smollm2.decoder_layer` appli
 layer, and changes one thing:
 
 - :class:`HeadsOff`: the output of some query heads is set to zero before ``W_O``, so they
-  add nothing to the residual stream (an ablation);
-- :class:`KeyOff`: every head stops taking one token's value (the first token's, say);
+  add nothing to the residual stream (zero ablation), or to a fixed vector such as their
+  mean output over many texts (mean ablation);
+- :class:`ValueOff`: every head stops taking one token's value (the first token's, say);
   the other weights stay as they are, or (``renormalise=True``) are scaled up to sum to 1
   again, so the weight that token had goes to the other tokens instead;
+- :class:`ValueSwap`: every head takes another vector in place of one token's value (the
+  value another word had there, say), with the weights left as they are;
+- :class:`InputPatch`: something is added to the residual stream that only the keys (or
+  only the queries, or only the values) of this layer read: take the output of earlier
+  heads out of the keys alone, say, to see whether the keys are where it is used;
 - :class:`RopeOff`: RoPE turns nothing in this layer (every position is 0), the other
   layers keep theirs.
 
 :func:`run_edited` runs token ids with edits in some layers. The layers before the first
 edited one are computed once; from there on, a batch of variants (one set of heads switched
 off per variant, say) runs together, one matrix product per layer for all of them.
+:func:`head_outputs` and :func:`head_writes` give what heads write, for the edits to take
+out; :func:`copy_scores` measures how much each head's output raises the logit of the
+tokens it reads.
 
 Examples
 --------
@@ -37,20 +46,25 @@ from typing import NamedTuple
 import numpy as np
 
 from qkv.dot_product import softmax
-from qkv.smollm2 import Config, Edit, LayerTrace, Model, check_ids, output_logits, run_layers
+from qkv.smollm2 import Config, Edit, LayerTrace, Model, Trace, check_ids, output_logits, run_layers
 
 __all__ = [
     "Edited",
     "HeadsOff",
-    "KeyOff",
+    "InputPatch",
     "PerVariant",
     "RopeOff",
+    "ValueOff",
+    "ValueSwap",
+    "copy_scores",
+    "head_outputs",
+    "head_writes",
     "heads_off",
-    "key_off",
     "kl_divergence",
     "log_odds",
     "next_token_loss",
     "run_edited",
+    "value_off",
 ]
 
 
@@ -64,31 +78,48 @@ class HeadsOff(Edit):
     """Switch heads off in one layer: their output becomes zero before ``W_O``.
 
     ``off`` is a bool array (n_variants, n_heads): row ``b`` names the heads that variant
-    ``b`` of the batch switches off. The weights are left as they are: only what the heads
+    ``b`` of the batch switches off. ``fill`` (n_variants, n_heads, d_head), if given, is
+    what each switched-off head outputs instead of zeros, per variant: its mean output over
+    many texts, for a mean ablation. The weights are left as they are: only what the heads
     write into the residual stream changes.
     """
 
-    def __init__(self, off):
+    def __init__(self, off, fill=None):
         self.off = np.asarray(off, dtype=bool)
         if self.off.ndim != 2:
             raise ValueError(f"off must be (n_variants, n_heads), got shape {self.off.shape}")
+        self.fill = None if fill is None else np.asarray(fill)
+        if self.fill is not None and (self.fill.ndim != 3 or self.fill.shape[:2] != self.off.shape):
+            raise ValueError(
+                f"fill must be (n_variants, n_heads, d_head) with (n_variants, n_heads) = "
+                f"{self.off.shape}, got shape {self.fill.shape}"
+            )
 
     def attention(self, weights, v, heads):  # heads: (n_variants, [texts,] n_heads, T, d)
         n_variants, n_heads = self.off.shape
         texts = (1,) * (heads.ndim - 4)  # a batch of texts, if any, shares the variant's row
         off = self.off.reshape(n_variants, *texts, n_heads, 1, 1)  # T and d broadcast
-        return weights, np.where(off, 0.0, heads).astype(heads.dtype)
+        fill = 0.0
+        if self.fill is not None:  # (n_variants, [1,] n_heads, 1, d_head)
+            fill = self.fill.reshape(n_variants, *texts, n_heads, 1, self.fill.shape[-1])
+        return weights, np.where(off, fill, heads).astype(heads.dtype)
 
 
 # --8<-- [end:heads_off]
 
 
-def heads_off(config: Config, variants: Sequence[Iterable[tuple[int, int]]]) -> dict[int, HeadsOff]:
+def heads_off(
+    config: Config, variants: Sequence[Iterable[tuple[int, int]]], fill=None
+) -> dict[int, HeadsOff]:
     """Edits that switch off, in variant ``b``, the heads ``variants[b]`` names.
 
     Heads are ``(layer, head)`` pairs counted from 0. A variant may be empty (the unedited
-    model, for comparison in the same batch). Returns ``{layer: HeadsOff}`` for every layer
-    that some variant touches, as :func:`run_edited` takes it.
+    model, for comparison in the same batch). ``fill``, if given, is what a switched-off
+    head outputs instead of zeros: (n_layers, n_heads, d_head) for every variant (a mean
+    ablation, with each head's mean output from :func:`head_outputs`), or
+    (n_variants, n_layers, n_heads, d_head), one per variant (zeros in some, means in
+    others, in one batch). Returns ``{layer: HeadsOff}`` for every layer that some variant
+    touches, as :func:`run_edited` takes it.
 
     Examples
     --------
@@ -102,6 +133,14 @@ def heads_off(config: Config, variants: Sequence[Iterable[tuple[int, int]]]) -> 
     variants = [set(v) for v in variants]
     if not variants:
         raise ValueError("give at least one variant (a set of heads, possibly empty)")
+    if fill is not None:
+        fill, shape = (np.asarray(fill), (config.n_layers, config.n_heads, config.d_head))
+        if fill.shape not in (shape, (len(variants), *shape)):
+            raise ValueError(
+                f"fill must be (n_layers, n_heads, d_head) = {shape} or one such per variant, "
+                f"{(len(variants), *shape)}; got shape {fill.shape}"
+            )
+        fill = np.broadcast_to(fill, (len(variants), *shape))
     off = {}
     for b, chosen in enumerate(variants):
         for layer, head in chosen:
@@ -112,17 +151,20 @@ def heads_off(config: Config, variants: Sequence[Iterable[tuple[int, int]]]) -> 
                 )
             off.setdefault(layer, np.zeros((len(variants), config.n_heads), dtype=bool))
             off[layer][b, head] = True
-    return {layer: HeadsOff(mask) for layer, mask in sorted(off.items())}
+    return {
+        layer: HeadsOff(mask, None if fill is None else fill[:, layer]) for layer, mask in sorted(off.items())
+    }
 
 
-# --8<-- [start:key_off]
-class KeyOff(Edit):
-    """Take one key's value out of every head's weighted sum, for the queries after it.
+# --8<-- [start:value_off]
+class ValueOff(Edit):
+    """Take one token's value out of every head's weighted sum, for the queries after it.
 
     Without renormalising, its term ``w v`` is simply dropped: the other weights stay as
     they are and sum to less than 1. With ``renormalise=True`` they are divided by their
-    sum, so the weight that key had is shared out over the other keys in proportion. The
-    key's own query and those before it are left as they are (query 1 sees only key 1).
+    sum, so the weight that token had is shared out over the other tokens in proportion.
+    The token's own query and those before it are left as they are (query 1 sees only
+    token 1). Its key stays: every weight is what the model computed.
     """
 
     def __init__(self, key: int = 0, renormalise: bool = False):
@@ -132,7 +174,7 @@ class KeyOff(Edit):
 
     def attention(self, weights, v, heads):
         w = weights.copy()  # (..., n_heads, T, Tk)
-        after = slice(self.key + 1, None)  # the queries after the key
+        after = slice(self.key + 1, None)  # the queries after the token
         w[..., after, self.key] = 0.0
         if self.renormalise:
             left = w[..., after, :].sum(axis=-1, keepdims=True)
@@ -144,16 +186,94 @@ class KeyOff(Edit):
         return w, w @ _group_values(v, w.shape[-3])  # (..., n_heads, T, d_head)
 
 
-# --8<-- [end:key_off]
+# --8<-- [end:value_off]
 
 
-def key_off(
+def value_off(
     config: Config, key: int = 0, renormalise: bool = False, layers: Iterable[int] | None = None
-) -> dict[int, KeyOff]:
-    """:class:`KeyOff` of ``key`` in each of ``layers`` (all of them by default)."""
+) -> dict[int, ValueOff]:
+    """:class:`ValueOff` of ``key`` in each of ``layers`` (all of them by default)."""
     layers = range(config.n_layers) if layers is None else layers
-    edit = KeyOff(key, renormalise)
+    edit = ValueOff(key, renormalise)
     return {layer: edit for layer in _check_layers(config, layers)}
+
+
+# --8<-- [start:value_swap]
+class ValueSwap(Edit):
+    """Every head takes ``value`` in place of one token's value, for the queries after it.
+
+    ``value`` is (n_kv_heads, d_head): one vector per key/value head, such as the value
+    another text's first token has in this layer. The weights stay as the model computed
+    them, so only what the token hands on changes; a ``value`` of zeros is
+    :class:`ValueOff` without renormalising.
+
+    Examples
+    --------
+    One head, two tokens; query 2 puts 0.75 on token 1, whose value (1, 0) becomes (0, 4):
+
+    >>> weights = np.array([[[1.0, 0.0], [0.75, 0.25]]])      # (heads, T, T)
+    >>> v = np.array([[[1.0, 0.0], [0.0, 1.0]]])              # (kv heads, T, d_head)
+    >>> _, heads = ValueSwap(0, [[0.0, 4.0]]).attention(weights, v, weights @ v)
+    >>> heads[0].tolist()                                     # query 1 keeps its own
+    [[1.0, 0.0], [0.0, 3.25]]
+    """
+
+    def __init__(self, key, value):
+        if key < 0:
+            raise ValueError(f"key must be a position from 0, got {key}")
+        self.key, self.value = key, np.asarray(value)
+        if self.value.ndim != 2:
+            raise ValueError(f"value must be (n_kv_heads, d_head), got shape {self.value.shape}")
+
+    def attention(self, weights, v, heads):
+        if v.shape[-3] != self.value.shape[0] or v.shape[-1] != self.value.shape[1]:
+            raise ValueError(
+                f"value is {self.value.shape}; this layer's values are (n_kv_heads, d_head) = "
+                f"{(v.shape[-3], v.shape[-1])}"
+            )
+        swapped = v.copy()  # (..., n_kv_heads, Tk, d_head)
+        swapped[..., self.key, :] = self.value
+        new = weights @ _group_values(swapped, weights.shape[-3])  # (..., n_heads, T, d_head)
+        before = np.arange(heads.shape[-2]) <= self.key  # the token's own query and earlier
+        return weights, np.where(before[:, None], heads, new).astype(heads.dtype)
+
+
+# --8<-- [end:value_swap]
+
+
+# --8<-- [start:input_patch]
+class InputPatch(Edit):
+    """Add ``delta`` to the residual stream that only some of this layer's projections read.
+
+    ``into`` names them: ``"k"`` for the keys alone, ``"q"``, ``"v"``, or several
+    (``"qk"``). The others read the stream as it is. With ``delta`` minus what earlier
+    heads wrote there, the keys of this layer are computed as if those heads had written
+    nothing, while everything else still gets their output: whether a later head uses an
+    earlier head's output through its keys (K-composition, Elhage et al. 2021).
+    ``delta`` is (..., T, d_model), as the stream ``x``.
+
+    Examples
+    --------
+    >>> x = np.ones((2, 3))                                  # (T, d_model)
+    >>> x_q, x_k, x_v = InputPatch(-x, "k").inputs(x)
+    >>> x_q.tolist(), x_k.tolist()
+    ([[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]], [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    """
+
+    def __init__(self, delta, into: str = "k"):
+        if not into or set(into) - set("qkv"):
+            raise ValueError(f"into must name some of 'q', 'k', 'v' (such as 'k' or 'qv'), got {into!r}")
+        self.delta, self.into = np.asarray(delta), into
+
+    def inputs(self, x):
+        try:
+            patched = (x + self.delta).astype(np.result_type(x))
+        except ValueError:
+            raise ValueError(f"delta {self.delta.shape} must broadcast to the stream {np.shape(x)}") from None
+        return tuple(patched if part in self.into else x for part in "qkv")
+
+
+# --8<-- [end:input_patch]
 
 
 class PerVariant(Edit):
@@ -171,6 +291,12 @@ class PerVariant(Edit):
         if any(not np.array_equal(turned[0], t) for t in turned[1:]):
             raise ValueError("the edits of one batch must turn RoPE at the same positions")
         return turned[0]
+
+    def inputs(self, x):
+        if len(x) != len(self.edits):
+            raise ValueError(f"{len(self.edits)} edits for a batch of {len(x)} variants")
+        done = [e.inputs(x_b) for e, x_b in zip(self.edits, x, strict=True)]
+        return tuple(np.stack([d[part] for d in done]) for part in range(3))
 
     def attention(self, weights, v, heads):
         if len(weights) != len(self.edits):
@@ -244,6 +370,76 @@ def _variants(edit: Edit) -> int | None:
     if isinstance(edit, PerVariant):
         return len(edit.edits)
     return None
+
+
+def head_outputs(trace: Trace) -> np.ndarray:
+    """What every head passes to ``W_O`` in a run: its weighted sum of values, per position.
+
+    Returns (n_layers, n_heads, T, d_head), from the trace's weights and values: the
+    ``heads`` that :func:`qkv.smollm2.decoder_layer` merges. Averaged over the positions of
+    many texts, it is the ``fill`` of a mean ablation (:func:`heads_off`).
+    """
+    v = _group_values(trace.v, trace.config.n_heads)  # (n_layers, n_heads, T, d_head)
+    return trace.weights @ v
+
+
+def head_writes(model: Model, outputs, heads: Iterable[tuple[int, int]]) -> np.ndarray:
+    """What the heads ``heads`` (``(layer, head)`` from 0) add to the residual stream, summed.
+
+    ``outputs`` is :func:`head_outputs`' (n_layers, n_heads, ..., T, d_head); each head's
+    output goes through its own ``d_head`` rows of its layer's ``W_O``. Returns
+    (..., T, d_model): the part of the stream that those heads wrote, which an
+    :class:`InputPatch` of minus it takes out of a later layer's keys.
+    """
+    config, outputs = model.config, np.asarray(outputs)
+    if outputs.shape[:2] != (config.n_layers, config.n_heads) or outputs.shape[-1] != config.d_head:
+        raise ValueError(
+            f"outputs must be (n_layers, n_heads, ..., T, d_head) = "
+            f"({config.n_layers}, {config.n_heads}, ..., T, {config.d_head}), got shape {outputs.shape}"
+        )
+    heads = sorted(set(heads))
+    if not heads:
+        raise ValueError("give at least one (layer, head)")
+    total = np.zeros((*outputs.shape[2:-1], config.d_model), dtype=np.float64)
+    for layer, head in heads:
+        if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
+            raise ValueError(f"head ({layer}, {head}) does not exist")
+        rows = model.layers[layer].attention.w_o[head * config.d_head : (head + 1) * config.d_head]
+        total += outputs[layer, head] @ rows  # (..., T, d_head) @ (d_head, d_model)
+    return total
+
+
+# --8<-- [start:copy_scores]
+def copy_scores(model: Model, trace: Trace, rows) -> np.ndarray:
+    """How much each head's output raises the logit of the tokens it reads: (n_layers, n_heads).
+
+    The direct effect of a head (Elhage et al. 2021): what it writes through ``W_O`` at
+    query ``i``, taken straight to the logits through the final RMSNorm, whose division by
+    the stream's size is frozen at its value in this run (the norm is then linear), and the
+    tied embedding. For each key ``j`` the head reads, the effect on the logit of the token
+    at ``j``, minus the mean effect over the whole vocabulary, is weighted by the head's
+    weight on ``j``; the score is the mean of that sum over the queries ``rows``. Positive:
+    the head raises what it attends to above an average token, as a copying head does
+    (Olsson et al. 2022); it is in units of logits.
+    """
+    config = model.config
+    rows = np.arange(len(trace.ids))[rows]  # the queries scored
+    x, _ = run_layers(model, model.embedding[trace.ids], np.arange(len(trace.ids)))
+    x = x.astype(np.float64)  # (T, d_model): the stream the final norm reads
+    size = np.sqrt(np.mean(x * x, axis=-1) + config.norm_eps)  # (T,): frozen
+    # each token's embedding against the vocabulary's mean: (T, d_model)
+    target = (model.embedding[trace.ids] - model.embedding.mean(axis=0)) * model.final_norm
+    v = _group_values(trace.v, config.n_heads).astype(np.float64)  # (L, H, T, d_head)
+    w_o = np.stack([layer.attention.w_o for layer in model.layers])  # (L, H * d_head, d_model)
+    w_o = w_o.reshape(config.n_layers, config.n_heads, config.d_head, config.d_model)
+    read = w_o @ target.T  # (L, H, d_head, T): a head's output read off token j's logit
+    per_key = np.einsum("lhjd,lhdj->lhj", v, read)  # (L, H, T): key j's value, written
+    weights = trace.weights[:, :, rows].astype(np.float64)  # (L, H, rows, T)
+    effect = (weights @ per_key[..., None])[..., 0] / size[rows]  # (L, H, rows)
+    return effect.mean(axis=-1)
+
+
+# --8<-- [end:copy_scores]
 
 
 def kl_divergence(p_logits, q_logits) -> np.ndarray:

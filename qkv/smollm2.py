@@ -279,14 +279,19 @@ class LayerTrace(NamedTuple):
 class Edit:
     """An experiment's change to one layer; this one changes nothing.
 
-    :func:`decoder_layer` asks its edit two things: at which ``positions`` RoPE turns the
-    queries and keys, and what the heads pass on, given their ``weights``
-    (..., n_heads, T, Tk), the layer's values ``v`` (..., n_kv_heads, Tk, d_head) and the
-    heads' outputs ``heads`` (..., n_heads, T, d_head). :mod:`qkv.interventions` has the
-    edits that change something (heads switched off, the first token's value or weight
-    removed, RoPE off); this one returns what it is given, so a layer run with it computes
-    exactly what it computes without one.
+    :func:`decoder_layer` asks its edit three things: which residual stream the query, key
+    and value projections read (``inputs``, given the stream ``x`` (..., T, d_model)), at
+    which ``positions`` RoPE turns the queries and keys, and what the heads pass on, given
+    their ``weights`` (..., n_heads, T, Tk), the layer's values ``v``
+    (..., n_kv_heads, Tk, d_head) and the heads' outputs ``heads`` (..., n_heads, T, d_head).
+    :mod:`qkv.interventions` has the edits that change something (heads switched off, a
+    token's value removed or replaced, a path taken out of the keys, RoPE off); this one
+    returns what it is given, so a layer run with it computes exactly what it computes
+    without one.
     """
+
+    def inputs(self, x):
+        return x, x, x
 
     def positions(self, positions):
         return positions
@@ -313,18 +318,19 @@ def decoder_layer(
     cache : KVCache, optional
         Keys and values of earlier tokens; the new ones are appended to it.
     edit : Edit, optional
-        An experiment's change to this layer: where RoPE turns, what the heads pass on
-        (:mod:`qkv.interventions`). The default changes nothing.
+        An experiment's change to this layer: what the projections read, where RoPE turns,
+        what the heads pass on (:mod:`qkv.interventions`). The default changes nothing.
 
     Returns
     -------
     (ndarray of shape (..., T, d_model), LayerTrace)
     """
     w = layer.attention  # 9 query heads, 3 key/value heads, d_head 64
-    h = rms_norm(x, layer.attn_norm, config.norm_eps)  # (T, d_model)
-    q = split_heads(h @ w.w_q, w.n_heads)  # (9, T, 64)
-    k = split_heads(h @ w.w_k, w.n_kv_heads)  # (3, T, 64)
-    v = split_heads(h @ w.w_v, w.n_kv_heads)  # (3, T, 64)
+    # the stream that Q, K and V read: x for each, unless an experiment changes one
+    h_q, h_k, h_v = (rms_norm(s, layer.attn_norm, config.norm_eps) for s in edit.inputs(x))
+    q = split_heads(h_q @ w.w_q, w.n_heads)  # (9, T, 64)
+    k = split_heads(h_k @ w.w_k, w.n_kv_heads)  # (3, T, 64)
+    v = split_heads(h_v @ w.w_v, w.n_kv_heads)  # (3, T, 64)
     # position enters by rotating queries and keys; values are never rotated
     positions = edit.positions(positions)  # the same, unless an experiment turns RoPE off
     q = rope(q, positions, config.rope_base)

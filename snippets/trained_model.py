@@ -43,7 +43,22 @@ print(
 # --8<-- [start:texts]
 from qkv import head_scores, interventions
 
-texts = [smollm2.run(text, model) for text in head_scores.TEXTS]
+# chosen before any score was computed: prose, a list, a repeated name, code;
+# nine different first words
+TEXTS = (
+    "The cat sat on the mat because it was warm",
+    "She poured the milk into the cup, and then she drank it slowly.",
+    "The capital of France is Paris, and the capital of Japan is Tokyo.",
+    "Monday, Tuesday, Wednesday, Thursday, Friday",
+    "Alice met Bob, and later Alice met",
+    "def add(a, b):\n    return a + b",
+    "In 1969, two astronauts walked on the Moon while a third stayed in orbit.",
+    "Rain fell all night, so the river rose over the old stone bridge.",
+    "My brother plays the violin, but he hates practising scales.",
+    "Water boils at one hundred degrees at sea level.",
+)
+THRESHOLD = 0.5  # a head is of a kind above this mean weight on its targets
+texts = [smollm2.run(text, model) for text in TEXTS]
 # 12 random tokens, twice
 repeats = head_scores.repeated_random_tokens(4, 12, seed=0)
 repeated = [smollm2.forward(model, ids) for ids in repeats]
@@ -105,26 +120,45 @@ for name, aims in (
 # --8<-- [end:sink_position]
 
 # --8<-- [start:sink_ablation]
-tried = {  # each in every head of every layer, for the queries after the token
-    "first token's value removed": interventions.KeyOff(key=0),
-    "first token's weight given to the rest": interventions.KeyOff(
-        key=0, renormalise=True
-    ),
-    "second token's value removed": interventions.KeyOff(key=1),
-    "second token's weight given to the rest": interventions.KeyOff(
-        key=1, renormalise=True
-    ),
-}
-edits = {
-    layer: interventions.PerVariant(list(tried.values())) for layer in range(L)
-}
+# each text's first token's value in every layer: (texts, L, 3, d_head)
+firsts = np.stack([t.v[:, :, 0] for t in texts])
+words = [t.ids[0] for t in texts]
+
+
+def donor(i):  # the next text (in a circle) whose first word is another word
+    n = len(texts)
+    return next(j % n for j in range(i + 1, i + n) if words[j % n] != words[i])
+
+
 kl = []
-# the four edits as one batch; predictions 3..T, where all four act
-for t in texts:
+for i, t in enumerate(texts):
+    # mean weight per layer and K/V head on tokens 1 and 2, queries 3..T: (L, 3)
+    w = t.weights[:, :, 2:, :2].reshape(L, config.n_kv_heads, -1, 2).mean(axis=2)
+    cut = np.minimum(
+        w[..., 1] / w[..., 0], 1.0
+    )  # the second's share, at most all
+    tried = {  # one edit per layer, for the queries after the token
+        "first token's value removed": [interventions.ValueOff(0)] * L,
+        "second token's value removed": [interventions.ValueOff(1)] * L,
+        "first value: another first word's": [
+            interventions.ValueSwap(0, v) for v in firsts[donor(i)]
+        ],
+        "first value: the mean of the ten": [
+            interventions.ValueSwap(0, v) for v in firsts.mean(axis=0)
+        ],
+        "first value cut by the second's weight": [
+            interventions.ValueSwap(0, (1 - c)[:, None] * v)
+            for c, v in zip(cut, t.v[:, :, 0], strict=True)
+        ],
+    }
+    edits = {
+        ly: interventions.PerVariant([e[ly] for e in tried.values()])
+        for ly in range(L)
+    }
+    # all five edits as one batch; predictions 3..T, where all of them act
     edited = interventions.run_edited(
         model, t.ids, edits, rows=slice(2, None)
     ).logits
-    # one mean KL per edit: (4,)
     kl.append(interventions.kl_divergence(t.logits[2:], edited).mean(axis=-1))
 kl = np.array(kl)  # (texts, edits)
 print(
@@ -135,6 +169,72 @@ for name, values in zip(tried, kl.T, strict=True):
         f"  {name:<40} mean {values.mean():.2f}, from {values.min():.2f} to {values.max():.2f}"
     )
 # --8<-- [end:sink_ablation]
+
+# --8<-- [start:value_norms]
+# length of each value vector: (texts, L, 3 K/V heads, T), then the first
+# token's against the mean of the others', per layer
+length = [np.linalg.norm(t.v.astype(np.float64), axis=-1) for t in texts]
+ratio = np.mean(
+    [n[..., 0] / n[..., 1:].mean(axis=-1) for n in length], axis=(0, 2)
+)
+sink = by_layer > 0.5  # the layers where the first token gets over half
+print(
+    "first token's value length / the other tokens', by layer (* a sink layer):"
+)
+for start in range(0, L, 10):
+    print(
+        "  "
+        + "  ".join(
+            f"{ly + 1:>2}:{ratio[ly]:.2f}{'*' if sink[ly] else ' '}"
+            for ly in range(start, start + 10)
+        )
+    )
+print(
+    f"in the {sink.sum()} sink layers: from {ratio[sink].min():.2f} to {ratio[sink].max():.2f}"
+)
+# --8<-- [end:value_norms]
+
+# --8<-- [start:start_token]
+eot = model.tokenizer.token_to_id("<|endoftext|>")  # id 0: the start token
+shares, moved, loss, off = [], [], [], []
+for t in texts:
+    ids = np.concatenate([[eot], t.ids])
+    # as run; the start token's value removed; the first word's value removed
+    tried = interventions.PerVariant(
+        [smollm2.Edit(), interventions.ValueOff(0), interventions.ValueOff(1)]
+    )
+    run = interventions.run_edited(
+        model, ids, dict.fromkeys(range(L), tried), rows=slice(1, None)
+    )
+    w = np.stack([s.weights[0] for s in run.seen])  # (L, H, T + 1, T + 1)
+    # on the start token and on the first word, from query 3 on: (L, 2)
+    shares.append(w[:, :, 2:, :2].mean(axis=(1, 2)))
+    as_run = run.logits[0]  # after each word of the text: (T, vocabulary)
+    moved.append(interventions.kl_divergence(t.logits, as_run).mean())
+    loss.append(
+        [
+            interventions.next_token_loss(t.logits[:-1], t.ids[1:]).mean(),
+            interventions.next_token_loss(as_run[:-1], t.ids[1:]).mean(),
+        ]
+    )
+    # predictions after words 2..T, as in the table above
+    off.append(
+        interventions.kl_divergence(as_run[1:], run.logits[1:, 1:]).mean(axis=-1)
+    )
+shares, off = np.mean(shares, axis=0), np.mean(off, axis=0)
+print(f"with {model.decode([eot])!r} first, mean over the 30 layers and 9 heads:")
+print(
+    f"  weight on it {shares[:, 0].mean():.2f}, on the first word {shares[:, 1].mean():.2f} "
+    f"(over half on it in {(shares[:, 0] > 0.5).sum()} layers)"
+)
+print(
+    f"  predictions move by {np.mean(moved):.2f} nats (KL); loss on the next word "
+    f"{np.mean(loss, 0)[0]:.2f} without it, {np.mean(loss, 0)[1]:.2f} with it"
+)
+print(
+    f"  its value removed: {off[0]:.2f} nats; the first word's value removed: {off[1]:.2f}"
+)
+# --8<-- [end:start_token]
 
 # --8<-- [start:head_types]
 scores, even = {}, {}
@@ -152,13 +252,11 @@ for kind in head_scores.KINDS:
     even[kind] = np.mean([head_scores.baseline(a) for a in aims])
 found = {}
 for kind, s in scores.items():  # (L, H) each
-    found[kind] = {
-        (int(ly), int(h)) for ly, h in np.argwhere(s > head_scores.THRESHOLD)
-    }
+    found[kind] = {(int(ly), int(h)) for ly, h in np.argwhere(s > THRESHOLD)}
     best = np.argsort(-s, axis=None, kind="stable")[:3]
     print(
         f"{kind} (even spread {even[kind]:.2f}): {len(found[kind])} heads above "
-        f"{head_scores.THRESHOLD}\n  highest: "
+        f"{THRESHOLD}\n  highest: "
         + ", ".join(
             f"layer {i // H + 1} head {i % H + 1} {s.flat[i]:.2f}" for i in best
         )
@@ -178,8 +276,16 @@ controls = [
     {others[i] for i in rng.choice(len(others), n, replace=False)}
     for _ in range(4)
 ]
+# zero ablation; then the two groups again, each head giving its mean output
+# over the ten texts' positions instead of zeros (a mean ablation)
 variants = [set(), found["induction"], found["previous"], *controls]
-edits = interventions.heads_off(config, variants)  # one variant per set of heads
+mean = np.concatenate([interventions.head_outputs(t) for t in texts], axis=2)
+mean = mean.mean(axis=2)  # (L, H, d_head)
+fill = np.zeros((len(variants) + 2, *mean.shape), dtype=mean.dtype)
+fill[-2:] = mean
+edits = interventions.heads_off(
+    config, [*variants, found["induction"], found["previous"]], fill=fill
+)
 half = repeats.shape[1] // 2
 # the positions that predict a repeated token
 rows = np.arange(half, 2 * half - 1)
@@ -200,9 +306,114 @@ print(
 print(f"  the {n} induction heads off:       {loss[1]:.2f}")
 print(f"  the {len(found['previous'])} previous-token heads off:  {loss[2]:.2f}")
 print(
-    f"  {n} other heads off, {len(controls)} random draws: from {loss[3:].min():.2f} to {loss[3:].max():.2f}"
+    f"  {n} other heads off, {len(controls)} random draws: from {loss[3:7].min():.2f} to {loss[3:7].max():.2f}"
 )
 # --8<-- [end:induction_ablation]
+
+# --8<-- [start:induction_variations]
+# four new texts of random tokens (another seed), zero ablation
+unseen = head_scores.repeated_random_tokens(4, 12, seed=1)
+edits = interventions.heads_off(config, variants)
+run = interventions.run_edited(model, unseen, edits, rows=rows)
+logits = run.logits
+loss_unseen = interventions.next_token_loss(logits, unseen[:, rows + 1])
+loss_unseen = loss_unseen.mean(axis=(1, 2))
+# the induction heads found on the first four texts, as run on the new ones
+aims = head_scores.targets("induction", unseen[0])
+on_unseen = [
+    head_scores.score(run.seen[ly].weights[0][:, h], aims).mean()
+    for ly, h in sorted(found["induction"])
+]
+print(
+    f"the {n} induction heads on the 4 new texts: scores {min(on_unseen):.2f} to "
+    f"{max(on_unseen):.2f} (threshold {THRESHOLD})"
+)
+print("                              induction off  previous off  random (max)")
+print(
+    f"zero ablation, these texts   {loss[1]:13.2f}  {loss[2]:12.2f}  {loss[3:7].max():12.2f}"
+    f"   (as run {loss[0]:.2f})"
+)
+print(f"mean ablation, these texts   {loss[7]:13.2f}  {loss[8]:12.2f}")
+print(
+    f"zero ablation, 4 new texts   {loss_unseen[1]:13.2f}  {loss_unseen[2]:12.2f}  "
+    f"{loss_unseen[3:7].max():12.2f}   (as run {loss_unseen[0]:.2f})"
+)
+# the same four texts with the start token in front: one position later
+ids = np.concatenate([np.full((len(repeats), 1), eot), repeats], axis=1)
+edits = interventions.heads_off(config, variants[:3])
+logits = interventions.run_edited(model, ids, edits, rows=rows + 1).logits
+with_start = interventions.next_token_loss(logits, ids[:, rows + 2]).mean(
+    axis=(1, 2)
+)
+print(
+    f"zero ablation, start token   {with_start[1]:13.2f}  {with_start[2]:12.2f}  "
+    f"{'':12}   (as run {with_start[0]:.2f})"
+)
+# --8<-- [end:induction_variations]
+
+# --8<-- [start:composition]
+# what the previous-token heads wrote at each position of each text
+outputs = np.stack([interventions.head_outputs(t) for t in repeated], axis=2)
+wrote = interventions.head_writes(
+    model, outputs, found["previous"]
+)  # (4, T, 576)
+# a control: as many other heads of the layers below, drawn at random
+below = [
+    (ly, h) for ly, h in others if ly < min(ly for ly, _ in found["induction"])
+]
+drawn = {below[i] for i in rng.choice(len(below), len(found["previous"]), False)}
+tried = {  # (what is added to the stream, which projection reads it)
+    "as run": (0 * wrote, "k"),
+    "out of the keys only": (-wrote, "k"),
+    "out of the queries only": (-wrote, "q"),
+    "out of the values only": (-wrote, "v"),
+    "random heads out of the keys": (
+        -interventions.head_writes(model, outputs, drawn),
+        "k",
+    ),
+}
+patch = interventions.PerVariant(
+    [
+        interventions.InputPatch(d.astype(np.float32), into)
+        for d, into in tried.values()
+    ]
+)
+layers = sorted({ly for ly, _ in found["induction"]})  # layers 18 and 19
+run = interventions.run_edited(
+    model, repeats, dict.fromkeys(layers, patch), rows=rows
+)
+loss = interventions.next_token_loss(run.logits, repeats[:, rows + 1])
+aims = head_scores.targets("induction", repeats[0])  # the same for all four
+print("previous-token heads' output taken out of the induction layers':")
+print("                                 induction score   loss")
+for b, name in enumerate(tried):
+    score = np.mean(
+        [
+            head_scores.score(run.seen[ly].weights[b][:, h], aims)
+            for ly, h in found["induction"]
+        ]
+    )
+    print(f"  {name:<30} {score:15.2f}   {loss[b].mean():.2f}")
+# --8<-- [end:composition]
+
+# --8<-- [start:copying]
+# direct effect on the logit of the tokens a head reads, minus the vocabulary's
+# mean, over the predictions of the repeated half: (L, H)
+copying = np.mean(
+    [interventions.copy_scores(model, t, rows) for t in repeated], axis=0
+)
+print("how much a head raises the logit of what it reads (logits):")
+for ly, h in sorted(found["induction"]):
+    print(f"  induction head: layer {ly + 1} head {h + 1}  {copying[ly, h]:5.2f}")
+best = np.argsort(-copying, axis=None, kind="stable")[:4]
+print(
+    "  highest: "
+    + ", ".join(
+        f"layer {i // H + 1} head {i % H + 1} {copying.flat[i]:.2f}" for i in best
+    )
+)
+print(f"  median of all {L * H} heads: {np.median(copying):.2f}")
+# --8<-- [end:copying]
 
 # --8<-- [start:rope]
 previous = sorted(found["previous"])  # in layer order
@@ -245,6 +456,35 @@ for i, (ly, h) in enumerate(previous):
         f"{np.mean(own_layer, 0)[i]:21.2f}   {np.mean(all_layers, 0)[i]:22.2f}"
     )
 # --8<-- [end:rope]
+
+# --8<-- [start:rope_variations]
+# the four texts of random tokens, together: no grammar to tell what came before
+aims = head_scores.targets("previous", repeats[0])
+positions = np.arange(repeats.shape[1])
+x, done, as_run, own = model.embedding[repeats], 0, [], []
+for ly, h in previous:
+    x, _ = smollm2.run_layers(model, x, positions, start=done, stop=ly)
+    done = ly
+    _, (seen,) = smollm2.run_layers(
+        model,
+        x,
+        positions,
+        start=ly,
+        stop=ly + 1,
+        edits={ly: interventions.RopeOff()},
+    )
+    own.append(head_scores.score(seen.weights[:, h], aims).mean())
+    as_run.append(
+        np.mean([head_scores.score(t.weights[ly, h], aims) for t in repeated])
+    )
+print(
+    f"on the repeated random tokens (even spread {head_scores.baseline(aims):.2f}):"
+)
+for (ly, h), a, o in zip(previous, as_run, own, strict=True):
+    print(
+        f"  layer {ly + 1:>2} head {h + 1}  as run {a:.2f}, RoPE off in its layer {o:.2f}"
+    )
+# --8<-- [end:rope_variations]
 
 # --8<-- [start:scale]
 within, pooled, stats = [], [], {True: [], False: []}

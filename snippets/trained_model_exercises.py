@@ -12,7 +12,8 @@ from qkv import head_scores, smollm2
 model = smollm2.load()
 # query i spreads 1/i over its i keys; queries 2..20
 guess = np.mean(1 / np.arange(2, 21))
-text = next(t for t in head_scores.TEXTS if len(model.encode(t)) == 20)
+# the 20-token text of the chapter
+text = "In 1969, two astronauts walked on the Moon while a third stayed in orbit."
 trace = smollm2.run(text, model)
 aims = head_scores.targets("first", trace.ids)  # key 1, for queries 2..20
 print(

