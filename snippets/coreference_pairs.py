@@ -599,6 +599,7 @@ ALPHA = 0.05
 
 # --8<-- [start:patching]
 # Only if the sentence has an effect: patching between a pair's two sentences
+# (not run in the end: docs/coreference.md, "Where in the model", says why)
 TOP_K = (
     5  # heads ablated together, against RANDOM_DRAWS random sets of as many heads
 )
@@ -608,3 +609,10 @@ SHUFFLES = (
 )
 SEED = 0
 # --8<-- [end:patching]
+
+# --8<-- [start:count]
+if __name__ == "__main__":
+    print(
+        f"{len(PAIRS)} pairs, {len(ASSOCIATION_PAIRS)} earlier pairs, alpha {ALPHA}"
+    )
+# --8<-- [end:count]
