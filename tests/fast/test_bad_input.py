@@ -243,6 +243,7 @@ CASES = [
         training.run_sweep,
         lambda: training.run_sweep(training.Sweep(d_ks=(16,), lengths=(4,), seeds=(0,), steps=0)),
         "steps must be a whole number >= 1, got 0",
+    ),
     # qkv.interventions: the edits an experiment builds from arrays (no model needed)
     (interventions.ValueOff, lambda: interventions.ValueOff(key=-1), "key must be a position from 0, got -1"),
     (
