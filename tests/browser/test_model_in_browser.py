@@ -22,7 +22,7 @@ import pytest
 from qkv_site.smollm2_data import MAX_TOKENS, causal_weights, label
 from support import PUBLISHED_PATH
 
-from qkv import smollm2
+from qkv import interventions, smollm2
 
 WEIGHT_ATOL = 1e-4  # the bar for every attention weight (the model's own, scaled scores)
 SCORE_ATOL = 1e-3  # and for the first layer's raw scores q · k
@@ -114,8 +114,10 @@ RUN = """async ([id, text, max]) => {
   };
   return { type: m.type, ids: m.ids, total: m.total, labels: m.labels, pieces: m.pieces,
            raw: list(m.raw), scaled: list(m.scaled), weights: m.weights.map(list),
-           entropy: m.entropy.map(list) };
+           entropy: m.entropy.map(list), predictions: m.predictions };
 }"""
+
+EDIT = """([id, off]) => window.__ask({ type: "edit", id, off }, ["edited", "error"])"""
 TYPED = {"Float32Array": "<f4", "Float64Array": "<f8"}  # JavaScript's typed arrays, little-endian here
 
 
@@ -262,6 +264,75 @@ def test_an_empty_text_is_refused_with_a_message(worker_page):
     got = worker_page.evaluate(RUN, [999, "", MAX_TOKENS])
     assert got["type"] == "error" and got["kind"] == "input"
     assert "empty" in got["message"]
+
+
+@pytest.mark.parametrize(
+    ("message", "words"),
+    [
+        ({"type": "run", "id": 990, "text": "No limit given."}, "maxTokens must be a positive whole number"),
+        ({"type": "run", "id": 991, "text": "A bad limit.", "maxTokens": 2.5}, "maxTokens must be"),
+        ({"type": "edit", "id": 992, "off": [[30, 0]]}, "layers 0..29, heads 0..8"),
+        ({"type": "edit", "id": 993, "off": "1.1"}, "off must be a list of [layer, head] pairs"),
+    ],
+)
+def test_a_bad_message_is_bad_input_not_an_internal_error(worker_page, message, words):
+    """The worker names what was wrong with the message (kind "input"); "internal" is kept for
+    exceptions of its own code, which a message cannot cause."""
+    worker_page.evaluate(RUN, [989, "Something to edit.", MAX_TOKENS])
+    got = worker_page.evaluate("m => window.__ask(m, ['result', 'edited', 'error'])", message)
+    assert got["type"] == "error" and got["kind"] == "input", got
+    assert words in got["message"]
+
+
+# ---- next-token predictions and heads switched off ------------------------------------------
+
+PROB_ATOL = 1e-4  # the bar for every probability and the KL divergence
+# Head sets fixed before the first run: the first layer (a rerun of every layer), one head
+# of the middle and one late, and three heads spread over the second half, (layer, head) from 0.
+HEAD_SETS = [((0, 0),), ((5, 2), (20, 8)), ((13, 8), (14, 3), (29, 0))]
+
+
+def next_probs(logits_row) -> np.ndarray:
+    """Softmax of one row of logits, in float64 (as Trace.next_tokens computes it)."""
+    z = logits_row.astype(np.float64)
+    p = np.exp(z - z.max())
+    return p / p.sum()
+
+
+def assert_predictions(got: dict, probs: np.ndarray, model) -> None:
+    """The worker's top ten are qkv's likeliest ten, with qkv's probabilities to 1e-4."""
+    best = np.argsort(-probs, kind="stable")[:10]
+    assert got["ids"] == best.tolist()
+    assert np.abs(np.array(got["probs"]) - probs[best]).max() <= PROB_ATOL
+    assert got["pieces"] == list(model.pieces(best))
+
+
+@pytest.mark.parametrize("text", RUN_TEXTS[:5], ids=range(1, 6))
+@pytest.mark.claim("explorer-lab-predictions")
+def test_next_token_predictions_equal_qkvs(worker_page, model, text):
+    got = worker_page.evaluate(RUN, [RUN_TEXTS.index(text) + 200, text, MAX_TOKENS])
+    ids = model.tokenizer.encode(text, add_special_tokens=False).ids[:MAX_TOKENS]
+    assert_predictions(got["predictions"], next_probs(smollm2.forward(model, ids).logits[-1]), model)
+
+
+@pytest.mark.parametrize("text", RUN_TEXTS[:5], ids=range(1, 6))
+@pytest.mark.claim("explorer-lab-heads-off")
+def test_heads_off_equals_qkvs_heads_off(worker_page, model, text):
+    """For each head set: the rerun's top ten and its KL divergence from the unedited
+    prediction equal qkv.interventions' heads off (run_edited), and it reran from the first
+    edited layer."""
+    got = worker_page.evaluate(RUN, [RUN_TEXTS.index(text) + 300, text, MAX_TOKENS])
+    ids = np.array(got["ids"])
+    p = next_probs(smollm2.forward(model, ids).logits[-1])
+    for n, heads in enumerate(HEAD_SETS):
+        edited = worker_page.evaluate(EDIT, [400 + n, [list(x) for x in heads]])
+        assert edited["type"] == "edited", edited
+        logits = interventions.run_edited(model, ids, interventions.heads_off(model.config, [heads]), rows=[-1])
+        q = next_probs(logits.logits[0, -1])
+        assert_predictions(edited["predictions"], q, model)
+        kl = float((p * (np.log(p) - np.log(q))).sum())
+        assert abs(edited["kl"] - kl) <= PROB_ATOL
+        assert edited["from_layer"] == min(layer for layer, _ in heads) + 1
 
 
 # ---- a bad model file gets a clear message --------------------------------------------------

@@ -14,11 +14,14 @@
  *   when the reader asks. Its numbers arrive unrounded and are rounded once, here.
  *
  * State lives in the URL query: ?model=smollm2&sentence=S (or &text=T)&layer=L&head=H
- * &query=P&stage=1..3&scale=1|0, all counted from 1 as on the page. Attention is causal, so
+ * &query=P&stage=1..3&scale=1|0, all counted from 1 as on the page; the reader's own text
+ * adds lab.js's keys (off=L.H,L.H, grid=, key=) when they differ from the defaults. Attention is causal, so
  * the query at position P sees keys 1..P; each layer's and head's numbers are one flat
  * triangle, the keys of query P starting at P(P-1)/2. Values read from the URL are clamped
  * and only ever written as text, never HTML.
  */
+
+import { buildLab, offText, readLab } from "./lab.js";
 
 const STAGES = ["raw scores", "scaled scores", "softmax weights"];
 const OWN = "own"; // the sentence select's value for the reader's own text
@@ -55,15 +58,22 @@ function readUrl(index) {
     query: h.intIn(p.get("query"), 1, T, own ? 0 : Math.min(d.query, T)),
     stage: h.intIn(p.get("stage"), 1, STAGES.length, d.stage),
     scale: scale === "1" ? 1 : scale === "0" ? 0 : d.scale,
+    lab: readLab(p, index, h.intIn),
   };
 }
 
-function writeUrl(s, text) {
+function writeUrl(s, text, lab) {
   const pairs = [["model", "smollm2"], s.sentence === OWN ? ["text", text || ""] : ["sentence", s.sentence]];
   for (const key of ["layer", "head", "query", "stage", "scale"]) {
     if (!(key === "query" && !s.query)) pairs.push([key, s[key]]);
   }
-  const query = pairs.map(([k, v]) => k + "=" + encodeURIComponent(String(v))).join("&");
+  if (s.sentence === OWN && lab) { // the experiment's keys, where they differ from the defaults
+    if (lab.off.length) pairs.push(["off", offText(lab.off)]);
+    if (lab.grid !== "first") pairs.push(["grid", lab.grid]);
+    if (lab.grid === "key") pairs.push(["key", lab.key]);
+  }
+  // commas stay commas in off=L.H,L.H (they need no escape in a query)
+  const query = pairs.map(([k, v]) => k + "=" + encodeURIComponent(String(v)).replace(k === "off" ? /%2C/g : /$^/, ",")).join("&");
   window.history.replaceState(window.history.state, "", window.location.pathname + "?" + query);
 }
 
@@ -361,7 +371,18 @@ export function startTrained(root, panel, helpers) {
 
 function buildTrained(panel, index, indexUrl) {
   const c = buildControls(index), v = buildView(index);
-  h.replaceChildren(panel, [c.form, v.facts, v.readouts, v.status, v.formula, v.message, v.figure]);
+  const lab = buildLab(h, index, {
+    offChanged: () => { sendEdit(true); writeUrlSoon(); },
+    stateChanged: () => writeUrlSoon(),
+    selectHead: (L, H) => {
+      c.layer.value = L;
+      c.head.value = H;
+      onChange();
+    },
+    selected: () => [Number(c.layer.value), Number(c.head.value)],
+    snapshot: () => snapshot(),
+  });
+  h.replaceChildren(panel, [c.form, v.facts, v.readouts, v.status, v.formula, v.message, v.figure, lab.root]);
   panel.classList.add("qx-trained");
 
   // the reader's text: the run on screen, the text it ran on, and the query asked for
@@ -392,6 +413,8 @@ function buildTrained(panel, index, indexUrl) {
     if (key === shown) return;
     shown = key;
     c.own.hidden = s.sentence !== OWN;
+    lab.root.hidden = !(s.sentence === OWN && own.result);
+    if (!lab.root.hidden) lab.drawMap();
     drawControls(c, v, index, s);
     v.message.textContent = "";
     if (s.sentence === OWN) {
@@ -420,7 +443,7 @@ function buildTrained(panel, index, indexUrl) {
   }
   function writeUrlSoon() {
     clearTimeout(urlTimer);
-    urlTimer = setTimeout(() => { if (panel.isConnected) writeUrl(fromControls(), own.text); }, URL_DELAY_MS);
+    urlTimer = setTimeout(() => { if (panel.isConnected) writeUrl(fromControls(), own.text, lab); }, URL_DELAY_MS);
   }
   function onChange(event) {
     if (event && c.own.contains(event.target)) return; // typing in the box is not a state change
@@ -451,9 +474,58 @@ function buildTrained(panel, index, indexUrl) {
     modelSend({ type: "run", id: own.runId, text: own.text, maxTokens: index.max_tokens });
     writeUrlSoon();
   }
+  /* The heads switched off, rerun in the worker from the first edited layer; nothing to run
+     while every head is on (the edited side is then empty). */
+  function sendEdit(fromReader) {
+    if (!own.result) return;
+    lab.editId = model.nextRun++;
+    panel.removeAttribute("data-edited");
+    if (!lab.off.length) {
+      lab.setEdited(null);
+      panel.setAttribute("data-edited", "");
+      if (fromReader) lab.say("Every head is on again: the prediction is the model's own.");
+      return;
+    }
+    modelSend({ type: "edit", id: lab.editId, off: lab.off.map(([L, H]) => [L - 1, H - 1]) });
+  }
+  function onEdited(msg) {
+    msg.off = msg.off.map(([L, H]) => [L + 1, H + 1]); // as the page counts
+    lab.setEdited(msg);
+    panel.setAttribute("data-edited", offText(msg.off));
+    const p = msg.predictions, b = own.result.predictions;
+    lab.say("With " + offText(msg.off).replace(/,/g, ", ") + " switched off, the likeliest next token is \u201C" +
+            p.labels[0] + "\u201D at " + p.probs[0].toFixed(2) + " (the model's own: \u201C" + b.labels[0] + "\u201D at " +
+            b.probs[0].toFixed(2) + "); KL divergence " + msg.kl.toFixed(4) + " nats.");
+  }
+  /* What is on screen, for the export. */
+  function snapshot() {
+    const s = fromControls(), r = own.result, st = numbers(own.source, s);
+    const shown = [st.raw, st.scaled, st.weights][s.stage - 1];
+    const digits = s.stage <= 2 ? index.score_decimals : index.weight_decimals;
+    const preds = (p) => p ? p.ids.map((tid, i) => ({ rank: i + 1, token_id: tid, token: p.pieces[i], label: p.labels[i],
+                                                     probability: Number(p.probs[i].toFixed(4)) })) : [];
+    const sum = lab.summary, values = [];
+    for (let L = 0; L < index.n_layers; L++) {
+      values.push(Array.from(sum.values.subarray(L * index.n_heads, (L + 1) * index.n_heads), (x) => Number(x.toFixed(3))));
+    }
+    return {
+      model: index.model, text: own.text, token_ids: r.ids, tokens: r.pieces,
+      layer: s.layer, head: s.head, query: s.query, stage: s.stage, stage_name: STAGES[s.stage - 1].replace(/ /g, "_"),
+      scale: s.scale, caption: v.caption.textContent,
+      bars: shown.map((x, j) => ({ position: j + 1, token: r.pieces[j], label: r.labels[j], value: Number(x.toFixed(digits)) })),
+      predictions: preds(r.predictions),
+      heads_off: lab.off.map((x) => x.slice()),
+      edit: lab.off.length ? "qkv.interventions.HeadsOff: the output of each head switched off is zero before W_O" : null,
+      predictions_edited: lab.edited ? preds(lab.edited.predictions) : [],
+      kl: lab.edited ? Number(lab.edited.kl.toFixed(4)) : null,
+      grid: { summary: lab.grid, key: lab.grid === "key" ? lab.key : null, baseline: Number(sum.baseline.toFixed(3)),
+              values: values },
+    };
+  }
   function onResult(msg) {
     own.result = msg;
     own.source = ownSource(msg);
+    lab.setRun(msg);
     const cut = msg.total > msg.ids.length;
     c.cut.textContent = cut ? "Your text has " + msg.total + " tokens; the model ran on the first " +
       msg.ids.length + ", up to \u201C" + msg.labels[msg.labels.length - 1] + "\u201D." : "";
@@ -467,6 +539,7 @@ function buildTrained(panel, index, indexUrl) {
       writeUrlSoon();
     }
     own.query = 0; // a later run starts at its last token
+    sendEdit();
   }
   model.listener = (msg) => {
     if (!panel.isConnected) return;
@@ -487,7 +560,9 @@ function buildTrained(panel, index, indexUrl) {
       c.ownStatus.textContent = "Running the model: layer " + msg.layer + " of " + msg.of;
     } else if (msg.type === "result" && msg.id === own.runId) {
       onResult(msg);
-    } else if (msg.type === "error" && (msg.id === undefined || msg.id === own.runId)) {
+    } else if (msg.type === "edited" && msg.id === lab.editId) {
+      onEdited(msg);
+    } else if (msg.type === "error" && (msg.id === undefined || msg.id === own.runId || msg.id === lab.editId)) {
       refreshButtons();
       c.ownStatus.textContent = msg.message;
       say(msg.message);
@@ -523,6 +598,10 @@ function buildTrained(panel, index, indexUrl) {
     own.text = initial.text;
     own.query = initial.query;
   }
+  lab.off = initial.lab.off;
+  lab.grid = initial.lab.grid;
+  lab.key = initial.lab.key;
+  lab.drawOff();
   fillQueries(labelsOf(initial.sentence), initial.query);
   c.layer.value = initial.layer;
   c.head.value = initial.head;
@@ -530,6 +609,6 @@ function buildTrained(panel, index, indexUrl) {
   c.scale.checked = initial.scale === 1;
   refreshButtons();
   show();
-  writeUrl(fromControls(), own.text); // the canonical state: clamped or defaulted values are visible
+  writeUrl(fromControls(), own.text, lab); // the canonical state: clamped or defaulted values are visible
   if (initial.sentence === OWN && model.status === "loaded" && initial.text) runText();
 }
