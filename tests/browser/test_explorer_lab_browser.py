@@ -79,7 +79,11 @@ def summary(text: str, what: str, key: int = 1) -> tuple[np.ndarray, float]:
 
 
 def address(text: str, **state) -> str:
-    return "explorer/?model=smollm2&text=" + quote(text, safe="") + "".join(f"&{k}={v}" for k, v in state.items())
+    return (
+        "explorer/?model=smollm2&text="
+        + quote(text, safe="")
+        + "".join(f"&{k}={v}" for k, v in state.items())
+    )
 
 
 def url_state(page) -> dict[str, str]:
@@ -144,11 +148,16 @@ def test_an_address_opens_heads_off_and_a_map_with_qkvs_numbers(page, site_url):
     assert f"would give {even:.3f}" in page.locator(".qx-lab [id$=map-note]").text_content()
     # the map names the head on screen, and the table holds the same numbers
     selected = page.locator('[data-testid="head-cell"][aria-selected="true"]')
-    assert selected.count() == 1 and (selected.get_attribute("data-layer"), selected.get_attribute("data-head")) == (
+    assert selected.count() == 1 and (
+        selected.get_attribute("data-layer"),
+        selected.get_attribute("data-head"),
+    ) == (
         "3",
         "2",
     )
-    first = page.eval_on_selector_all("[data-testid=head-table] tbody tr:first-child td", "ds => ds.map(d => d.textContent)")
+    first = page.eval_on_selector_all(
+        "[data-testid=head-table] tbody tr:first-child td", "ds => ds.map(d => d.textContent)"
+    )
     first = [float(x.replace("\u2212", "-")) for x in first]
     np.testing.assert_allclose(first, values[0], atol=GRID_SHOWN)
     assert url_state(page) == {
@@ -184,7 +193,10 @@ def test_each_summary_opens_from_its_address(page, site_url, grid, key):
 @pytest.mark.parametrize(
     ("given", "canonical"),
     [
-        ({"off": "99.99,abc,1.1,1.1,-1.2,0.3,30.9,<script>", "grid": "<b>", "key": "1e9"}, {"off": "1.1,30.9"}),
+        (
+            {"off": "99.99,abc,1.1,1.1,-1.2,0.3,30.9,<script>", "grid": "<b>", "key": "1e9"},
+            {"off": "1.1,30.9"},
+        ),
         ({"off": "2.10,31.1,3.3.3", "grid": "KEY", "key": "-5"}, {"grid": "key", "key": "1"}),
         ({"off": "", "grid": "entropy"}, {"grid": "entropy"}),
     ],
@@ -288,7 +300,9 @@ def test_export_gives_what_is_on_screen(page, site_url):
     table = list(csv.DictReader(io.StringIO(open(got.value.path(), encoding="utf-8").read())))
     assert [int(r["value"]) for r in table if r["what"] == "token_id"] == list(ids_of(text))
     assert [(r["layer"], r["head"]) for r in table if r["what"] == "head_off"] == [("4", "2")]
-    assert [float(r["value"]) for r in table if r["what"] == "prediction"] == [v for *_, v in rows(page, "prediction")]
+    assert [float(r["value"]) for r in table if r["what"] == "prediction"] == [
+        v for *_, v in rows(page, "prediction")
+    ]
     assert len([r for r in table if r["what"] == "grid_entropy"]) == 270
     with page.expect_download() as got:
         page.get_by_test_id("export-svg").click()

@@ -327,7 +327,9 @@ def test_heads_off_equals_qkvs_heads_off(worker_page, model, text):
     for n, heads in enumerate(HEAD_SETS):
         edited = worker_page.evaluate(EDIT, [400 + n, [list(x) for x in heads]])
         assert edited["type"] == "edited", edited
-        logits = interventions.run_edited(model, ids, interventions.heads_off(model.config, [heads]), rows=[-1])
+        logits = interventions.run_edited(
+            model, ids, interventions.heads_off(model.config, [heads]), rows=[-1]
+        )
         q = next_probs(logits.logits[0, -1])
         assert_predictions(edited["predictions"], q, model)
         kl = float((p * (np.log(p) - np.log(q))).sum())

@@ -160,13 +160,13 @@ export function buildLab(h, index, actions) {
   lab.after = predList("prediction-edited");
   lab.kl = el("span", { class: "qx-number", "data-testid": "kl" });
   lab.klNote = el("span", { class: "qx-note" });
-  lab.afterTitle = el("h4", { id: id("after-title"), text: "With the heads switched off" });
+  lab.afterTitle = el("h3", { id: id("after-title"), text: "With the heads switched off" });
   lab.predictions = el("section", { class: "qx-lab-part", "aria-labelledby": id("pred-title") }, [
-    el("h3", { id: id("pred-title"), text: "What the model predicts next" }),
+    el("h2", { id: id("pred-title"), text: "What the model predicts next" }),
     el("p", { class: "qx-note", text: "The ten likeliest tokens after your text's last token, with the " +
       "probabilities the model gives them (its output at the last position only)." }),
     el("div", { class: "qx-preds-pair" }, [
-      el("div", {}, [el("h4", { text: "The model" }), lab.before]),
+      el("div", {}, [el("h3", { text: "The model" }), lab.before]),
       el("div", { "data-testid": "edited-part" }, [lab.afterTitle, lab.after]),
     ]),
     el("p", { class: "qx-kl-line" }, [el("span", { text: "KL divergence from the model's prediction: " }), lab.kl,
@@ -195,7 +195,7 @@ export function buildLab(h, index, actions) {
   });
   lab.clear.addEventListener("click", () => { lab.off = []; drawOff(); actions.offChanged(); });
   lab.offPart = el("section", { class: "qx-lab-part", "aria-labelledby": id("off-title") }, [
-    el("h3", { id: id("off-title"), text: "Switch heads off" }), lab.offNote, lab.offGrid.grid,
+    el("h2", { id: id("off-title"), text: "Switch heads off" }), lab.offNote, lab.offGrid.grid,
     el("div", { class: "qx-own-actions" }, [lab.clear]), lab.offSummary,
   ]);
 
@@ -217,7 +217,7 @@ export function buildLab(h, index, actions) {
   });
   lab.table = el("table", { class: "qx-map-table", "data-testid": "head-table" });
   lab.mapPart = el("section", { class: "qx-lab-part", "aria-labelledby": id("map-title") }, [
-    el("h3", { id: id("map-title"), text: "Every head at a glance" }),
+    el("h2", { id: id("map-title"), text: "Every head at a glance" }),
     el("div", { class: "qx-controls qx-lab-controls" }, [
       el("div", { class: "qx-control" }, [el("div", { class: "qx-head" }, [el("label", { for: id("grid"), text: "Summary" })]), lab.gridSelect]),
       lab.keyControl,
@@ -245,7 +245,7 @@ export function buildLab(h, index, actions) {
                                                           JSON.stringify(actions.snapshot(), null, 1)));
   lab.exportSvg.addEventListener("click", () => download("qkv-explorer.svg", "image/svg+xml", toSvg(actions.snapshot())));
   lab.exportPart = el("section", { class: "qx-lab-part", "aria-labelledby": id("export-title") }, [
-    el("h3", { id: id("export-title"), text: "Take the numbers with you" }),
+    el("h2", { id: id("export-title"), text: "Take the numbers with you" }),
     el("p", { class: "qx-note", text: "What is on screen, made in this page (nothing is sent anywhere): the model, " +
       "your text and its token ids, the layer, head and query shown, the heads switched off, the bars, the " +
       "predictions and the map." }),
