@@ -417,3 +417,70 @@ def test_a_file_larger_than_the_site_says_is_refused(context, model_site, index)
         assert got["type"] == "error" and "not the same file" in got["message"]
     finally:
         page.close()
+
+
+# ---- a minimal pair -------------------------------------------------------------------------
+
+PAIR = """async ([id, texts, conts, off]) => {
+  const m = await window.__ask({ type: "pair", id, texts, conts, off, maxTokens: 64 }, ["paired", "error"]);
+  if (m.type !== "paired") return m;
+  return Object.assign({}, m, { moved: Array.from(m.moved) });
+}"""
+
+# Pairs fixed before the first run: the coreference chapter's kind (one word differs) and
+# continuations of one and of several tokens.
+PAIRS = [
+    (
+        (
+            "The cat sat on the mat because it was hungry. The",
+            "The cat sat on the mat because it was soft. The",
+        ),
+        (" cat", " mat"),
+    ),
+    (
+        (
+            "The trophy did not fit in the suitcase because it was too big. It was the",
+            "The trophy did not fit in the suitcase because it was too small. It was the",
+        ),
+        (" trophy", " suitcase that was small"),
+    ),
+]
+
+
+def log_prob(model, text_ids, cont_ids, heads=()) -> float:
+    """log P(continuation | text) from qkv: the text's ids then the continuation's, the sum of
+    the log-softmax (float64) at the position before each continuation token."""
+    ids = np.array([*text_ids, *cont_ids])
+    rows = list(range(len(text_ids) - 1, len(ids) - 1))
+    if heads:
+        edits = interventions.heads_off(model.config, [set(heads)])
+        logits = interventions.run_edited(model, ids, edits, rows=rows).logits[0]
+    else:
+        logits = smollm2.forward(model, ids).logits[rows]
+    z = logits.astype(np.float64)
+    logp = z - z.max(-1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+    return float(sum(logp[j, c] for j, c in enumerate(cont_ids)))
+
+
+@pytest.mark.parametrize(("texts", "conts"), PAIRS, ids=["cat-mat", "trophy"])
+@pytest.mark.claim("explorer-lab-pair")
+def test_a_minimal_pairs_preferences_and_moved_weights_equal_qkvs(worker_page, model, texts, conts):
+    heads = ((13, 8), (15, 3))
+    got = worker_page.evaluate(PAIR, [700, list(texts), list(conts), [list(h) for h in heads]])
+    assert got["type"] == "paired", got
+    enc = lambda t: model.tokenizer.encode(t, add_special_tokens=False).ids  # noqa: E731
+    tt, cc = [enc(t) for t in texts], [enc(c) for c in conts]
+    assert got["conts"] == cc and [s["ids"] for s in got["texts"]] == tt
+    for i in range(2):
+        want = [log_prob(model, tt[i], c) for c in cc]
+        edited = [log_prob(model, tt[i], c, heads) for c in cc]
+        assert np.abs(np.array(got["texts"][i]["logp"]) - want).max() <= 1e-3
+        assert abs(got["texts"][i]["preference"] - (want[0] - want[1])) <= 1e-3
+        assert abs(got["texts"][i]["preference_edited"] - (edited[0] - edited[1])) <= 1e-3
+    # the weights' movement, from qkv's weights of the two texts (their own queries)
+    t = min(len(x) for x in tt)
+    w = [smollm2.forward(model, x).weights.astype(np.float64)[:, :, :t, :t] for x in tt]
+    moved = np.abs(w[0] - w[1]).sum(-1) / 2  # (layers, heads, t)
+    assert got["T"] == t
+    assert np.abs(np.array(got["moved"]).reshape(30, 9, t) - moved).max() <= 1e-4

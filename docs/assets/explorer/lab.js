@@ -4,7 +4,8 @@
  * an export of what is on screen. trained.js builds it (buildLab) and hands it each run.
  *
  * URL keys (every count from 1, as on the page): off=L.H,L.H (heads switched off),
- * grid=first|previous|entropy|key (the map's summary), key=P (the key of grid=key).
+ * grid=first|previous|entropy|key (the map's summary), key=P (the key of grid=key),
+ * text2=, cont1=, cont2= (a minimal pair: the page's text is its first text).
  * Hostile values are dropped or clamped, never written as HTML.
  */
 
@@ -33,12 +34,23 @@ export function parseOff(text, nLayers, nHeads) {
 
 export const offText = (off) => off.map(([L, H]) => L + "." + H).join(",");
 
+const PAIR_CHARS = 2000; // a pair's text or continuation is cut to this many characters
+const cut = (text) => {
+  const t = String(text || "");
+  if (t.length <= PAIR_CHARS) return t;
+  const code = t.charCodeAt(PAIR_CHARS - 1); // never half of a surrogate pair
+  return t.slice(0, code >= 0xd800 && code <= 0xdbff ? PAIR_CHARS - 1 : PAIR_CHARS);
+};
+
 export function readLab(p, index, intIn) {
   const grid = (p.get("grid") || "").trim().toLowerCase();
   return {
     off: parseOff(p.get("off"), index.n_layers, index.n_heads),
     grid: Object.prototype.hasOwnProperty.call(SUMMARIES, grid) ? grid : "first",
     key: intIn(p.get("key"), 1, index.max_tokens, 1),
+    text2: cut(p.get("text2")),
+    cont1: cut(p.get("cont1")),
+    cont2: cut(p.get("cont2")),
   };
 }
 
@@ -152,7 +164,8 @@ function headGrid(h, opts) {
 export function buildLab(h, index, actions) {
   const { el } = h;
   const id = (name) => h.ROOT_ID + "-lab-" + name;
-  const lab = { off: [], grid: "first", key: 1, run: null, edited: null, summary: null, focus: null };
+  const lab = { off: [], grid: "first", key: 1, run: null, edited: null, summary: null, focus: null,
+                text2: "", cont1: "", cont2: "", paired: null };
 
   // predictions, before and after the edit
   const predList = (testid) => el("ol", { class: "qx-preds", "data-testid": testid + "-list" });
@@ -234,6 +247,46 @@ export function buildLab(h, index, actions) {
   lab.gridSelect.addEventListener("change", onMapControls);
   lab.keySelect.addEventListener("change", onMapControls);
 
+  // a minimal pair
+  const field = (name, testid, text, tag) => {
+    const input = el(tag || "input", { id: id(name), "data-testid": testid, spellcheck: "false",
+                                       maxlength: String(PAIR_CHARS) });
+    if (!tag) input.setAttribute("type", "text"); else input.setAttribute("rows", "2");
+    return { input: input, box: el("div", { class: "qx-control qx-wide qx-own" }, [
+      el("div", { class: "qx-head" }, [el("label", { for: id(name), text: text })]), input]) };
+  };
+  lab.fText2 = field("text2", "text2", "Second text (the first is your text above)", "textarea");
+  lab.fCont1 = field("cont1", "cont1", "Continuation 1");
+  lab.fCont2 = field("cont2", "cont2", "Continuation 2");
+  lab.pairRun = el("button", { type: "button", class: "qx-button", "data-testid": "pair-run", text: "Score the pair" });
+  lab.pairStatus = el("p", { class: "qx-own-status", "data-testid": "pair-status" });
+  lab.prefs = el("dl", { class: "qx-readouts qx-prefs" });
+  lab.pairNote = el("p", { id: id("pair-note"), class: "qx-note" });
+  lab.pairMap = headGrid(h, {
+    label: "How far each head's weights move between the two texts, at the query shown: 30 layers by 9 heads",
+    testid: "pair-grid", cellTestid: "pair-cell", nLayers: index.n_layers, nHeads: index.n_heads,
+    describedBy: id("pair-note"),
+    onAct: (L, H) => actions.selectHead(L, H),
+    onFocus: (L, H) => { lab.pairFocus = [L, H]; drawPairReadout(); },
+  });
+  lab.pairReadout = el("p", { class: "qx-map-readout", "data-testid": "pair-readout" });
+  lab.pairPart = el("section", { class: "qx-lab-part", "aria-labelledby": id("pair-title") }, [
+    el("h2", { id: id("pair-title"), text: "A minimal pair" }),
+    el("p", { class: "qx-note", text: "Two texts that differ where you choose, and two continuations. For each " +
+      "text, the preference is log P(continuation 1 | text) \u2212 log P(continuation 2 | text), in nats: each " +
+      "continuation's log-probability summed over its tokens (the text's tokens, then the continuation's, each " +
+      "tokenized on its own). Positive: the model prefers continuation 1. Heads switched off above apply here too." }),
+    el("div", { class: "qx-controls qx-lab-controls" }, [lab.fText2.box, lab.fCont1.box, lab.fCont2.box]),
+    el("div", { class: "qx-own-actions" }, [lab.pairRun]), lab.pairStatus, lab.prefs,
+    lab.pairNote, lab.pairMap.grid, lab.pairReadout,
+  ]);
+  lab.pairRun.addEventListener("click", () => {
+    lab.text2 = lab.fText2.input.value;
+    lab.cont1 = lab.fCont1.input.value;
+    lab.cont2 = lab.fCont2.input.value;
+    actions.pairChanged();
+  });
+
   // export and the method
   const exportButton = (kind, text) => el("button", { type: "button", class: "qx-button qx-button--quiet",
                                                       "data-testid": "export-" + kind, text: text });
@@ -257,7 +310,7 @@ export function buildLab(h, index, actions) {
     "switch heads off to see whether the prediction needs them. The chapters do exactly that." });
   lab.live = el("p", { class: "qx-sr-only", "aria-live": "polite", "data-testid": "lab-announce" });
   lab.root = el("div", { class: "qx-lab", "data-testid": "lab" },
-                [lab.method, lab.predictions, lab.offPart, lab.mapPart, lab.exportPart, lab.live]);
+                [lab.method, lab.predictions, lab.offPart, lab.mapPart, lab.pairPart, lab.exportPart, lab.live]);
 
   /* -- drawing -- */
 
@@ -374,6 +427,72 @@ export function buildLab(h, index, actions) {
       " switched off" : "With the heads switched off (none are)";
   };
   lab.say = (text) => { lab.live.textContent = text; };
+
+  /* -- the pair -- */
+  lab.fillPair = () => {
+    lab.fText2.input.value = lab.text2;
+    lab.fCont1.input.value = lab.cont1;
+    lab.fCont2.input.value = lab.cont2;
+  };
+  lab.pairReady = () => Boolean(lab.text2 && lab.cont1 && lab.cont2);
+  const nats = (x) => h.fmt(x, 3);
+  function prefLine(dt, testid, text, x) {
+    return el("div", {}, [el("dt", { text: dt }), el("dd", {}, [
+      el("span", { class: "qx-number", "data-testid": testid, "data-text": text, "data-value": nats(x).replace("\u2212", "-"),
+                   text: nats(x) }), " nats"])]);
+  }
+  lab.setPaired = (msg) => {
+    lab.paired = msg;
+    const t = msg.texts, rows = [];
+    const c1 = "\u201C" + lab.cont1 + "\u201D", c2 = "\u201C" + lab.cont2 + "\u201D";
+    [0, 1].forEach((i) => rows.push(prefLine("Text " + (i + 1) + ": log P(" + c1 + ") \u2212 log P(" + c2 + ")",
+                                             "preference", String(i + 1), t[i].preference)));
+    rows.push(prefLine("Difference, text 1 \u2212 text 2", "preference-difference", "", t[0].preference - t[1].preference));
+    if (msg.off.length) {
+      [0, 1].forEach((i) => rows.push(prefLine("Text " + (i + 1) + " with the heads switched off", "preference-edited",
+                                               String(i + 1), t[i].preference_edited)));
+      rows.push(prefLine("Difference with the heads switched off", "preference-difference-edited", "",
+                         t[0].preference_edited - t[1].preference_edited));
+    }
+    h.replaceChildren(lab.prefs, rows);
+    drawPairMap();
+  };
+  lab.clearPaired = (text) => {
+    lab.paired = null;
+    h.replaceChildren(lab.prefs, []);
+    lab.pairStatus.textContent = text;
+    lab.pairMap.grid.hidden = true;
+    lab.pairNote.textContent = "";
+    lab.pairReadout.textContent = "";
+  };
+  function pairQuery() {
+    return Math.min(actions.selected()[2] || 1, lab.paired.T);
+  }
+  function drawPairReadout() {
+    if (!lab.paired || !lab.pairFocus) { lab.pairReadout.textContent = ""; return; }
+    const [L, H] = lab.pairFocus, m = lab.paired, P = pairQuery();
+    lab.pairReadout.textContent = "Layer " + L + ", head " + H + ": " +
+      h.fmt(m.moved[((L - 1) * m.n_heads + H - 1) * m.T + P - 1], GRID_DECIMALS);
+  }
+  function drawPairMap() {
+    const m = lab.paired;
+    if (!m) return;
+    lab.pairMap.grid.hidden = false;
+    const P = pairQuery(), t = m.texts;
+    lab.pairMap.cells.forEach((line, l) => line.forEach((cell, k) => {
+      const x = m.moved[(l * m.n_heads + k) * m.T + P - 1], text = h.fmt(x, GRID_DECIMALS);
+      cell.style.backgroundColor = ramp(x);
+      cell.setAttribute("data-value", text);
+      cell.setAttribute("aria-label", "Layer " + (l + 1) + ", head " + (k + 1) + ": " + text);
+      cell.setAttribute("aria-selected", String(actions.selected()[0] === l + 1 && actions.selected()[1] === k + 1));
+    }));
+    lab.pairNote.textContent = "How far each head's weights move between the two texts at query position " + P +
+      " (\u201C" + t[0].labels[P - 1] + "\u201D in text 1, \u201C" + t[1].labels[P - 1] + "\u201D in text 2; " +
+      "the Query token control above picks it, up to position " + m.T + "): half the sum of the differences " +
+      "of the two rows of weights, from 0 (the same weights, dark) to 1 (no key shared, light).";
+    drawPairReadout();
+  }
+  lab.drawPairMap = drawPairMap;
   drawOff();
   return lab;
 }
@@ -407,6 +526,10 @@ export function toCsv(snap) {
   snap.predictions.forEach((p) => rows.push(["prediction", p.rank, "", "", p.token, p.probability]));
   snap.predictions_edited.forEach((p) => rows.push(["prediction_edited", p.rank, "", "", p.token, p.probability]));
   if (snap.kl !== null) rows.push(["kl", "", "", "", "", snap.kl]);
+  if (snap.pair) {
+    snap.pair.preference.forEach((x, i) => rows.push(["preference", i + 1, "", "", snap.pair.texts[i], x]));
+    (snap.pair.preference_edited || []).forEach((x, i) => rows.push(["preference_edited", i + 1, "", "", snap.pair.texts[i], x]));
+  }
   snap.grid.values.forEach((line, l) => line.forEach((x, k) => rows.push(["grid_" + snap.grid.summary, "", l + 1, k + 1, "", x])));
   return rows.map((r) => r.map(csvField).join(",")).join("\n") + "\n";
 }

@@ -71,6 +71,7 @@ function writeUrl(s, text, lab) {
     if (lab.off.length) pairs.push(["off", offText(lab.off)]);
     if (lab.grid !== "first") pairs.push(["grid", lab.grid]);
     if (lab.grid === "key") pairs.push(["key", lab.key]);
+    for (const key of ["text2", "cont1", "cont2"]) if (lab[key]) pairs.push([key, lab[key]]);
   }
   // commas stay commas in off=L.H,L.H (they need no escape in a query)
   const query = pairs.map(([k, v]) => k + "=" + encodeURIComponent(String(v)).replace(k === "off" ? /%2C/g : /$^/, ",")).join("&");
@@ -372,14 +373,15 @@ export function startTrained(root, panel, helpers) {
 function buildTrained(panel, index, indexUrl) {
   const c = buildControls(index), v = buildView(index);
   const lab = buildLab(h, index, {
-    offChanged: () => { sendEdit(true); writeUrlSoon(); },
+    offChanged: () => { sendEdit(true); sendPair(); writeUrlSoon(); },
+    pairChanged: () => { sendPair(); writeUrlSoon(); },
     stateChanged: () => writeUrlSoon(),
     selectHead: (L, H) => {
       c.layer.value = L;
       c.head.value = H;
       onChange();
     },
-    selected: () => [Number(c.layer.value), Number(c.head.value)],
+    selected: () => [Number(c.layer.value), Number(c.head.value), Number(c.query.value)],
     snapshot: () => snapshot(),
   });
   h.replaceChildren(panel, [c.form, v.facts, v.readouts, v.status, v.formula, v.message, v.figure, lab.root]);
@@ -414,7 +416,10 @@ function buildTrained(panel, index, indexUrl) {
     shown = key;
     c.own.hidden = s.sentence !== OWN;
     lab.root.hidden = !(s.sentence === OWN && own.result);
-    if (!lab.root.hidden) lab.drawMap();
+    if (!lab.root.hidden) {
+      lab.drawMap();
+      lab.drawPairMap();
+    }
     drawControls(c, v, index, s);
     v.message.textContent = "";
     if (s.sentence === OWN) {
@@ -488,6 +493,29 @@ function buildTrained(panel, index, indexUrl) {
     }
     modelSend({ type: "edit", id: lab.editId, off: lab.off.map(([L, H]) => [L - 1, H - 1]) });
   }
+  /* The minimal pair: the page's text and the second text, each with both continuations. */
+  function sendPair() {
+    lab.pairId = model.nextRun++;
+    panel.removeAttribute("data-paired");
+    if (!own.result || !lab.pairReady()) {
+      lab.clearPaired(own.result ? "Give a second text and two continuations, then score the pair." : "");
+      return;
+    }
+    lab.pairStatus.textContent = "Scoring the pair\u2026";
+    modelSend({ type: "pair", id: lab.pairId, texts: [own.text, lab.text2], conts: [lab.cont1, lab.cont2],
+                off: lab.off.map(([L, H]) => [L - 1, H - 1]), maxTokens: index.max_tokens });
+  }
+  function onPaired(msg) {
+    msg.off = msg.off.map(([L, H]) => [L + 1, H + 1]);
+    lab.setPaired(msg);
+    const t = msg.texts, d = t[0].preference - t[1].preference;
+    lab.pairStatus.textContent = "Scored in " + msg.seconds.toFixed(1) + " s.";
+    panel.setAttribute("data-paired", offText(msg.off));
+    lab.say("Preference for continuation 1: text 1 " + t[0].preference.toFixed(2) + " nats, text 2 " +
+            t[1].preference.toFixed(2) + ", difference " + d.toFixed(2) +
+            (msg.off.length ? "; with the heads switched off, difference " +
+              (t[0].preference_edited - t[1].preference_edited).toFixed(2) : "") + ".");
+  }
   function onEdited(msg) {
     msg.off = msg.off.map(([L, H]) => [L + 1, H + 1]); // as the page counts
     lab.setEdited(msg);
@@ -518,6 +546,11 @@ function buildTrained(panel, index, indexUrl) {
       edit: lab.off.length ? "qkv.interventions.HeadsOff: the output of each head switched off is zero before W_O" : null,
       predictions_edited: lab.edited ? preds(lab.edited.predictions) : [],
       kl: lab.edited ? Number(lab.edited.kl.toFixed(4)) : null,
+      pair: lab.paired ? { texts: [own.text, lab.text2], continuations: [lab.cont1, lab.cont2],
+                           token_ids: lab.paired.texts.map((x) => x.ids), continuation_ids: lab.paired.conts,
+                           preference: lab.paired.texts.map((x) => Number(x.preference.toFixed(3))),
+                           preference_edited: lab.paired.off.length
+                             ? lab.paired.texts.map((x) => Number(x.preference_edited.toFixed(3))) : null } : null,
       grid: { summary: lab.grid, key: lab.grid === "key" ? lab.key : null, baseline: Number(sum.baseline.toFixed(3)),
               values: values },
     };
@@ -540,6 +573,7 @@ function buildTrained(panel, index, indexUrl) {
     }
     own.query = 0; // a later run starts at its last token
     sendEdit();
+    sendPair();
   }
   model.listener = (msg) => {
     if (!panel.isConnected) return;
@@ -562,6 +596,11 @@ function buildTrained(panel, index, indexUrl) {
       onResult(msg);
     } else if (msg.type === "edited" && msg.id === lab.editId) {
       onEdited(msg);
+    } else if (msg.type === "paired" && msg.id === lab.pairId) {
+      onPaired(msg);
+    } else if (msg.type === "error" && msg.id === lab.pairId) {
+      lab.clearPaired(msg.message);
+      lab.say(msg.message);
     } else if (msg.type === "error" && (msg.id === undefined || msg.id === own.runId || msg.id === lab.editId)) {
       refreshButtons();
       c.ownStatus.textContent = msg.message;
@@ -601,6 +640,10 @@ function buildTrained(panel, index, indexUrl) {
   lab.off = initial.lab.off;
   lab.grid = initial.lab.grid;
   lab.key = initial.lab.key;
+  lab.text2 = initial.lab.text2;
+  lab.cont1 = initial.lab.cont1;
+  lab.cont2 = initial.lab.cont2;
+  lab.fillPair();
   lab.drawOff();
   fillQueries(labelsOf(initial.sentence), initial.query);
   c.layer.value = initial.layer;
