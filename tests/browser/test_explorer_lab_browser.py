@@ -316,9 +316,23 @@ def test_axe_finds_nothing_in_the_lab(browser, site_url):
     context.add_init_script(path=str(AXE_JS))
     page = context.new_page()
     try:
-        page.goto(site_url + address("Axe reads this, with a comma.", off="2.2,9.9", grid="key", key=3))
+        text = "Axe reads this, with a comma."
+        page.goto(
+            site_url
+            + address(
+                text,
+                off="2.2,9.9",
+                grid="key",
+                key=3,
+                text2=quote("Axe reads that."),
+                cont1="%20yes",
+                cont2="%20no",
+            )
+        )
         load_model(page)
         wait_edited(page, "2.2,9.9")
+        page.wait_for_selector("#qkv-explorer .qx-trained[data-paired='2.2,9.9']", timeout=180000)
+        page.locator('[data-testid="pair-cell"][tabindex="0"]').focus()
         page.locator(".qx-map-details summary").click()  # the table too
         page.locator('[data-testid="head-cell"][tabindex="0"]').focus()
         found = audit_views(page)
@@ -328,3 +342,79 @@ def test_axe_finds_nothing_in_the_lab(browser, site_url):
         assert found == []
     finally:
         context.close()
+
+
+def log_prob(text: str, cont: str, off=()) -> float:
+    """log P(cont | text) from qkv: the text's ids then the continuation's (each tokenized on
+    its own), the log-softmax (float64) at the position before each continuation token, summed."""
+    enc = lambda t: model().tokenizer.encode(t, add_special_tokens=False).ids  # noqa: E731
+    t, c = enc(text), enc(cont)
+    ids = np.array([*t, *c])
+    rows_ = list(range(len(t) - 1, len(ids) - 1))
+    if off:
+        edits = interventions.heads_off(model().config, [{(layer - 1, head - 1) for layer, head in off}])
+        logits = interventions.run_edited(model(), ids, edits, rows=rows_).logits[0]
+    else:
+        logits = smollm2.forward(model(), ids).logits[rows_]
+    z = logits.astype(np.float64)
+    z = z - z.max(-1, keepdims=True)
+    z -= np.log(np.exp(z).sum(-1, keepdims=True))
+    return float(sum(z[j, k] for j, k in enumerate(c)))
+
+
+PAIR_SHOWN = 0.0005 + 1e-3  # three decimals, rounded once; plus 1e-3 in a sum of log-probabilities
+
+
+def shown(page, testid: str) -> dict[str, float]:
+    got = page.eval_on_selector_all(
+        f'[data-testid="{testid}"]', "els => els.map(e => [e.dataset.text, e.dataset.value])"
+    )
+    return {k: float(v) for k, v in got}
+
+
+@pytest.mark.claim("explorer-lab-pair")
+@pytest.mark.claim("explorer-lab-address")
+def test_a_minimal_pair_opens_from_its_address_with_qkvs_preferences(page, site_url):
+    t1 = "The cat sat on the mat because it was hungry. The"
+    t2 = "The cat sat on the mat because it was soft. The"
+    conts, off = (" cat", " mat"), [(14, 9)]
+    page.goto(
+        site_url + address(t1, text2=quote(t2), cont1=quote(conts[0]), cont2=quote(conts[1]), off="14.9")
+    )
+    load_model(page)
+    page.wait_for_selector("#qkv-explorer .qx-trained[data-paired='14.9']", timeout=180000)
+    want = [log_prob(t, conts[0]) - log_prob(t, conts[1]) for t in (t1, t2)]
+    edited = [log_prob(t, conts[0], off) - log_prob(t, conts[1], off) for t in (t1, t2)]
+    got = shown(page, "preference")
+    assert got["1"] == pytest.approx(want[0], abs=PAIR_SHOWN) and got["2"] == pytest.approx(
+        want[1], abs=PAIR_SHOWN
+    )
+    assert shown(page, "preference-difference")[""] == pytest.approx(want[0] - want[1], abs=2 * PAIR_SHOWN)
+    got = shown(page, "preference-edited")
+    assert [got["1"], got["2"]] == pytest.approx(edited, abs=PAIR_SHOWN)
+    # how far each head's weights move, at the query shown (the last token of the shorter text)
+    w = [trace(t).weights.astype(np.float64) for t in (t1, t2)]
+    n = min(x.shape[-1] for x in w)
+    moved = np.abs(w[0][:, :, n - 1, :n] - w[1][:, :, n - 1, :n]).sum(-1) / 2
+    cells_ = page.eval_on_selector_all(
+        '[data-testid="pair-cell"]', "els => els.map(e => Number(e.dataset.value))"
+    )
+    np.testing.assert_allclose(np.array(cells_).reshape(30, 9), moved, rtol=0, atol=GRID_SHOWN)
+    state = url_state(page)
+    assert (state["text2"], state["cont1"], state["cont2"], state["off"]) == (t2, *conts, "14.9")
+
+
+@pytest.mark.claim("explorer-lab-pair")
+def test_the_pair_is_scored_from_its_controls(page, site_url):
+    page.goto(site_url + address("My favourite colour is"))
+    load_model(page)
+    page.get_by_test_id("text2").fill("Her favourite colour is")
+    page.get_by_test_id("cont1").fill(" blue")
+    page.get_by_test_id("cont2").fill(" red")
+    page.get_by_test_id("pair-run").click()
+    page.wait_for_selector("#qkv-explorer .qx-trained[data-paired='']", timeout=180000)
+    got = shown(page, "preference")
+    want = log_prob("Her favourite colour is", " blue") - log_prob("Her favourite colour is", " red")
+    assert got["2"] == pytest.approx(want, abs=PAIR_SHOWN)
+    page.wait_for_timeout(300)
+    assert url_state(page)["cont2"] == " red"

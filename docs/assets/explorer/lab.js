@@ -236,7 +236,9 @@ export function buildLab(h, index, actions) {
       lab.keyControl,
     ]),
     lab.mapNote, lab.legend, lab.map.grid, lab.readout,
-    el("details", { class: "qx-map-details" }, [el("summary", { text: "The same numbers as a table" }), lab.table]),
+    el("details", { class: "qx-map-details" }, [el("summary", { text: "The same numbers as a table" }),
+      el("div", { class: "qx-table-wrap", tabindex: "0", role: "region", "aria-label": "The map's numbers as a table" },
+         [lab.table])]),
   ]);
   const onMapControls = () => {
     lab.grid = lab.gridSelect.value;
