@@ -336,10 +336,15 @@ def test_axe_finds_nothing_in_the_lab(browser, site_url):
         page.locator(".qx-map-details summary").click()  # the table too
         page.locator('[data-testid="head-cell"][tabindex="0"]').focus()
         found = audit_views(page)
+        assert found == []
         for width in WIDTHS:
             page.set_viewport_size({"width": width, "height": 900})
-            assert page.evaluate("document.documentElement.scrollWidth") <= width
-        assert found == []
+            wide = page.evaluate(
+                "w => [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > w)"
+                ".slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + e.getBoundingClientRect().right)",
+                width,
+            )
+            assert page.evaluate("document.documentElement.scrollWidth") <= width, wide
     finally:
         context.close()
 
