@@ -36,6 +36,7 @@ def test_the_model_code_and_its_licences_are_served(built_site):
     folder = built_site / "assets" / "explorer"
     for name in (
         "trained.js",
+        "lab.js",
         "model/worker.js",
         "model/gguf.js",
         "model/smollm2.js",
@@ -59,7 +60,8 @@ def first_load(built_site, mode: str) -> dict[str, int]:
         block = index["sentences"][DEFAULTS["sentence"] - 1]["files"][
             (DEFAULTS["layer"] - 1) // LAYERS_PER_FILE
         ]
-        files += ["assets/explorer/trained.js", "explorer/smollm2/index.json", f"explorer/smollm2/{block}"]
+        files += ["assets/explorer/trained.js", "assets/explorer/lab.js"]  # trained.js imports lab.js
+        files += ["explorer/smollm2/index.json", f"explorer/smollm2/{block}"]
     return {name: (built_site / name).stat().st_size for name in files}
 
 

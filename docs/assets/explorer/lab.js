@@ -15,44 +15,10 @@ export const SUMMARIES = {
   entropy: { name: "Entropy of the weights (nats)", short: "entropy" },
   key: { name: "Weight on a chosen key", short: "chosen key" },
 };
+const offText = (off) => off.map(([L, H]) => L + "." + H).join(","); // as the address writes it
+const PAIR_CHARS = 2000; // as trained.js cuts the pair's texts from the address
 export const PROB_DECIMALS = 4; // a probability as shown, rounded once
 export const GRID_DECIMALS = 3;
-
-/* ---- the address ---------------------------------------------------------------------------- */
-
-/* off=L.H,L.H: the valid pairs only (1 <= L <= layers, 1 <= H <= heads), each once, sorted. */
-export function parseOff(text, nLayers, nHeads) {
-  const found = new Set();
-  String(text || "").slice(0, 4000).split(",").forEach((part) => {
-    const m = /^\s*(\d{1,3})\.(\d{1,2})\s*$/.exec(part);
-    if (!m) return;
-    const L = Number(m[1]), H = Number(m[2]);
-    if (L >= 1 && L <= nLayers && H >= 1 && H <= nHeads) found.add(L * 100 + H);
-  });
-  return Array.from(found).sort((a, b) => a - b).map((x) => [Math.floor(x / 100), x % 100]);
-}
-
-export const offText = (off) => off.map(([L, H]) => L + "." + H).join(",");
-
-const PAIR_CHARS = 2000; // a pair's text or continuation is cut to this many characters
-const cut = (text) => {
-  const t = String(text || "");
-  if (t.length <= PAIR_CHARS) return t;
-  const code = t.charCodeAt(PAIR_CHARS - 1); // never half of a surrogate pair
-  return t.slice(0, code >= 0xd800 && code <= 0xdbff ? PAIR_CHARS - 1 : PAIR_CHARS);
-};
-
-export function readLab(p, index, intIn) {
-  const grid = (p.get("grid") || "").trim().toLowerCase();
-  return {
-    off: parseOff(p.get("off"), index.n_layers, index.n_heads),
-    grid: Object.prototype.hasOwnProperty.call(SUMMARIES, grid) ? grid : "first",
-    key: intIn(p.get("key"), 1, index.max_tokens, 1),
-    text2: cut(p.get("text2")),
-    cont1: cut(p.get("cont1")),
-    cont2: cut(p.get("cont2")),
-  };
-}
 
 /* ---- per-head summaries of one run's attention ----------------------------------------------- */
 
@@ -161,11 +127,21 @@ function headGrid(h, opts) {
 
 /* ---- building the lab -------------------------------------------------------------------------- */
 
-export function buildLab(h, index, actions) {
+export function buildLab(h, index, lab, ctx) {
   const { el } = h;
   const id = (name) => h.ROOT_ID + "-lab-" + name;
-  const lab = { off: [], grid: "first", key: 1, run: null, edited: null, summary: null, focus: null,
-                text2: "", cont1: "", cont2: "", paired: null };
+  // `lab` holds the state read from the address (off, grid, key, text2, cont1, cont2)
+  Object.assign(lab, { run: null, edited: null, summary: null, focus: null, paired: null });
+  const actions = {
+    offChanged: () => { lab.sendEdit(true); lab.sendPair(); ctx.writeUrlSoon(); },
+    pairChanged: () => { lab.sendPair(); ctx.writeUrlSoon(); },
+    stateChanged: () => ctx.writeUrlSoon(),
+    selectHead: ctx.selectHead, selected: ctx.selected, snapshot: () => snapshot(),
+  };
+  if (!document.querySelector("link[data-qx-lab]")) { // this module's style, once per page
+    document.head.appendChild(el("link", { rel: "stylesheet", href: new URL("lab.css", import.meta.url).href,
+                                            "data-qx-lab": "" }));
+  }
 
   // predictions, before and after the edit
   const predList = (testid) => el("ol", { class: "qx-preds", "data-testid": testid + "-list" });
@@ -495,7 +471,93 @@ export function buildLab(h, index, actions) {
     drawPairReadout();
   }
   lab.drawPairMap = drawPairMap;
+  /* The heads switched off, rerun in the worker from the first edited layer; nothing to run
+     while every head is on (the edited side is then empty). */
+  lab.sendEdit = function (fromReader) {
+    if (!ctx.own().result) return;
+    ctx.panel.removeAttribute("data-edited");
+    lab.editId = -1;
+    if (!lab.off.length) {
+      lab.setEdited(null);
+      ctx.panel.setAttribute("data-edited", "");
+      if (fromReader) lab.say("Every head is on again: the prediction is the model's own.");
+      return;
+    }
+    lab.editId = ctx.send({ type: "edit", off: lab.off.map(([L, H]) => [L - 1, H - 1]) });
+  }
+  /* The minimal pair: the page's text and the second text, each with both continuations. */
+  lab.sendPair = function () {
+    ctx.panel.removeAttribute("data-paired");
+    lab.pairId = -1;
+    if (!ctx.own().result || !lab.pairReady()) {
+      lab.clearPaired(ctx.own().result ? "Give a second text and two continuations, then score the pair." : "");
+      return;
+    }
+    lab.pairStatus.textContent = "Scoring the pair\u2026";
+    lab.pairId = ctx.send({ type: "pair", texts: [ctx.own().text, lab.text2], conts: [lab.cont1, lab.cont2],
+                off: lab.off.map(([L, H]) => [L - 1, H - 1]), maxTokens: index.max_tokens });
+  }
+  function onPaired(msg) {
+    msg.off = msg.off.map(([L, H]) => [L + 1, H + 1]);
+    lab.setPaired(msg);
+    const t = msg.texts, d = t[0].preference - t[1].preference;
+    lab.pairStatus.textContent = "Scored in " + msg.seconds.toFixed(1) + " s.";
+    ctx.panel.setAttribute("data-paired", offText(msg.off));
+    lab.say("Preference for continuation 1: text 1 " + t[0].preference.toFixed(2) + " nats, text 2 " +
+            t[1].preference.toFixed(2) + ", difference " + d.toFixed(2) +
+            (msg.off.length ? "; with the heads switched off, difference " +
+              (t[0].preference_edited - t[1].preference_edited).toFixed(2) : "") + ".");
+  }
+  function onEdited(msg) {
+    msg.off = msg.off.map(([L, H]) => [L + 1, H + 1]); // as the page counts
+    lab.setEdited(msg);
+    ctx.panel.setAttribute("data-edited", offText(msg.off));
+    const p = msg.predictions, b = ctx.own().result.predictions;
+    lab.say("With " + offText(msg.off).replace(/,/g, ", ") + " switched off, the likeliest next token is \u201C" +
+            p.labels[0] + "\u201D at " + p.probs[0].toFixed(2) + " (the model's own: \u201C" + b.labels[0] + "\u201D at " +
+            b.probs[0].toFixed(2) + "); KL divergence " + msg.kl.toFixed(4) + " nats.");
+  }
+  /* What is on screen, for the export. */
+  function snapshot() {
+    const r = ctx.own().result, screen = ctx.screen(), s = screen.s, shown = screen.values, digits = screen.digits;
+    const preds = (p) => p ? p.ids.map((tid, i) => ({ rank: i + 1, token_id: tid, token: p.pieces[i], label: p.labels[i],
+                                                     probability: Number(p.probs[i].toFixed(4)) })) : [];
+    const sum = lab.summary, values = [];
+    for (let L = 0; L < index.n_layers; L++) {
+      values.push(Array.from(sum.values.subarray(L * index.n_heads, (L + 1) * index.n_heads), (x) => Number(x.toFixed(3))));
+    }
+    return {
+      model: index.model, text: ctx.own().text, token_ids: r.ids, tokens: r.pieces,
+      layer: s.layer, head: s.head, query: s.query, stage: s.stage, stage_name: screen.stageName.replace(/ /g, "_"),
+      scale: s.scale, caption: screen.caption,
+      bars: shown.map((x, j) => ({ position: j + 1, token: r.pieces[j], label: r.labels[j], value: Number(x.toFixed(digits)) })),
+      predictions: preds(r.predictions),
+      heads_off: lab.off.map((x) => x.slice()),
+      edit: lab.off.length ? "qkv.interventions.HeadsOff: the output of each head switched off is zero before W_O" : null,
+      predictions_edited: lab.edited ? preds(lab.edited.predictions) : [],
+      kl: lab.edited ? Number(lab.edited.kl.toFixed(4)) : null,
+      pair: lab.paired ? { texts: [ctx.own().text, lab.text2], continuations: [lab.cont1, lab.cont2],
+                           token_ids: lab.paired.texts.map((x) => x.ids), continuation_ids: lab.paired.conts,
+                           preference: lab.paired.texts.map((x) => Number(x.preference.toFixed(3))),
+                           preference_edited: lab.paired.off.length
+                             ? lab.paired.texts.map((x) => Number(x.preference_edited.toFixed(3))) : null } : null,
+      grid: { summary: lab.grid, key: lab.grid === "key" ? lab.key : null, baseline: Number(sum.baseline.toFixed(3)),
+              values: values },
+    };
+  }
+  /* The worker's replies to the experiment's messages; true when the reply was ours. */
+  lab.onMessage = (msg) => {
+    if (msg.type === "edited" && msg.id === lab.editId) onEdited(msg);
+    else if (msg.type === "paired" && msg.id === lab.pairId) onPaired(msg);
+    else if (msg.type === "error" && (msg.id === lab.pairId || msg.id === lab.editId)) {
+      if (msg.id === lab.pairId) lab.clearPaired(msg.message);
+      else lab.pairStatus.textContent = msg.message;
+      lab.say(msg.message);
+    } else return false;
+    return true;
+  };
   drawOff();
+  lab.fillPair();
   return lab;
 }
 

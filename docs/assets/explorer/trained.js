@@ -21,9 +21,8 @@
  * and only ever written as text, never HTML.
  */
 
-import { buildLab, offText, readLab } from "./lab.js";
-
 const STAGES = ["raw scores", "scaled scores", "softmax weights"];
+const GRIDS = ["first", "previous", "entropy", "key"]; // lab.js's summaries of the heads
 const OWN = "own"; // the sentence select's value for the reader's own text
 // A text longer than this is cut before it is tokenized (an address can carry megabytes);
 // 64 tokens never need as much: the vocabulary's longest token has 81 characters.
@@ -76,6 +75,42 @@ function writeUrl(s, text, lab) {
   // commas stay commas in off=L.H,L.H (they need no escape in a query)
   const query = pairs.map(([k, v]) => k + "=" + encodeURIComponent(String(v)).replace(k === "off" ? /%2C/g : /$^/, ",")).join("&");
   window.history.replaceState(window.history.state, "", window.location.pathname + "?" + query);
+}
+
+/* ---- the experiment's keys (lab.js draws them) ---------------------------------------------------------------------------- */
+
+/* off=L.H,L.H: the valid pairs only (1 <= L <= layers, 1 <= H <= heads), each once, sorted. */
+function parseOff(text, nLayers, nHeads) {
+  const found = new Set();
+  String(text || "").slice(0, 4000).split(",").forEach((part) => {
+    const m = /^\s*(\d{1,3})\.(\d{1,2})\s*$/.exec(part);
+    if (!m) return;
+    const L = Number(m[1]), H = Number(m[2]);
+    if (L >= 1 && L <= nLayers && H >= 1 && H <= nHeads) found.add(L * 100 + H);
+  });
+  return Array.from(found).sort((a, b) => a - b).map((x) => [Math.floor(x / 100), x % 100]);
+}
+
+const offText = (off) => off.map(([L, H]) => L + "." + H).join(",");
+
+const PAIR_CHARS = 2000; // a pair's text or continuation is cut to this many characters
+const cut = (text) => {
+  const t = String(text || "");
+  if (t.length <= PAIR_CHARS) return t;
+  const code = t.charCodeAt(PAIR_CHARS - 1); // never half of a surrogate pair
+  return t.slice(0, code >= 0xd800 && code <= 0xdbff ? PAIR_CHARS - 1 : PAIR_CHARS);
+};
+
+function readLab(p, index, intIn) {
+  const grid = (p.get("grid") || "").trim().toLowerCase();
+  return {
+    off: parseOff(p.get("off"), index.n_layers, index.n_heads),
+    grid: GRIDS.includes(grid) ? grid : "first",
+    key: intIn(p.get("key"), 1, index.max_tokens, 1),
+    text2: cut(p.get("text2")),
+    cont1: cut(p.get("cont1")),
+    cont2: cut(p.get("cont2")),
+  };
 }
 
 /* ---- the numbers of one state, from either source -------------------------------------- */
@@ -372,20 +407,37 @@ export function startTrained(root, panel, helpers) {
 
 function buildTrained(panel, index, indexUrl) {
   const c = buildControls(index), v = buildView(index);
-  const lab = buildLab(h, index, {
-    offChanged: () => { sendEdit(true); sendPair(); writeUrlSoon(); },
-    pairChanged: () => { sendPair(); writeUrlSoon(); },
-    stateChanged: () => writeUrlSoon(),
-    selectHead: (L, H) => {
-      c.layer.value = L;
-      c.head.value = H;
-      onChange();
-    },
-    selected: () => [Number(c.layer.value), Number(c.head.value), Number(c.query.value)],
-    snapshot: () => snapshot(),
-  });
-  h.replaceChildren(panel, [c.form, v.facts, v.readouts, v.status, v.formula, v.message, v.figure, lab.root]);
+  h.replaceChildren(panel, [c.form, v.facts, v.readouts, v.status, v.formula, v.message, v.figure]);
   panel.classList.add("qx-trained");
+  const initial = readUrl(index);
+  // the reader's experiment (lab.js, imported when the reader's own text is first shown):
+  // its state from the address, its controls and methods once loaded
+  const lab = initial.lab;
+  let labLoading = null;
+  function needLab() {
+    labLoading = labLoading || import("./lab.js").then((m) => {
+      if (!panel.isConnected) return;
+      m.buildLab(h, index, lab, {
+        panel: panel, writeUrlSoon: () => writeUrlSoon(), own: () => own,
+        send: (message) => { message.id = model.nextRun++; modelSend(message); return message.id; },
+        selectHead: (L, H) => {
+          c.layer.value = L;
+          c.head.value = H;
+          onChange();
+        },
+        selected: () => [Number(c.layer.value), Number(c.head.value), Number(c.query.value)],
+        screen: () => { // what the bars show, for the export
+          const s = fromControls(), st = numbers(own.source, s);
+          return { s: s, values: [st.raw, st.scaled, st.weights][s.stage - 1], stageName: STAGES[s.stage - 1],
+                   digits: s.stage <= 2 ? index.score_decimals : index.weight_decimals, caption: v.caption.textContent };
+        },
+      });
+      panel.appendChild(lab.root);
+      shown = "";
+      show();
+    });
+    return labLoading;
+  }
 
   // the reader's text: the run on screen, the text it ran on, and the query asked for
   const own = { result: null, source: null, text: null, query: 0, runId: 0, announce: "" };
@@ -415,10 +467,13 @@ function buildTrained(panel, index, indexUrl) {
     if (key === shown) return;
     shown = key;
     c.own.hidden = s.sentence !== OWN;
-    lab.root.hidden = !(s.sentence === OWN && own.result);
-    if (!lab.root.hidden) {
-      lab.drawMap();
-      lab.drawPairMap();
+    if (s.sentence === OWN) needLab();
+    if (lab.root) {
+      lab.root.hidden = !(s.sentence === OWN && own.result);
+      if (!lab.root.hidden) {
+        lab.drawMap();
+        lab.drawPairMap();
+      }
     }
     drawControls(c, v, index, s);
     v.message.textContent = "";
@@ -479,86 +534,9 @@ function buildTrained(panel, index, indexUrl) {
     modelSend({ type: "run", id: own.runId, text: own.text, maxTokens: index.max_tokens });
     writeUrlSoon();
   }
-  /* The heads switched off, rerun in the worker from the first edited layer; nothing to run
-     while every head is on (the edited side is then empty). */
-  function sendEdit(fromReader) {
-    if (!own.result) return;
-    lab.editId = model.nextRun++;
-    panel.removeAttribute("data-edited");
-    if (!lab.off.length) {
-      lab.setEdited(null);
-      panel.setAttribute("data-edited", "");
-      if (fromReader) lab.say("Every head is on again: the prediction is the model's own.");
-      return;
-    }
-    modelSend({ type: "edit", id: lab.editId, off: lab.off.map(([L, H]) => [L - 1, H - 1]) });
-  }
-  /* The minimal pair: the page's text and the second text, each with both continuations. */
-  function sendPair() {
-    lab.pairId = model.nextRun++;
-    panel.removeAttribute("data-paired");
-    if (!own.result || !lab.pairReady()) {
-      lab.clearPaired(own.result ? "Give a second text and two continuations, then score the pair." : "");
-      return;
-    }
-    lab.pairStatus.textContent = "Scoring the pair\u2026";
-    modelSend({ type: "pair", id: lab.pairId, texts: [own.text, lab.text2], conts: [lab.cont1, lab.cont2],
-                off: lab.off.map(([L, H]) => [L - 1, H - 1]), maxTokens: index.max_tokens });
-  }
-  function onPaired(msg) {
-    msg.off = msg.off.map(([L, H]) => [L + 1, H + 1]);
-    lab.setPaired(msg);
-    const t = msg.texts, d = t[0].preference - t[1].preference;
-    lab.pairStatus.textContent = "Scored in " + msg.seconds.toFixed(1) + " s.";
-    panel.setAttribute("data-paired", offText(msg.off));
-    lab.say("Preference for continuation 1: text 1 " + t[0].preference.toFixed(2) + " nats, text 2 " +
-            t[1].preference.toFixed(2) + ", difference " + d.toFixed(2) +
-            (msg.off.length ? "; with the heads switched off, difference " +
-              (t[0].preference_edited - t[1].preference_edited).toFixed(2) : "") + ".");
-  }
-  function onEdited(msg) {
-    msg.off = msg.off.map(([L, H]) => [L + 1, H + 1]); // as the page counts
-    lab.setEdited(msg);
-    panel.setAttribute("data-edited", offText(msg.off));
-    const p = msg.predictions, b = own.result.predictions;
-    lab.say("With " + offText(msg.off).replace(/,/g, ", ") + " switched off, the likeliest next token is \u201C" +
-            p.labels[0] + "\u201D at " + p.probs[0].toFixed(2) + " (the model's own: \u201C" + b.labels[0] + "\u201D at " +
-            b.probs[0].toFixed(2) + "); KL divergence " + msg.kl.toFixed(4) + " nats.");
-  }
-  /* What is on screen, for the export. */
-  function snapshot() {
-    const s = fromControls(), r = own.result, st = numbers(own.source, s);
-    const shown = [st.raw, st.scaled, st.weights][s.stage - 1];
-    const digits = s.stage <= 2 ? index.score_decimals : index.weight_decimals;
-    const preds = (p) => p ? p.ids.map((tid, i) => ({ rank: i + 1, token_id: tid, token: p.pieces[i], label: p.labels[i],
-                                                     probability: Number(p.probs[i].toFixed(4)) })) : [];
-    const sum = lab.summary, values = [];
-    for (let L = 0; L < index.n_layers; L++) {
-      values.push(Array.from(sum.values.subarray(L * index.n_heads, (L + 1) * index.n_heads), (x) => Number(x.toFixed(3))));
-    }
-    return {
-      model: index.model, text: own.text, token_ids: r.ids, tokens: r.pieces,
-      layer: s.layer, head: s.head, query: s.query, stage: s.stage, stage_name: STAGES[s.stage - 1].replace(/ /g, "_"),
-      scale: s.scale, caption: v.caption.textContent,
-      bars: shown.map((x, j) => ({ position: j + 1, token: r.pieces[j], label: r.labels[j], value: Number(x.toFixed(digits)) })),
-      predictions: preds(r.predictions),
-      heads_off: lab.off.map((x) => x.slice()),
-      edit: lab.off.length ? "qkv.interventions.HeadsOff: the output of each head switched off is zero before W_O" : null,
-      predictions_edited: lab.edited ? preds(lab.edited.predictions) : [],
-      kl: lab.edited ? Number(lab.edited.kl.toFixed(4)) : null,
-      pair: lab.paired ? { texts: [own.text, lab.text2], continuations: [lab.cont1, lab.cont2],
-                           token_ids: lab.paired.texts.map((x) => x.ids), continuation_ids: lab.paired.conts,
-                           preference: lab.paired.texts.map((x) => Number(x.preference.toFixed(3))),
-                           preference_edited: lab.paired.off.length
-                             ? lab.paired.texts.map((x) => Number(x.preference_edited.toFixed(3))) : null } : null,
-      grid: { summary: lab.grid, key: lab.grid === "key" ? lab.key : null, baseline: Number(sum.baseline.toFixed(3)),
-              values: values },
-    };
-  }
   function onResult(msg) {
     own.result = msg;
     own.source = ownSource(msg);
-    lab.setRun(msg);
     const cut = msg.total > msg.ids.length;
     c.cut.textContent = cut ? "Your text has " + msg.total + " tokens; the model ran on the first " +
       msg.ids.length + ", up to \u201C" + msg.labels[msg.labels.length - 1] + "\u201D." : "";
@@ -572,8 +550,14 @@ function buildTrained(panel, index, indexUrl) {
       writeUrlSoon();
     }
     own.query = 0; // a later run starts at its last token
-    sendEdit();
-    sendPair();
+    needLab().then(() => {
+      if (!panel.isConnected || own.result !== msg) return;
+      lab.setRun(msg);
+      lab.sendEdit();
+      lab.sendPair();
+      shown = "";
+      show();
+    });
   }
   model.listener = (msg) => {
     if (!panel.isConnected) return;
@@ -594,14 +578,9 @@ function buildTrained(panel, index, indexUrl) {
       c.ownStatus.textContent = "Running the model: layer " + msg.layer + " of " + msg.of;
     } else if (msg.type === "result" && msg.id === own.runId) {
       onResult(msg);
-    } else if (msg.type === "edited" && msg.id === lab.editId) {
-      onEdited(msg);
-    } else if (msg.type === "paired" && msg.id === lab.pairId) {
-      onPaired(msg);
-    } else if (msg.type === "error" && msg.id === lab.pairId) {
-      lab.clearPaired(msg.message);
-      lab.say(msg.message);
-    } else if (msg.type === "error" && (msg.id === undefined || msg.id === own.runId || msg.id === lab.editId)) {
+    } else if (lab.onMessage && lab.onMessage(msg)) { // the experiment's replies
+      return;
+    } else if (msg.type === "error" && (msg.id === undefined || msg.id === own.runId)) {
       refreshButtons();
       c.ownStatus.textContent = msg.message;
       say(msg.message);
@@ -629,7 +608,6 @@ function buildTrained(panel, index, indexUrl) {
     else if (model.status === "idle") c.load.click();
   });
 
-  const initial = readUrl(index);
   c.sentence.value = String(initial.sentence);
   filled = initial.sentence;
   c.text.value = initial.sentence === OWN ? initial.text : index.sentences[0].text;
@@ -637,14 +615,6 @@ function buildTrained(panel, index, indexUrl) {
     own.text = initial.text;
     own.query = initial.query;
   }
-  lab.off = initial.lab.off;
-  lab.grid = initial.lab.grid;
-  lab.key = initial.lab.key;
-  lab.text2 = initial.lab.text2;
-  lab.cont1 = initial.lab.cont1;
-  lab.cont2 = initial.lab.cont2;
-  lab.fillPair();
-  lab.drawOff();
   fillQueries(labelsOf(initial.sentence), initial.query);
   c.layer.value = initial.layer;
   c.head.value = initial.head;
