@@ -427,8 +427,7 @@
     return model === "smollm2" ? "smollm2" : "toy";
   }
 
-  /* The page's own words about the mode shown: elements marked data-qx-mode="toy" or
-     "smollm2" (the introduction) show with their mode only. */
+  /* The page's words marked data-qx-mode show with their mode only. */
   function showWords(mode) {
     Array.prototype.forEach.call(document.querySelectorAll("[data-qx-mode]"), function (node) {
       node.hidden = node.getAttribute("data-qx-mode") !== mode;

@@ -5,7 +5,8 @@
  *
  * URL keys (every count from 1, as on the page): off=L.H,L.H (heads switched off),
  * grid=first|previous|entropy|key (the map's summary), key=P (the key of grid=key),
- * text2=, cont1=, cont2= (a minimal pair: the page's text is its first text).
+ * text2=, cont1=, cont2= (a minimal pair: the page's text is its first text); trained.js writes
+ * them (lab.keys) once this module has loaded.
  * Hostile values are dropped or clamped, never written as HTML.
  */
 
@@ -16,9 +17,42 @@ export const SUMMARIES = {
   key: { name: "Weight on a chosen key", short: "chosen key" },
 };
 const offText = (off) => off.map(([L, H]) => L + "." + H).join(","); // as the address writes it
-const PAIR_CHARS = 2000; // as trained.js cuts the pair's texts from the address
 export const PROB_DECIMALS = 4; // a probability as shown, rounded once
 export const GRID_DECIMALS = 3;
+
+/* ---- the address: off=L.H,L.H, grid=, key=, text2=, cont1=, cont2= ---------------------- */
+
+/* off=L.H,L.H: the valid pairs only (1 <= L <= layers, 1 <= H <= heads), each once, sorted. */
+function parseOff(text, nLayers, nHeads) {
+  const found = new Set();
+  String(text || "").slice(0, 4000).split(",").forEach((part) => {
+    const m = /^\s*(\d{1,3})\.(\d{1,2})\s*$/.exec(part);
+    if (!m) return;
+    const L = Number(m[1]), H = Number(m[2]);
+    if (L >= 1 && L <= nLayers && H >= 1 && H <= nHeads) found.add(L * 100 + H);
+  });
+  return Array.from(found).sort((a, b) => a - b).map((x) => [Math.floor(x / 100), x % 100]);
+}
+
+const PAIR_CHARS = 2000; // a pair's text or continuation is cut to this many characters
+const cut = (text) => {
+  const t = String(text || "");
+  if (t.length <= PAIR_CHARS) return t;
+  const code = t.charCodeAt(PAIR_CHARS - 1); // never half of a surrogate pair
+  return t.slice(0, code >= 0xd800 && code <= 0xdbff ? PAIR_CHARS - 1 : PAIR_CHARS);
+};
+
+function readLab(p, index, intIn) { // values that name nothing are dropped or clamped
+  const grid = (p.get("grid") || "").trim().toLowerCase();
+  return {
+    off: parseOff(p.get("off"), index.n_layers, index.n_heads),
+    grid: Object.prototype.hasOwnProperty.call(SUMMARIES, grid) ? grid : "first",
+    key: intIn(p.get("key"), 1, index.max_tokens, 1),
+    text2: cut(p.get("text2")),
+    cont1: cut(p.get("cont1")),
+    cont2: cut(p.get("cont2")),
+  };
+}
 
 /* ---- per-head summaries of one run's attention ----------------------------------------------- */
 
@@ -130,8 +164,17 @@ function headGrid(h, opts) {
 export function buildLab(h, index, lab, ctx) {
   const { el } = h;
   const id = (name) => h.ROOT_ID + "-lab-" + name;
-  // `lab` holds the state read from the address (off, grid, key, text2, cont1, cont2)
-  Object.assign(lab, { run: null, edited: null, summary: null, focus: null, paired: null });
+  // the state, from the address trained.js was opened with
+  Object.assign(lab, readLab(new URLSearchParams(lab.query), index, h.intIn),
+                { run: null, edited: null, summary: null, focus: null, paired: null });
+  lab.keys = () => { // the address's keys, where they differ from the defaults
+    const pairs = [];
+    if (lab.off.length) pairs.push(["off", offText(lab.off)]);
+    if (lab.grid !== "first") pairs.push(["grid", lab.grid]);
+    if (lab.grid === "key") pairs.push(["key", lab.key]);
+    for (const key of ["text2", "cont1", "cont2"]) if (lab[key]) pairs.push([key, lab[key]]);
+    return pairs;
+  };
   const actions = {
     offChanged: () => { lab.sendEdit(true); lab.sendPair(); ctx.writeUrlSoon(); },
     pairChanged: () => { lab.sendPair(); ctx.writeUrlSoon(); },

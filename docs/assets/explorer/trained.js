@@ -22,7 +22,6 @@
  */
 
 const STAGES = ["raw scores", "scaled scores", "softmax weights"];
-const GRIDS = ["first", "previous", "entropy", "key"]; // lab.js's summaries of the heads
 const OWN = "own"; // the sentence select's value for the reader's own text
 // A text longer than this is cut before it is tokenized (an address can carry megabytes);
 // 64 tokens never need as much: the vocabulary's longest token has 81 characters.
@@ -57,7 +56,7 @@ function readUrl(index) {
     query: h.intIn(p.get("query"), 1, T, own ? 0 : Math.min(d.query, T)),
     stage: h.intIn(p.get("stage"), 1, STAGES.length, d.stage),
     scale: scale === "1" ? 1 : scale === "0" ? 0 : d.scale,
-    lab: readLab(p, index, h.intIn),
+    lab: { query: window.location.search }, // lab.js reads its keys (off=, grid=, ...) from it
   };
 }
 
@@ -66,51 +65,10 @@ function writeUrl(s, text, lab) {
   for (const key of ["layer", "head", "query", "stage", "scale"]) {
     if (!(key === "query" && !s.query)) pairs.push([key, s[key]]);
   }
-  if (s.sentence === OWN && lab) { // the experiment's keys, where they differ from the defaults
-    if (lab.off.length) pairs.push(["off", offText(lab.off)]);
-    if (lab.grid !== "first") pairs.push(["grid", lab.grid]);
-    if (lab.grid === "key") pairs.push(["key", lab.key]);
-    for (const key of ["text2", "cont1", "cont2"]) if (lab[key]) pairs.push([key, lab[key]]);
-  }
+  if (s.sentence === OWN && lab && lab.keys) pairs.push(...lab.keys()); // the experiment's, once loaded
   // commas stay commas in off=L.H,L.H (they need no escape in a query)
   const query = pairs.map(([k, v]) => k + "=" + encodeURIComponent(String(v)).replace(k === "off" ? /%2C/g : /$^/, ",")).join("&");
   window.history.replaceState(window.history.state, "", window.location.pathname + "?" + query);
-}
-
-/* ---- the experiment's keys (lab.js draws them) ---------------------------------------------------------------------------- */
-
-/* off=L.H,L.H: the valid pairs only (1 <= L <= layers, 1 <= H <= heads), each once, sorted. */
-function parseOff(text, nLayers, nHeads) {
-  const found = new Set();
-  String(text || "").slice(0, 4000).split(",").forEach((part) => {
-    const m = /^\s*(\d{1,3})\.(\d{1,2})\s*$/.exec(part);
-    if (!m) return;
-    const L = Number(m[1]), H = Number(m[2]);
-    if (L >= 1 && L <= nLayers && H >= 1 && H <= nHeads) found.add(L * 100 + H);
-  });
-  return Array.from(found).sort((a, b) => a - b).map((x) => [Math.floor(x / 100), x % 100]);
-}
-
-const offText = (off) => off.map(([L, H]) => L + "." + H).join(",");
-
-const PAIR_CHARS = 2000; // a pair's text or continuation is cut to this many characters
-const cut = (text) => {
-  const t = String(text || "");
-  if (t.length <= PAIR_CHARS) return t;
-  const code = t.charCodeAt(PAIR_CHARS - 1); // never half of a surrogate pair
-  return t.slice(0, code >= 0xd800 && code <= 0xdbff ? PAIR_CHARS - 1 : PAIR_CHARS);
-};
-
-function readLab(p, index, intIn) {
-  const grid = (p.get("grid") || "").trim().toLowerCase();
-  return {
-    off: parseOff(p.get("off"), index.n_layers, index.n_heads),
-    grid: GRIDS.includes(grid) ? grid : "first",
-    key: intIn(p.get("key"), 1, index.max_tokens, 1),
-    text2: cut(p.get("text2")),
-    cont1: cut(p.get("cont1")),
-    cont2: cut(p.get("cont2")),
-  };
 }
 
 /* ---- the numbers of one state, from either source -------------------------------------- */
@@ -435,6 +393,7 @@ function buildTrained(panel, index, indexUrl) {
       panel.appendChild(lab.root);
       shown = "";
       show();
+      writeUrlSoon();
     });
     return labLoading;
   }
