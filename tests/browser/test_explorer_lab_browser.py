@@ -274,6 +274,7 @@ def test_the_keyboard_switches_heads_off_and_picks_a_head(page, site_url):
     wait_edited(page, "6.3,30.1")
     page.get_by_test_id("off-clear").click()
     wait_edited(page, "")
+    page.wait_for_timeout(300)  # the address follows 100 ms after the last change
     assert rows(page, "prediction-edited") == [] and "off" not in url_state(page)
 
 

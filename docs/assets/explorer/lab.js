@@ -166,7 +166,7 @@ export function buildLab(h, index, lab, ctx) {
   const id = (name) => h.ROOT_ID + "-lab-" + name;
   // the state, from the address trained.js was opened with
   Object.assign(lab, readLab(new URLSearchParams(lab.query), index, h.intIn),
-                { run: null, edited: null, summary: null, focus: null, paired: null });
+                { run: null, edited: null, summary: null, focus: null, paired: null, editId: -1, pairId: -1 });
   lab.keys = () => { // the address's keys, where they differ from the defaults
     const pairs = [];
     if (lab.off.length) pairs.push(["off", offText(lab.off)]);
@@ -592,7 +592,7 @@ export function buildLab(h, index, lab, ctx) {
   lab.onMessage = (msg) => {
     if (msg.type === "edited" && msg.id === lab.editId) onEdited(msg);
     else if (msg.type === "paired" && msg.id === lab.pairId) onPaired(msg);
-    else if (msg.type === "error" && (msg.id === lab.pairId || msg.id === lab.editId)) {
+    else if (msg.type === "error" && msg.id !== undefined && (msg.id === lab.pairId || msg.id === lab.editId)) {
       if (msg.id === lab.pairId) lab.clearPaired(msg.message);
       else lab.pairStatus.textContent = msg.message;
       lab.say(msg.message);

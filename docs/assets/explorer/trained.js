@@ -391,8 +391,7 @@ function buildTrained(panel, index, indexUrl) {
         },
       });
       panel.appendChild(lab.root);
-      shown = "";
-      show();
+      showLab(fromControls());
       writeUrlSoon();
     });
     return labLoading;
@@ -421,19 +420,21 @@ function buildTrained(panel, index, indexUrl) {
       own.announce = "";
     }
   }
+  function showLab(s) { // the experiment, under the bars of the reader's own text
+    if (!lab.root) return;
+    lab.root.hidden = !(s.sentence === OWN && own.result && lab.run);
+    if (!lab.root.hidden) {
+      lab.drawMap();
+      lab.drawPairMap();
+    }
+  }
   function show() {
     const s = fromControls(), key = [s.sentence, s.layer, s.head, s.query, s.stage, s.scale].join();
     if (key === shown) return;
     shown = key;
     c.own.hidden = s.sentence !== OWN;
     if (s.sentence === OWN) needLab();
-    if (lab.root) {
-      lab.root.hidden = !(s.sentence === OWN && own.result);
-      if (!lab.root.hidden) {
-        lab.drawMap();
-        lab.drawPairMap();
-      }
-    }
+    showLab(s);
     drawControls(c, v, index, s);
     v.message.textContent = "";
     if (s.sentence === OWN) {
@@ -514,8 +515,7 @@ function buildTrained(panel, index, indexUrl) {
       lab.setRun(msg);
       lab.sendEdit();
       lab.sendPair();
-      shown = "";
-      show();
+      showLab(fromControls());
     });
   }
   model.listener = (msg) => {
