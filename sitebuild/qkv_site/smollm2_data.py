@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from qkv import smollm2
+
 SENTENCES = (
     "The cat sat on the mat because it was warm",
     "The dog chased the cat because it was hungry",
@@ -73,9 +75,10 @@ LAYERS_PER_FILE = 6
 """A sentence's numbers come in files of this many layers: the first load of the trained mode
 fetches one of them (about 15 KB), not all 30 layers, and stays well within its 150 KB budget."""
 
-MAX_TOKENS = 64
-"""The most tokens of a reader's own text the page runs (as :data:`qkv.smollm2.MAX_TOKENS`);
-a longer text is cut to its first :data:`MAX_TOKENS` tokens, with a message."""
+MAX_TOKENS = smollm2.MAX_TOKENS
+"""The most tokens of a reader's own text the page runs: qkv's own limit, written into the
+site's index (``max_tokens``), which the page and its model worker read; a longer text is cut
+to its first :data:`MAX_TOKENS` tokens, with a message."""
 
 MODEL_NAME = (
     "SmolLM2-135M-Instruct: its Q4_1 file (4-bit weights, 8-bit embeddings) "

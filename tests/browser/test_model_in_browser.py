@@ -22,7 +22,7 @@ import pytest
 from qkv_site.smollm2_data import MAX_TOKENS, causal_weights, label
 from support import PUBLISHED_PATH
 
-from qkv import smollm2
+from qkv import interventions, smollm2
 
 WEIGHT_ATOL = 1e-4  # the bar for every attention weight (the model's own, scaled scores)
 SCORE_ATOL = 1e-3  # and for the first layer's raw scores q · k
@@ -114,8 +114,10 @@ RUN = """async ([id, text, max]) => {
   };
   return { type: m.type, ids: m.ids, total: m.total, labels: m.labels, pieces: m.pieces,
            raw: list(m.raw), scaled: list(m.scaled), weights: m.weights.map(list),
-           entropy: m.entropy.map(list) };
+           entropy: m.entropy.map(list), predictions: m.predictions };
 }"""
+
+EDIT = """([id, off]) => window.__ask({ type: "edit", id, off }, ["edited", "error"])"""
 TYPED = {"Float32Array": "<f4", "Float64Array": "<f8"}  # JavaScript's typed arrays, little-endian here
 
 
@@ -264,6 +266,77 @@ def test_an_empty_text_is_refused_with_a_message(worker_page):
     assert "empty" in got["message"]
 
 
+@pytest.mark.parametrize(
+    ("message", "words"),
+    [
+        ({"type": "run", "id": 990, "text": "No limit given."}, "maxTokens must be a positive whole number"),
+        ({"type": "run", "id": 991, "text": "A bad limit.", "maxTokens": 2.5}, "maxTokens must be"),
+        ({"type": "edit", "id": 992, "off": [[30, 0]]}, "layers 0..29, heads 0..8"),
+        ({"type": "edit", "id": 993, "off": "1.1"}, "off must be a list of [layer, head] pairs"),
+    ],
+)
+def test_a_bad_message_is_bad_input_not_an_internal_error(worker_page, message, words):
+    """The worker names what was wrong with the message (kind "input"); "internal" is kept for
+    exceptions of its own code, which a message cannot cause."""
+    worker_page.evaluate(RUN, [989, "Something to edit.", MAX_TOKENS])
+    got = worker_page.evaluate("m => window.__ask(m, ['result', 'edited', 'error'])", message)
+    assert got["type"] == "error" and got["kind"] == "input", got
+    assert words in got["message"]
+
+
+# ---- next-token predictions and heads switched off ------------------------------------------
+
+PROB_ATOL = 1e-4  # the bar for every probability and the KL divergence
+# Head sets fixed before the first run: the first layer (a rerun of every layer), one head
+# of the middle and one late, and three heads spread over the second half, (layer, head) from 0.
+HEAD_SETS = [((0, 0),), ((5, 2), (20, 8)), ((13, 8), (14, 3), (29, 0))]
+
+
+def next_probs(logits_row) -> np.ndarray:
+    """Softmax of one row of logits, in float64 (as Trace.next_tokens computes it)."""
+    z = logits_row.astype(np.float64)
+    p = np.exp(z - z.max())
+    return p / p.sum()
+
+
+def assert_predictions(got: dict, probs: np.ndarray, model) -> None:
+    """The worker's top ten are qkv's likeliest ten, with qkv's probabilities to 1e-4."""
+    best = np.argsort(-probs, kind="stable")[:10]
+    assert got["ids"] == best.tolist()
+    assert np.abs(np.array(got["probs"]) - probs[best]).max() <= PROB_ATOL
+    assert got["pieces"] == list(model.pieces(best))
+
+
+@pytest.mark.parametrize("text", RUN_TEXTS[:5], ids=range(1, 6))
+@pytest.mark.claim("explorer-lab-predictions")
+def test_next_token_predictions_equal_qkvs(worker_page, model, text):
+    got = worker_page.evaluate(RUN, [RUN_TEXTS.index(text) + 200, text, MAX_TOKENS])
+    ids = model.tokenizer.encode(text, add_special_tokens=False).ids[:MAX_TOKENS]
+    assert_predictions(got["predictions"], next_probs(smollm2.forward(model, ids).logits[-1]), model)
+
+
+@pytest.mark.parametrize("text", RUN_TEXTS[:5], ids=range(1, 6))
+@pytest.mark.claim("explorer-lab-heads-off")
+def test_heads_off_equals_qkvs_heads_off(worker_page, model, text):
+    """For each head set: the rerun's top ten and its KL divergence from the unedited
+    prediction equal qkv.interventions' heads off (run_edited), and it reran from the first
+    edited layer."""
+    got = worker_page.evaluate(RUN, [RUN_TEXTS.index(text) + 300, text, MAX_TOKENS])
+    ids = np.array(got["ids"])
+    p = next_probs(smollm2.forward(model, ids).logits[-1])
+    for n, heads in enumerate(HEAD_SETS):
+        edited = worker_page.evaluate(EDIT, [400 + n, [list(x) for x in heads]])
+        assert edited["type"] == "edited", edited
+        logits = interventions.run_edited(
+            model, ids, interventions.heads_off(model.config, [heads]), rows=[-1]
+        )
+        q = next_probs(logits.logits[0, -1])
+        assert_predictions(edited["predictions"], q, model)
+        kl = float((p * (np.log(p) - np.log(q))).sum())
+        assert abs(edited["kl"] - kl) <= PROB_ATOL
+        assert edited["from_layer"] == min(layer for layer, _ in heads) + 1
+
+
 # ---- a bad model file gets a clear message --------------------------------------------------
 
 
@@ -344,3 +417,70 @@ def test_a_file_larger_than_the_site_says_is_refused(context, model_site, index)
         assert got["type"] == "error" and "not the same file" in got["message"]
     finally:
         page.close()
+
+
+# ---- a minimal pair -------------------------------------------------------------------------
+
+PAIR = """async ([id, texts, conts, off]) => {
+  const m = await window.__ask({ type: "pair", id, texts, conts, off, maxTokens: 64 }, ["paired", "error"]);
+  if (m.type !== "paired") return m;
+  return Object.assign({}, m, { moved: Array.from(m.moved) });
+}"""
+
+# Pairs fixed before the first run: the coreference chapter's kind (one word differs) and
+# continuations of one and of several tokens.
+PAIRS = [
+    (
+        (
+            "The cat sat on the mat because it was hungry. The",
+            "The cat sat on the mat because it was soft. The",
+        ),
+        (" cat", " mat"),
+    ),
+    (
+        (
+            "The trophy did not fit in the suitcase because it was too big. It was the",
+            "The trophy did not fit in the suitcase because it was too small. It was the",
+        ),
+        (" trophy", " suitcase that was small"),
+    ),
+]
+
+
+def log_prob(model, text_ids, cont_ids, heads=()) -> float:
+    """log P(continuation | text) from qkv: the text's ids then the continuation's, the sum of
+    the log-softmax (float64) at the position before each continuation token."""
+    ids = np.array([*text_ids, *cont_ids])
+    rows = list(range(len(text_ids) - 1, len(ids) - 1))
+    if heads:
+        edits = interventions.heads_off(model.config, [set(heads)])
+        logits = interventions.run_edited(model, ids, edits, rows=rows).logits[0]
+    else:
+        logits = smollm2.forward(model, ids).logits[rows]
+    z = logits.astype(np.float64)
+    logp = z - z.max(-1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+    return float(sum(logp[j, c] for j, c in enumerate(cont_ids)))
+
+
+@pytest.mark.parametrize(("texts", "conts"), PAIRS, ids=["cat-mat", "trophy"])
+@pytest.mark.claim("explorer-lab-pair")
+def test_a_minimal_pairs_preferences_and_moved_weights_equal_qkvs(worker_page, model, texts, conts):
+    heads = ((13, 8), (15, 3))
+    got = worker_page.evaluate(PAIR, [700, list(texts), list(conts), [list(h) for h in heads]])
+    assert got["type"] == "paired", got
+    enc = lambda t: model.tokenizer.encode(t, add_special_tokens=False).ids  # noqa: E731
+    tt, cc = [enc(t) for t in texts], [enc(c) for c in conts]
+    assert got["conts"] == cc and [s["ids"] for s in got["texts"]] == tt
+    for i in range(2):
+        want = [log_prob(model, tt[i], c) for c in cc]
+        edited = [log_prob(model, tt[i], c, heads) for c in cc]
+        assert np.abs(np.array(got["texts"][i]["logp"]) - want).max() <= 1e-3
+        assert abs(got["texts"][i]["preference"] - (want[0] - want[1])) <= 1e-3
+        assert abs(got["texts"][i]["preference_edited"] - (edited[0] - edited[1])) <= 1e-3
+    # the weights' movement, from qkv's weights of the two texts (their own queries)
+    t = min(len(x) for x in tt)
+    w = [smollm2.forward(model, x).weights.astype(np.float64)[:, :, :t, :t] for x in tt]
+    moved = np.abs(w[0] - w[1]).sum(-1) / 2  # (layers, heads, t)
+    assert got["T"] == t
+    assert np.abs(np.array(got["moved"]).reshape(30, 9, t) - moved).max() <= 1e-4

@@ -161,10 +161,6 @@ def test_the_files_are_split_by_layers_so_a_first_load_fetches_one(files):
     assert first < everything / 2
 
 
-def test_max_tokens_is_qkvs():
-    assert export.MAX_TOKENS == smollm2.MAX_TOKENS
-
-
 def test_files_are_the_same_bytes_on_every_build(files):
     again = export.smollm2_files()
     assert again == files

@@ -427,7 +427,15 @@
     return model === "smollm2" ? "smollm2" : "toy";
   }
 
+  /* The page's words marked data-qx-mode show with their mode only. */
+  function showWords(mode) {
+    Array.prototype.forEach.call(document.querySelectorAll("[data-qx-mode]"), function (node) {
+      node.hidden = node.getAttribute("data-qx-mode") !== mode;
+    });
+  }
+
   function showMode(root, mode) {
+    showWords(mode);
     var panel = el("div", { class: "qx-panel" });
     var old = root.querySelector(".qx-panel");
     if (old) root.replaceChild(panel, old); else root.appendChild(panel);

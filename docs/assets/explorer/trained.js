@@ -14,7 +14,8 @@
  *   when the reader asks. Its numbers arrive unrounded and are rounded once, here.
  *
  * State lives in the URL query: ?model=smollm2&sentence=S (or &text=T)&layer=L&head=H
- * &query=P&stage=1..3&scale=1|0, all counted from 1 as on the page. Attention is causal, so
+ * &query=P&stage=1..3&scale=1|0, all counted from 1 as on the page; the reader's own text
+ * adds lab.js's keys (off=L.H,L.H, grid=, key=) when they differ from the defaults. Attention is causal, so
  * the query at position P sees keys 1..P; each layer's and head's numbers are one flat
  * triangle, the keys of query P starting at P(P-1)/2. Values read from the URL are clamped
  * and only ever written as text, never HTML.
@@ -55,15 +56,18 @@ function readUrl(index) {
     query: h.intIn(p.get("query"), 1, T, own ? 0 : Math.min(d.query, T)),
     stage: h.intIn(p.get("stage"), 1, STAGES.length, d.stage),
     scale: scale === "1" ? 1 : scale === "0" ? 0 : d.scale,
+    lab: { query: window.location.search }, // lab.js reads its keys (off=, grid=, ...) from it
   };
 }
 
-function writeUrl(s, text) {
+function writeUrl(s, text, lab) {
   const pairs = [["model", "smollm2"], s.sentence === OWN ? ["text", text || ""] : ["sentence", s.sentence]];
   for (const key of ["layer", "head", "query", "stage", "scale"]) {
     if (!(key === "query" && !s.query)) pairs.push([key, s[key]]);
   }
-  const query = pairs.map(([k, v]) => k + "=" + encodeURIComponent(String(v))).join("&");
+  if (s.sentence === OWN && lab && lab.keys) pairs.push(...lab.keys()); // the experiment's, once loaded
+  // commas stay commas in off=L.H,L.H (they need no escape in a query)
+  const query = pairs.map(([k, v]) => k + "=" + encodeURIComponent(String(v)).replace(k === "off" ? /%2C/g : /$^/, ",")).join("&");
   window.history.replaceState(window.history.state, "", window.location.pathname + "?" + query);
 }
 
@@ -363,6 +367,35 @@ function buildTrained(panel, index, indexUrl) {
   const c = buildControls(index), v = buildView(index);
   h.replaceChildren(panel, [c.form, v.facts, v.readouts, v.status, v.formula, v.message, v.figure]);
   panel.classList.add("qx-trained");
+  const initial = readUrl(index);
+  // the reader's experiment (lab.js, imported when the reader's own text is first shown):
+  // its state from the address, its controls and methods once loaded
+  const lab = initial.lab;
+  let labLoading = null;
+  function needLab() {
+    labLoading = labLoading || import("./lab.js").then((m) => {
+      if (!panel.isConnected) return;
+      m.buildLab(h, index, lab, {
+        panel: panel, writeUrlSoon: () => writeUrlSoon(), own: () => own,
+        send: (message) => { message.id = model.nextRun++; modelSend(message); return message.id; },
+        selectHead: (L, H) => {
+          c.layer.value = L;
+          c.head.value = H;
+          onChange();
+        },
+        selected: () => [Number(c.layer.value), Number(c.head.value), Number(c.query.value)],
+        screen: () => { // what the bars show, for the export
+          const s = fromControls(), st = numbers(own.source, s);
+          return { s: s, values: [st.raw, st.scaled, st.weights][s.stage - 1], stageName: STAGES[s.stage - 1],
+                   digits: s.stage <= 2 ? index.score_decimals : index.weight_decimals, caption: v.caption.textContent };
+        },
+      });
+      panel.appendChild(lab.root);
+      showLab(fromControls());
+      writeUrlSoon();
+    });
+    return labLoading;
+  }
 
   // the reader's text: the run on screen, the text it ran on, and the query asked for
   const own = { result: null, source: null, text: null, query: 0, runId: 0, announce: "" };
@@ -387,11 +420,21 @@ function buildTrained(panel, index, indexUrl) {
       own.announce = "";
     }
   }
+  function showLab(s) { // the experiment, under the bars of the reader's own text
+    if (!lab.root) return;
+    lab.root.hidden = !(s.sentence === OWN && own.result && lab.run);
+    if (!lab.root.hidden) {
+      lab.drawMap();
+      lab.drawPairMap();
+    }
+  }
   function show() {
     const s = fromControls(), key = [s.sentence, s.layer, s.head, s.query, s.stage, s.scale].join();
     if (key === shown) return;
     shown = key;
     c.own.hidden = s.sentence !== OWN;
+    if (s.sentence === OWN) needLab();
+    showLab(s);
     drawControls(c, v, index, s);
     v.message.textContent = "";
     if (s.sentence === OWN) {
@@ -420,7 +463,7 @@ function buildTrained(panel, index, indexUrl) {
   }
   function writeUrlSoon() {
     clearTimeout(urlTimer);
-    urlTimer = setTimeout(() => { if (panel.isConnected) writeUrl(fromControls(), own.text); }, URL_DELAY_MS);
+    urlTimer = setTimeout(() => { if (panel.isConnected) writeUrl(fromControls(), own.text, lab); }, URL_DELAY_MS);
   }
   function onChange(event) {
     if (event && c.own.contains(event.target)) return; // typing in the box is not a state change
@@ -467,6 +510,13 @@ function buildTrained(panel, index, indexUrl) {
       writeUrlSoon();
     }
     own.query = 0; // a later run starts at its last token
+    needLab().then(() => {
+      if (!panel.isConnected || own.result !== msg) return;
+      lab.setRun(msg);
+      lab.sendEdit();
+      lab.sendPair();
+      showLab(fromControls());
+    });
   }
   model.listener = (msg) => {
     if (!panel.isConnected) return;
@@ -487,6 +537,8 @@ function buildTrained(panel, index, indexUrl) {
       c.ownStatus.textContent = "Running the model: layer " + msg.layer + " of " + msg.of;
     } else if (msg.type === "result" && msg.id === own.runId) {
       onResult(msg);
+    } else if (lab.onMessage && lab.onMessage(msg)) { // the experiment's replies
+      return;
     } else if (msg.type === "error" && (msg.id === undefined || msg.id === own.runId)) {
       refreshButtons();
       c.ownStatus.textContent = msg.message;
@@ -515,7 +567,6 @@ function buildTrained(panel, index, indexUrl) {
     else if (model.status === "idle") c.load.click();
   });
 
-  const initial = readUrl(index);
   c.sentence.value = String(initial.sentence);
   filled = initial.sentence;
   c.text.value = initial.sentence === OWN ? initial.text : index.sentences[0].text;
@@ -530,6 +581,6 @@ function buildTrained(panel, index, indexUrl) {
   c.scale.checked = initial.scale === 1;
   refreshButtons();
   show();
-  writeUrl(fromControls(), own.text); // the canonical state: clamped or defaulted values are visible
+  writeUrl(fromControls(), own.text, lab); // the canonical state: clamped or defaulted values are visible
   if (initial.sentence === OWN && model.status === "loaded" && initial.text) runText();
 }

@@ -8,7 +8,9 @@
  *   qkv.split_heads / merge_heads   splitHeads / mergeHeads
  *   qkv.grouped_attention           groupedAttention (causal mask, softmax of q·k/√d_head)
  *   decoder_layer                   decoderLayer
- *   forward                         forward (no output matrix: the explorer shows attention)
+ *   forward                         forward (the output matrix only at the rows asked for)
+ *   output_logits, softmax          logProbs
+ *   interventions.HeadsOff          decoderLayer's `off`
  *
  * The weights stay as the file stores them (4-bit Q4_1 blocks, the 8-bit Q8_0 embedding),
  * about 95 MB instead of 540 MB of float32. A matrix product dequantizes one row of a weight
@@ -183,26 +185,49 @@ export function assemble(file) {
 
 /* ---- the maths ---------------------------------------------------------------------- */
 
-/* x @ W.T for a (T, nIn) x and a (nOut, nIn) matrix W: (T, nOut). One dequantized row of W
-   serves all T tokens, four at a time (each weight read once per four products). */
+/* x @ W.T for a (T, nIn) x and a (nOut, nIn) matrix W: (T, nOut). Blocked: two rows of W
+   are dequantized at a time (block by block: 32 weights share a scale and a minimum) and
+   serve all T tokens, four tokens at a time, so each weight and each activation read from
+   memory serves several products (eight running sums in the inner loop, where one row and
+   four tokens had four). Each output is still one sum over i in the same order, so the
+   numbers do not change with the blocking. */
 export function matmul(x, T, W) {
-  const nIn = W.nIn, nOut = W.nOut, y = new Float32Array(T * nOut), w = new Float32Array(nIn);
-  for (let o = 0; o < nOut; o++) {
-    W.row(o, w);
+  const nIn = W.nIn, nOut = W.nOut, y = new Float32Array(T * nOut);
+  const w0 = new Float32Array(nIn), w1 = new Float32Array(nIn);
+  let o = 0;
+  for (; o + 2 <= nOut; o += 2) {
+    W.row(o, w0);
+    W.row(o + 1, w1);
     let t = 0;
     for (; t + 4 <= T; t += 4) {
       const a = t * nIn, b = a + nIn, c = b + nIn, d = c + nIn;
-      let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      let s0 = 0, s1 = 0, s2 = 0, s3 = 0, r0 = 0, r1 = 0, r2 = 0, r3 = 0;
       for (let i = 0; i < nIn; i++) {
-        const wi = w[i];
-        s0 += x[a + i] * wi; s1 += x[b + i] * wi; s2 += x[c + i] * wi; s3 += x[d + i] * wi;
+        const u = w0[i], v = w1[i], xa = x[a + i], xb = x[b + i], xc = x[c + i], xd = x[d + i];
+        s0 += xa * u; s1 += xb * u; s2 += xc * u; s3 += xd * u;
+        r0 += xa * v; r1 += xb * v; r2 += xc * v; r3 += xd * v;
       }
-      y[t * nOut + o] = s0; y[(t + 1) * nOut + o] = s1; y[(t + 2) * nOut + o] = s2; y[(t + 3) * nOut + o] = s3;
+      const y0 = t * nOut + o;
+      y[y0] = s0; y[y0 + nOut] = s1; y[y0 + 2 * nOut] = s2; y[y0 + 3 * nOut] = s3;
+      y[y0 + 1] = r0; y[y0 + nOut + 1] = r1; y[y0 + 2 * nOut + 1] = r2; y[y0 + 3 * nOut + 1] = r3;
     }
     for (; t < T; t++) {
       const a = t * nIn;
+      let s = 0, r = 0;
+      for (let i = 0; i < nIn; i++) {
+        const xa = x[a + i];
+        s += xa * w0[i];
+        r += xa * w1[i];
+      }
+      y[t * nOut + o] = s;
+      y[t * nOut + o + 1] = r;
+    }
+  }
+  for (; o < nOut; o++) { // an odd row left over
+    W.row(o, w0);
+    for (let t = 0; t < T; t++) {
       let s = 0;
-      for (let i = 0; i < nIn; i++) s += x[a + i] * w[i];
+      for (let i = 0; i < nIn; i++) s += x[t * nIn + i] * w0[i];
       y[t * nOut + o] = s;
     }
   }
@@ -310,8 +335,10 @@ export function groupedAttention(q, k, v, c, T) {
 /* --8<-- [end:grouped_attention] */
 
 /* --8<-- [start:decoder_layer] */
-/* One Llama decoder layer: attention, then an MLP, each added back to the stream. */
-export function decoderLayer(x, layer, c, T, positions) {
+/* One Llama decoder layer: attention, then an MLP, each added back to the stream. `off`
+   lists the query heads (from 0) switched off in this layer: their output becomes zero
+   before W_O, as qkv.interventions.HeadsOff does; their weights are left as they are. */
+export function decoderLayer(x, layer, c, T, positions, off = []) {
   const h = rmsNorm(x, T, c.dModel, layer.attnNorm, c.normEps); // (T, d_model)
   let q = splitHeads(matmul(h, T, layer.wQ), T, c.nHeads, c.dHead); // (9, T, 64)
   let k = splitHeads(matmul(h, T, layer.wK), T, c.nKvHeads, c.dHead); // (3, T, 64)
@@ -321,6 +348,7 @@ export function decoderLayer(x, layer, c, T, positions) {
   k = rope(k, c.nKvHeads, T, c.dHead, positions, c.ropeBase);
   // each group of 3 query heads reads one key/value head; scores are scaled by 1/√64
   const att = groupedAttention(q, k, v, c, T); // weights (9, T, T), heads (9, T, 64)
+  for (const head of off) att.heads.fill(0, head * T * c.dHead, (head + 1) * T * c.dHead); // HeadsOff
   const o = matmul(mergeHeads(att.heads, T, c.nHeads, c.dHead), T, layer.wO); // (T, d_model)
   const x2 = new Float32Array(x.length);
   for (let i = 0; i < x.length; i++) x2[i] = x[i] + o[i]; // back into the residual stream
@@ -338,27 +366,107 @@ export function decoderLayer(x, layer, c, T, positions) {
  * @param model what assemble returned
  * @param {number[]} ids 1 to maxTokens token ids
  * @param {function(number)} [onLayer] called after each layer with its number (from 1)
- * @returns {{T, weights: Float64Array[], raw: Float64Array[]}} one (heads, T, T) array per layer
+ * @param {{off?: number[][], reuse?: object, rows?: number[]}} [options]
+ *   off: [layer, head] pairs (from 0) switched off, as qkv.interventions.HeadsOff does;
+ *   reuse: an unedited run of the same ids: the layers before the first edited one are
+ *   not run again, their input (the residual stream entering each layer) is taken from it;
+ *   rows: the positions whose next-token log-probabilities are wanted (none by default:
+ *   the output matrix, 49,152 x 576, is the largest in the model).
+ * @returns {{T, weights: Float64Array[], raw: Float64Array[], inputs: Float32Array[],
+ *            logProbs: Float64Array[]}} weights and raw: one (heads, T, T) array per layer
+ *   run (layers taken from `reuse` keep its arrays); inputs: the stream entering each layer
  */
-export function forward(model, ids, onLayer) {
+export function forward(model, ids, onLayer, options = {}) {
   const c = model.config, T = ids.length;
   ids.forEach(function (id, t) {
     if (!(Number.isInteger(id) && id >= 0 && id < c.vocabSize)) {
       throw new RangeError("token id " + id + " at position " + t + " is out of range: ids must be in 0.." + (c.vocabSize - 1));
     }
   });
+  const off = [];
+  for (let i = 0; i < c.nLayers; i++) off.push([]);
+  (options.off || []).forEach(function (pair) {
+    const layer = pair[0], head = pair[1];
+    if (!(Number.isInteger(layer) && Number.isInteger(head) && layer >= 0 && layer < c.nLayers &&
+          head >= 0 && head < c.nHeads)) {
+      throw new RangeError("head (" + layer + ", " + head + ") does not exist: layers are 0.." +
+                           (c.nLayers - 1) + ", heads 0.." + (c.nHeads - 1));
+    }
+    if (off[layer].indexOf(head) < 0) off[layer].push(head);
+  });
+  const reuse = options.reuse && options.reuse.T === T ? options.reuse : null;
+  let start = 0; // the first layer that runs: the first edited one when a run can be reused
+  if (reuse) while (start < c.nLayers - 1 && !off[start].length) start++;
   const positions = ids.map(function (_, t) { return t; });
-  let x = new Float32Array(T * c.dModel); // (T, d_model): each token's row of the embedding
-  ids.forEach(function (id, t) { model.embedding.row(id, x.subarray(t * c.dModel, (t + 1) * c.dModel)); });
-  const weights = [], raw = [];
-  model.layers.forEach(function (layer, i) {
-    const seen = decoderLayer(x, layer, c, T, positions);
+  let x;
+  const weights = [], raw = [], inputs = [];
+  if (start) {
+    for (let i = 0; i < start; i++) {
+      weights.push(reuse.weights[i]);
+      raw.push(reuse.raw[i]);
+      inputs.push(reuse.inputs[i]);
+    }
+    x = reuse.inputs[start];
+  } else {
+    x = new Float32Array(T * c.dModel); // (T, d_model): each token's row of the embedding
+    ids.forEach(function (id, t) { model.embedding.row(id, x.subarray(t * c.dModel, (t + 1) * c.dModel)); });
+  }
+  for (let i = start; i < c.nLayers; i++) {
+    inputs.push(x);
+    const seen = decoderLayer(x, model.layers[i], c, T, positions, off[i]);
     x = seen.x;
     weights.push(seen.weights);
     raw.push(seen.raw);
     if (onLayer) onLayer(i + 1);
+  }
+  const rows = options.rows || [];
+  return { T: T, weights: weights, raw: raw, inputs: inputs, start: start,
+           logProbs: rows.length ? logProbs(model, x, rows) : [] };
+}
+
+/* Next-token log-probabilities at the positions `rows` of the final stream x (T, d_model):
+   the final RMSNorm, a dot product with every token's embedding (the weights are tied, as
+   qkv.smollm2.output_logits computes them), then a log-softmax in float64. */
+export function logProbs(model, x, rows) {
+  const c = model.config, d = c.dModel, picked = new Float32Array(rows.length * d);
+  rows.forEach(function (t, r) { picked.set(x.subarray(t * d, (t + 1) * d), r * d); });
+  const h = rmsNorm(picked, rows.length, d, model.finalNorm, c.normEps); // (rows, d_model)
+  const logits = matmul(h, rows.length, model.embedding); // (rows, vocab_size)
+  return rows.map(function (_, r) {
+    const row = logits.subarray(r * c.vocabSize, (r + 1) * c.vocabSize), out = new Float64Array(c.vocabSize);
+    let peak = -Infinity, sum = 0;
+    for (let i = 0; i < row.length; i++) if (row[i] > peak) peak = row[i];
+    for (let i = 0; i < row.length; i++) sum += Math.exp(row[i] - peak);
+    const log = Math.log(sum);
+    for (let i = 0; i < row.length; i++) out[i] = row[i] - peak - log;
+    return out;
   });
-  return { T: T, weights: weights, raw: raw };
+}
+
+/* The k likeliest tokens of a row of log-probabilities: ids and probabilities, likeliest
+   first (ties: lower id first, as NumPy's stable argsort of -p). */
+export function topTokens(logp, k) {
+  const best = [];
+  for (let i = 0; i < logp.length; i++) {
+    if (best.length < k || logp[i] > logp[best[best.length - 1]]) {
+      let at = best.length;
+      while (at > 0 && logp[best[at - 1]] < logp[i]) at--;
+      best.splice(at, 0, i);
+      if (best.length > k) best.pop();
+    }
+  }
+  return { ids: best, probs: best.map(function (i) { return Math.exp(logp[i]); }) };
+}
+
+/* KL(p || q) in nats, of two rows of log-probabilities: how far the edited model's next
+   token distribution q moved from the model's own p (0 when they are equal). */
+export function klDivergence(logp, logq) {
+  let kl = 0;
+  for (let i = 0; i < logp.length; i++) {
+    const p = Math.exp(logp[i]);
+    if (p > 0) kl += p * (logp[i] - logq[i]);
+  }
+  return kl;
 }
 
 /* ---- what the explorer shows: qkv_site.smollm2_data.sentence_data, unrounded ------------ */

@@ -1,4 +1,4 @@
-/* The tokenizer, built from the model file as qkv/smollm2.py's _build_tokenizer builds it.
+/* The tokenizer, built from the model file as qkv/smollm2_file.py's build_tokenizer builds it.
  *
  * The GGUF file holds the vocabulary (49,152 strings), the merges and each token's kind.
  * qkv hands them to Hugging Face's `tokenizers` (Rust): byte-level BPE, a ByteLevel

@@ -6,20 +6,31 @@
  *   { type: "load", url, bytes }       fetch the file (`bytes`: its size, from the site's
  *                                      index; null to go by the server's Content-Length)
  *   { type: "cancel" }                 stop a download
- *   { type: "run", id, text, maxTokens }    tokenize, cut to maxTokens, run, tabulate
+ *   { type: "run", id, text, maxTokens }    tokenize, cut to maxTokens, run, tabulate, and
+ *                                      predict the next token (maxTokens: the site's index
+ *                                      gives it, from qkv.smollm2.MAX_TOKENS; required)
+ *   { type: "edit", id, off }          rerun the last text with heads switched off (off:
+ *                                      [layer, head] pairs from 0), from the first edited
+ *                                      layer on; predict again, and the KL divergence
+ *   { type: "pair", id, texts, conts, maxTokens, off }   a minimal pair: each text's
+ *                                      log-probability of each continuation, the preference,
+ *                                      and how far each head's weights move between the texts
  *   { type: "tokenize", id, text }     only the ids, pieces and labels (for the tests)
  * Messages out:
  *   { type: "progress", received, total }   while downloading, a few times a second
  *   { type: "loaded", bytes, seconds }
  *   { type: "layer", id, layer, of }         while running
  *   { type: "result", id, ... }              see `run` below
+ *   { type: "edited", id, ... }              see `edit` below
+ *   { type: "paired", id, ... }              see `pair` below
  *   { type: "tokens", id, ids, pieces, labels }
  *   { type: "error", id, kind, message }     kind: "memory", "file", "network", "cancelled",
- *                                            "not-loaded", "input"
+ *                                            "not-loaded", "input" (the message or the text
+ *                                            cannot be run), "internal" (a bug in this code)
  */
 
 import { FileError, readGGUF } from "./gguf.js";
-import { assemble, attentionTables, forward } from "./smollm2.js";
+import { assemble, attentionTables, forward, klDivergence, topTokens } from "./smollm2.js";
 import { buildTokenizer, encode, label, pieces } from "./tokenizer.js";
 
 let model = null; // what assemble returned, once loaded
@@ -27,6 +38,13 @@ let tokenizer = null;
 let download = null; // the AbortController of the download under way
 
 const PROGRESS_EVERY_MS = 150;
+const TOP = 10; // next tokens shown
+
+let last = null; // the last text run: its ids, its unedited trace and next-token log-probabilities
+
+/* What the reader (or the page) asked for cannot be run: said as it is. Any other exception
+   during a run is a bug in this code, reported as one. */
+class InputError extends Error {}
 
 function isMemoryError(err) {
   return err instanceof RangeError && /alloc|memory|invalid (typed )?array length|array buffer/i.test(err.message);
@@ -135,33 +153,149 @@ function tokenize(text, maxTokens) {
   return { ids: ids, total: all.length, pieces: ps, labels: ps.map(label) };
 }
 
-/* Tokenize the text, keep its first maxTokens tokens, run the model, tabulate its attention. */
+/* The likeliest next tokens of a row of log-probabilities, with their text. */
+function predictions(logp) {
+  const top = topTokens(logp, TOP), ps = pieces(tokenizer, top.ids);
+  return { ids: top.ids, probs: top.probs, pieces: ps, labels: ps.map(label) };
+}
+
+/* Tokenize the text, keep its first maxTokens tokens, run the model, tabulate its attention,
+   predict the token after the last. */
 function run(id, text, maxTokens) {
-  const t = tokenize(text, maxTokens);
-  if (!t.ids.length) {
-    postMessage({ type: "error", id: id, kind: "input", message: "The text is empty: type at least one character." });
-    return;
+  if (!(Number.isInteger(maxTokens) && maxTokens > 0)) {
+    throw new InputError("maxTokens must be a positive whole number (the site's index gives it); got " +
+                         JSON.stringify(maxTokens) + ".");
   }
+  const t = tokenize(text, maxTokens);
+  if (!t.ids.length) throw new InputError("The text is empty: type at least one character.");
   const started = performance.now(), c = model.config;
   const trace = forward(model, t.ids, function (layer) {
     postMessage({ type: "layer", id: id, layer: layer, of: c.nLayers });
-  });
+  }, { rows: [t.ids.length - 1] });
+  const logp = trace.logProbs[0];
+  last = { ids: t.ids, trace: trace, logp: logp };
+  const next = predictions(logp);
   const tables = attentionTables(trace, c);
   const seconds = (performance.now() - started) / 1000;
   postMessage({
     type: "result", id: id, text: text, ids: t.ids, total: t.total, pieces: t.pieces, labels: t.labels,
     n_layers: c.nLayers, n_heads: c.nHeads, n_kv_heads: c.nKvHeads, d_head: c.dHead,
     raw: tables.raw, scaled: tables.scaled, weights: tables.weights, entropy: tables.entropy,
-    seconds: seconds,
+    predictions: next, seconds: seconds,
   }, [tables.raw.buffer, tables.scaled.buffer, tables.weights[0].buffer, tables.weights[1].buffer,
       tables.entropy[0].buffer, tables.entropy[1].buffer]);
+}
+
+/* Rerun the last text with the heads `off` switched off ([layer, head] pairs from 0), from
+   the first edited layer on (the stream entering it is kept from the unedited run). */
+function edit(id, off) {
+  if (!last) throw new InputError("Run the model on a text first.");
+  const c = model.config;
+  checkOff(off);
+  const started = performance.now();
+  let logq = last.logp, start = c.nLayers;
+  if (off.length) {
+    const edited = forward(model, last.ids, null, { off: off, reuse: last.trace, rows: [last.ids.length - 1] });
+    logq = edited.logProbs[0];
+    start = edited.start;
+  }
+  postMessage({ type: "edited", id: id, off: off, predictions: predictions(logq),
+                kl: klDivergence(last.logp, logq), from_layer: start + 1,
+                seconds: (performance.now() - started) / 1000 });
+}
+
+/* The heads named by a message's `off`, checked: [layer, head] pairs from 0. */
+function checkOff(off) {
+  const c = model.config;
+  if (!Array.isArray(off) || !off.every(function (p) {
+    return Array.isArray(p) && p.length === 2 && Number.isInteger(p[0]) && Number.isInteger(p[1]) &&
+      p[0] >= 0 && p[0] < c.nLayers && p[1] >= 0 && p[1] < c.nHeads;
+  })) {
+    throw new InputError("off must be a list of [layer, head] pairs, layers 0.." + (c.nLayers - 1) +
+                         ", heads 0.." + (c.nHeads - 1) + "; got " + JSON.stringify(off).slice(0, 200) + ".");
+  }
+  return off;
+}
+
+/* log P(continuation | text): the text's ids, then the continuation's (each tokenized on
+   its own), run once; the sum over the continuation's tokens of the log-probability the
+   model gives each one at the position before it. With `reuse` (the unedited run of the
+   same ids), heads `off` are switched off from the first edited layer on. */
+function continuationLogProb(text, cont, off, reuse) {
+  const ids = text.concat(cont), rows = cont.map(function (_, j) { return text.length - 1 + j; });
+  const trace = forward(model, ids, null, { rows: rows, off: off, reuse: reuse });
+  let sum = 0;
+  cont.forEach(function (tokenId, j) { sum += trace.logProbs[j][tokenId]; });
+  return { logp: sum, trace: trace };
+}
+
+/* A minimal pair: two texts, two continuations. For each text, log P(cont1 | text) and
+   log P(cont2 | text) and their difference, the preference; with heads `off`, the same
+   again with those heads switched off. And for each layer, head and query position of the
+   shorter text, how far the head's weights move between the two texts: half the sum of the
+   absolute differences of the two rows of weights (0: the same weights, 1: no key shared). */
+function pair(id, texts, conts, maxTokens, off) {
+  if (!Array.isArray(texts) || texts.length !== 2 || !Array.isArray(conts) || conts.length !== 2) {
+    throw new InputError("A minimal pair needs two texts and two continuations.");
+  }
+  checkOff(off);
+  const c = model.config, started = performance.now();
+  const tt = texts.map(function (t) { return encode(tokenizer, String(t)); });
+  const cc = conts.map(function (t) { return encode(tokenizer, String(t)); });
+  if (tt.some(function (x) { return !x.length; })) throw new InputError("Each text of the pair needs at least one token.");
+  if (cc.some(function (x) { return !x.length; })) throw new InputError("Each continuation needs at least one token.");
+  tt.forEach(function (t, i) {
+    const longest = t.length + Math.max(cc[0].length, cc[1].length);
+    if (longest > maxTokens) {
+      throw new InputError("Text " + (i + 1) + " and its longer continuation have " + longest + " tokens; at most " +
+                           maxTokens + " run here.");
+    }
+  });
+  // each text once, with the next-token log-probabilities at its last position: enough for
+  // a continuation of one token; a longer one runs again, text and continuation together
+  const scored = tt.map(function (t) {
+    const base = forward(model, t, null, { rows: [t.length - 1] });
+    const baseEdited = off.length ? forward(model, t, null, { off: off, reuse: base, rows: [t.length - 1] }) : base;
+    return { trace: base, conts: cc.map(function (cont) {
+      if (cont.length === 1) {
+        return { logp: base.logProbs[0][cont[0]], edited: baseEdited.logProbs[0][cont[0]] };
+      }
+      const plain = continuationLogProb(t, cont, [], null);
+      const edited = off.length ? continuationLogProb(t, cont, off, plain.trace).logp : plain.logp;
+      return { logp: plain.logp, edited: edited };
+    }) };
+  });
+  const T = Math.min(tt[0].length, tt[1].length), n = c.nLayers * c.nHeads;
+  const a = scored[0].trace, b = scored[1].trace, Ta = a.T, Tb = b.T;
+  const moved = new Float64Array(n * T); // [layer][head][query], the texts' own queries only
+  for (let l = 0; l < c.nLayers; l++) {
+    for (let hd = 0; hd < c.nHeads; hd++) {
+      for (let q = 0; q < T; q++) {
+        let d = 0;
+        for (let j = 0; j <= q; j++) {
+          d += Math.abs(a.weights[l][(hd * Ta + q) * Ta + j] - b.weights[l][(hd * Tb + q) * Tb + j]);
+        }
+        moved[(l * c.nHeads + hd) * T + q] = d / 2;
+      }
+    }
+  }
+  const side = function (i) {
+    const ps = pieces(tokenizer, tt[i]);
+    const k = scored[i].conts;
+    return { ids: tt[i], pieces: ps, labels: ps.map(label), logp: [k[0].logp, k[1].logp],
+             logp_edited: [k[0].edited, k[1].edited], preference: k[0].logp - k[1].logp,
+             preference_edited: k[0].edited - k[1].edited };
+  };
+  postMessage({ type: "paired", id: id, texts: [side(0), side(1)], conts: cc, off: off, moved: moved, T: T,
+                n_layers: c.nLayers, n_heads: c.nHeads, seconds: (performance.now() - started) / 1000 },
+              [moved.buffer]);
 }
 
 self.onmessage = function (event) {
   const msg = event.data || {};
   if (msg.type === "load") { load(String(msg.url), Number(msg.bytes) || 0); return; }
   if (msg.type === "cancel") { if (download) download.abort(); return; }
-  if (msg.type !== "run" && msg.type !== "tokenize") return;
+  if (["run", "tokenize", "edit", "pair"].indexOf(msg.type) < 0) return;
   if (!model) {
     postMessage({ type: "error", id: msg.id, kind: "not-loaded", message: "The model is not loaded yet." });
     return;
@@ -169,12 +303,22 @@ self.onmessage = function (event) {
   try {
     if (msg.type === "tokenize") {
       postMessage(Object.assign({ type: "tokens", id: msg.id }, tokenize(String(msg.text), 0)));
+    } else if (msg.type === "edit") {
+      edit(msg.id, msg.off);
+    } else if (msg.type === "pair") {
+      if (!(Number.isInteger(msg.maxTokens) && msg.maxTokens > 0)) {
+        throw new InputError("maxTokens must be a positive whole number (the site's index gives it); got " +
+                             JSON.stringify(msg.maxTokens) + ".");
+      }
+      pair(msg.id, msg.texts, msg.conts, msg.maxTokens, msg.off || []);
     } else {
-      run(msg.id, String(msg.text), Number(msg.maxTokens) || 64);
+      run(msg.id, String(msg.text), msg.maxTokens);
     }
   } catch (err) {
-    const memory = isMemoryError(err);
-    postMessage({ type: "error", id: msg.id, kind: memory ? "memory" : "input",
-                  message: memory ? memoryMessage(0) : String(err.message) });
+    const kind = err instanceof InputError ? "input" : isMemoryError(err) ? "memory" : "internal";
+    const message = kind === "input" ? err.message : kind === "memory" ? memoryMessage(0)
+      : "Something went wrong inside the explorer's model code (" + (err && err.name) + ": " +
+        (err && err.message) + "). This is a bug, not a problem with your text; the built sentences still work.";
+    postMessage({ type: "error", id: msg.id, kind: kind, message: message });
   }
 };

@@ -1,0 +1,151 @@
+"""How fast the explorer's model runs in headless Chromium: this tree's worker against an
+earlier commit's, in one run, turn about, so that the load of a shared machine falls on both.
+
+Prints, for each worker (the times are from posting the message to the reply, in the page):
+- a 12-token text: "run" to attention tables and (this tree) the next-token prediction;
+- a 64-token text, the same;
+- this tree only: a heads-off rerun of the 12- and 64-token texts with heads of layer 15
+  switched off (it reruns layers 15 to 30) and with a head of layer 1 (every layer);
+- beside each figure, the machine's 1-minute load average when it was taken.
+
+Goals (issue 25): 12 tokens at most 0.4 s, 64 tokens at most 2 s, a heads-off rerun at most
+0.4 s. Memory: benchmarks/model_in_browser.py (peak JavaScript heap, renderer memory).
+
+Run: python benchmarks/model_speed.py [--against REV] [--rounds N]
+(REV: the commit whose docs/assets/explorer/model/ is compared; default main)
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from support import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+
+from qkv import smollm2  # noqa: E402
+
+MODEL_DIR = "docs/assets/explorer/model"
+TEXT_12 = "The capital of France is Paris, and it is lovely."  # 12 tokens
+TEXT_64 = "Alice met Bob in the park, and they talked about the weather. " * 6  # cut to 64 tokens
+OFF_LATE = [[14, 2], [14, 7]]  # layer 15 (from 0: 14), heads 3 and 8
+OFF_FIRST = [[0, 4]]  # layer 1: every layer reruns
+
+START = """([src, url, bytes]) => {
+  const w = new Worker(src, { type: "module" });
+  window.__w = w;
+  window.__ask = (msg, want) => new Promise((resolve) => {
+    const on = (e) => {
+      if (want.includes(e.data.type) && (e.data.id === undefined || e.data.id === msg.id)) {
+        w.removeEventListener("message", on);
+        resolve(e.data);
+      }
+    };
+    w.addEventListener("message", on);
+    w.postMessage(msg);
+  });
+  return window.__ask({ type: "load", url, bytes }, ["loaded", "error"]).then((m) => m.type);
+}"""
+TIMED = """async (msg) => {
+  const t0 = performance.now();
+  const m = await window.__ask(msg, ["result", "edited", "error"]);
+  if (m.type === "error") throw new Error(m.message);
+  return performance.now() - t0;
+}"""
+
+
+def load_average() -> float:
+    return os.getloadavg()[0]
+
+
+def old_worker(rev: str, folder: Path) -> None:
+    """The model folder of commit ``rev``, written to ``folder``."""
+    names = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", rev, MODEL_DIR],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for name in names:
+        target = folder / Path(name).relative_to(MODEL_DIR)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(
+            subprocess.run(["git", "show", f"{rev}:{name}"], cwd=ROOT, capture_output=True, check=True).stdout
+        )
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--against", default="main")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp())
+    shutil.copytree(ROOT / MODEL_DIR, folder / "new")
+    old_worker(args.against, folder / "old")
+    gguf = smollm2.gguf_path()
+    os.symlink(gguf, folder / "model.gguf")
+    (folder / "index.html").write_text("<!doctype html><title>bench</title>", encoding="utf-8")
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    size = gguf.stat().st_size
+    print(f"machine: {os.cpu_count()} cores, load average {load_average():.1f}; against {args.against}")
+    times: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        pages = {}
+        for name in ("old", "new"):
+            page = browser.new_page()
+            page.goto(base + "index.html")
+            assert page.evaluate(START, [base + name + "/worker.js", base + "model.gguf", size]) == "loaded"
+            page.evaluate(TIMED, {"type": "run", "id": 1, "text": "Warm up.", "maxTokens": 64})
+            pages[name] = page
+        n = 10
+        for _ in range(args.rounds):
+            for name, page in pages.items():  # turn about: old, new, old, new, ...
+                for label, text in (("12 tokens", TEXT_12), ("64 tokens", TEXT_64)):
+                    n += 1
+                    ms = page.evaluate(TIMED, {"type": "run", "id": n, "text": text, "maxTokens": 64})
+                    times.setdefault((name, label), []).append((ms / 1000, load_average()))
+                    if name == "new":
+                        for what, off in (("layer 15 off", OFF_LATE), ("layer 1 off", OFF_FIRST)):
+                            n += 1
+                            ms = page.evaluate(TIMED, {"type": "edit", "id": n, "off": off})
+                            times.setdefault((name, f"{label}, rerun, {what}"), []).append(
+                                (ms / 1000, load_average())
+                            )
+        browser.close()
+    server.shutdown()
+    for (name, label), got in times.items():
+        secs = [s for s, _ in got]
+        loads = ", ".join(f"{s:.2f} s (load {la:.1f})" for s, la in got)
+        print(f"  {name} worker, {label}: median {statistics.median(secs):.2f} s; each: {loads}")
+    for label in ("12 tokens", "64 tokens"):
+        old = statistics.median(s for s, _ in times[("old", label)])
+        new = statistics.median(s for s, _ in times[("new", label)])
+        print(f"  {label}: new/old = {new / old:.2f} (old {old:.2f} s, new {new:.2f} s, same run)")
+    print(f"machine after: load average {load_average():.1f}")
+
+
+if __name__ == "__main__":
+    main()
