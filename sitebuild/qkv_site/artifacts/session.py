@@ -1,7 +1,8 @@
 """A snippet session: its blocks run in one namespace, and the state they leave is digested.
 
 The blocks of one ``session="..."`` on a page share their globals, so they run in order in
-one worker process started with ``--session`` (:mod:`qkv_site.artifacts.worker`): each block
+one forked child of a worker process (:meth:`~qkv_site.artifacts.runner.Runner.session`,
+the line ``{"session": true}`` of :mod:`qkv_site.artifacts.worker`): each block
 is a job of the task :func:`block`, which runs its code in the session's namespace, writes
 what it printed to ``out/output.txt`` and the digest of the state it leaves to
 ``out/state.txt`` (empty when that cannot be hashed). Like markdown-exec, a block shows only
@@ -39,6 +40,7 @@ import functools
 import hashlib
 import io
 import linecache
+import os
 import pickle
 import sys
 import types
@@ -176,4 +178,5 @@ def block(out: Path, code: str, number: int) -> None:
         _NAMESPACE["__name__"] = SNIPPET_MODULE
     printed = run_block(_NAMESPACE, number, code)
     (out / OUTPUT).write_text(printed, encoding="utf-8")
-    (out / STATE).write_text(state_digest(_NAMESPACE) or "", encoding="utf-8")
+    digest = state_digest(_NAMESPACE) if os.environ.get("QKV_STATE_DIGEST") != "0" else None  # to measure
+    (out / STATE).write_text(digest or "", encoding="utf-8")

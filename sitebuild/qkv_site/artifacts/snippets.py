@@ -32,6 +32,7 @@ failure itself). A block read differently ahead costs time, never a wrong page.
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -108,7 +109,8 @@ class Snippets:
 
     def on_files(self, files, config):
         self.early = {}
-        if self.plugin.config.enabled and not self.plugin.serving:
+        early_start = os.environ.get("QKV_EARLY_START") != "0"  # a switch, to measure what it saves
+        if self.plugin.config.enabled and not self.plugin.serving and early_start:
             for (page, session), blocks in self._blocks_of(files, config).items():
                 self.early[page, session] = self.plugin.runner.background(
                     self._run_early, page, session, blocks
