@@ -120,7 +120,8 @@ def index_hashes(index: str, name: str, version: str) -> dict[str, str]:
     except urllib.error.URLError as error:
         sys.exit(f"{index} could not be read for {name}: {error}")
     project = re.sub(r"[-_.]+", "[-_.]", name)
-    files = rf"({project}-{re.escape(version)}(?:(?:\+|%2B)[\w.]+)?(?:-[^\"#/]*|\.tar\.gz))#sha256=([0-9a-f]{{64}})"
+    label = r"(?:(?:\+|%2B)[\w.]+)?"  # 2.13.0+cpu, written 2.13.0%2Bcpu in a link
+    files = rf"({project}-{re.escape(version)}{label}(?:-[^\"#/]*|\.tar\.gz))#sha256=([0-9a-f]{{64}})"
     return dict(re.findall(files, page, re.I))
 
 

@@ -50,7 +50,7 @@ from qkv_site.artifacts.snippets import Snippets
 log = logging.getLogger("mkdocs.plugins.qkv-artifacts")
 
 KINDS = (Explorer, Notebooks, Snippets, Figures)  # jobs are started in this order: the longest
-# (the trained model's data, the notebook, the trained-model chapters' snippet sessions) first
+# (the trained model's data, the notebook) first
 
 
 class _NotTheDirtyWarning(logging.Filter):
