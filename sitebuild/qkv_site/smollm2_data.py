@@ -261,14 +261,14 @@ def model_licence() -> bytes:
 
 def smollm2_files(sentences=SENTENCES) -> dict[str, bytes]:
     """Every trained-mode file, ``{name: bytes}``: ``index.json``, ``1-1.json.gz``, ...
-    (sentence 1, its first block of layers), and ``LICENSE.txt`` (the model's; the build adds the model
-    file itself).
+    (sentence 1, its first block of layers). The build adds the model file itself and its
+    licence (:func:`model_licence`).
 
     The gzip streams carry no name and no time stamp, so the same numbers give the same
     bytes on every build.
     """
     runs = traces(sentences)
-    files = {"index.json": dumps(index_data(runs)).encode(), "LICENSE.txt": model_licence()}
+    files = {"index.json": dumps(index_data(runs)).encode()}
     for n, trace in enumerate(runs, start=1):
         n_layers = trace.config.n_layers
         blocks = layer_blocks(sentence_data(trace), n_layers)

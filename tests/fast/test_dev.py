@@ -7,7 +7,6 @@ test runs: the log shows what ``./dev`` asked pip and pytest to do.
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
@@ -20,14 +19,22 @@ FAKE_PYTHON = """#!/bin/bash
 if [ "$1" = -c ]; then echo "$FAKE_VERSION"; exit 0; fi
 echo "$*" >> "$FAKE_LOG"
 """
-# what ./dev runs besides the venv's python (no apt-get: nothing may be installed here)
-TOOLS = ("bash", "cat", "sha256sum", "sed", "grep", "id", "dirname", "git", "touch", "rm", "env")
+# what ./dev runs besides the venv's python, from this machine (apt-get and id are stand-ins)
+TOOLS = ("bash", "cat", "sha256sum", "shasum", "sed", "grep", "dirname", "git", "touch", "rm", "env")
+# stand-ins: apt-get records its call; id says FAKE_UID
+FAKE_APT = """#!/bin/bash
+echo "apt-get $*" >> "$FAKE_LOG"
+"""
+FAKE_ID = """#!/bin/bash
+echo "${FAKE_UID:-0}"
+"""
 
 
 @pytest.fixture
 def dev(tmp_path):
-    """``dev(*args, version="3.11.7", **env)``: run ./dev with the stand-in venv; its
-    process, and ``dev.calls()`` the calls it made to the venv's python so far."""
+    """``dev(*args, version="3.11.7", without=(), **env)``: run ./dev with the stand-in venv
+    (and without the tools named); its process, and ``dev.calls()`` the calls it made to the
+    venv's python and to apt-get so far."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").write_text(FAKE_PYTHON)
@@ -36,10 +43,15 @@ def dev(tmp_path):
     tools.mkdir()
     for tool in TOOLS:
         (tools / tool).symlink_to(shutil.which(tool))
+    for name, script in (("apt-get", FAKE_APT), ("id", FAKE_ID)):
+        (tools / name).write_text(script)
+        (tools / name).chmod(0o755)
     log = tmp_path / "calls.log"
     log.touch()
 
-    def run(*args, version="3.11.7", **env):
+    def run(*args, version="3.11.7", without=(), **env):
+        for tool in without:  # a machine without these tools
+            (tools / tool).unlink(missing_ok=True)
         return subprocess.run(
             [str(ROOT / "dev"), *args],
             capture_output=True,
@@ -57,6 +69,7 @@ def dev(tmp_path):
         )
 
     run.calls = lambda: log.read_text().splitlines()
+    run.venv = venv
     return run
 
 
@@ -78,7 +91,7 @@ def test_an_unknown_command_prints_the_commands_and_exits_2(dev):
 def test_the_install_is_skipped_until_its_inputs_or_the_interpreter_change(dev):
     assert dev("check", "-q").returncode == 0
     first = pip_calls(dev.calls())
-    assert first and any("-e .[test] -e ./sitebuild" in c for c in first)
+    assert first and any("-e . -e ./sitebuild --group test" in c for c in first)
     assert dev("check", "-q").returncode == 0
     assert pip_calls(dev.calls()) == first  # nothing changed: no pip at all
     assert dev("check", "-q", version="3.12.4").returncode == 0  # Python was upgraded
@@ -95,20 +108,39 @@ def test_the_first_install_shows_progress_and_later_ones_are_quiet(dev):
     assert again and all("--quiet" in c for c in again)
 
 
+def test_every_install_is_hash_checked_and_then_checked_against_the_groups(dev):
+    dev("check")
+    calls = pip_calls(dev.calls())
+    locked = [c for c in calls if "-r requirements/" in c]
+    assert locked and all("--require-hashes --no-deps" in c for c in locked)
+    assert {"requirements/test.txt", "requirements/model.txt", "requirements/torch.txt"} == {
+        word for c in locked for word in c.split() if word.startswith("requirements/")
+    }
+    *_, project = calls  # last: the project itself, nothing fetched, the group checked
+    assert "--no-deps --no-index" in project and project.endswith("-e . -e ./sitebuild --group test")
+
+
 def test_torch_comes_from_the_index_ci_names(dev):
-    pinned = re.search(r"^torch==\S+$", (ROOT / "constraints.txt").read_text(), re.M).group()
     dev("check", QKV_TORCH_INDEX="https://download.pytorch.org/whl/cpu")
     calls = pip_calls(dev.calls())
-    torch = [i for i, c in enumerate(calls) if "--index-url https://download.pytorch.org/whl/cpu" in c]
-    extras = [i for i, c in enumerate(calls) if ".[test]" in c]
-    assert len(torch) == 1 and calls[torch[0]].endswith(pinned)
-    assert torch[0] < extras[0]  # first, so the extras find torch installed
-    dev("build")  # the docs extra has no torch
-    assert not any("--index-url" in c for c in pip_calls(dev.calls())[len(calls) :])
+    torch = [i for i, c in enumerate(calls) if "-r requirements/torch.txt" in c]
+    assert len(torch) == 1 and "--extra-index-url https://download.pytorch.org/whl/cpu" in calls[torch[0]]
+    assert not any("--extra-index-url" in c for i, c in enumerate(calls) if i != torch[0])
+    dev("build")  # the docs group has no torch
+    assert not any("torch" in c for c in pip_calls(dev.calls())[len(calls) :])
+
+
+def test_the_stamp_is_hashed_without_gnu_tools(dev):
+    # macOS has shasum, not GNU's sha256sum; the stamp is the same either way
+    assert dev("check", "-q").returncode == 0
+    stamp = dev.venv.joinpath(".installed-test").read_text()
+    dev.venv.joinpath(".installed-test").unlink()
+    assert dev("check", "-q", without=("sha256sum",)).returncode == 0
+    assert dev.venv.joinpath(".installed-test").read_text() == stamp
 
 
 def test_fast_tests_do_not_demand_chromium_and_the_whole_suite_does(dev):
-    fast = dev("test", "tests/fast/test_attention.py", "-n", "0")
+    fast = dev("test", "tests/fast/test_attention.py", "-n", "0", FAKE_UID="1000")
     assert fast.returncode == 0, fast.stderr
     assert dev.calls()[-1] == "-m pytest -n auto --dist worksteal tests/fast/test_attention.py -n 0"
     browser = str(ROOT / "tests" / "browser")
@@ -120,10 +152,21 @@ def test_fast_tests_do_not_demand_chromium_and_the_whole_suite_does(dev):
         (browser,),
         ("./tests/",),
     ):
-        whole = dev("test", *args)
+        whole = dev("test", *args, FAKE_UID="1000")  # Debian, not root: it says what to run
         assert whole.returncode == 1, args
         assert "sudo apt-get install -y chromium" in whole.stderr
-    assert dev("test", "tests/site", "-k", "tests").returncode == 0  # "tests" is -k's value
+    assert dev("test", "tests/site", "-k", "tests", FAKE_UID="1000").returncode == 0  # -k's value
+    assert not [c for c in dev.calls() if c.startswith("apt-get")]
+
+
+def test_chromium_comes_from_apt_as_root_and_from_playwright_without_apt(dev):
+    assert dev("test").returncode == 0  # root on Debian: the distribution's package
+    assert "apt-get install -y -qq chromium" in dev.calls()
+    assert not any("playwright" in c for c in dev.calls())
+    assert dev("test", without=("apt-get",)).returncode == 0  # macOS, say: Playwright's own
+    assert "-m playwright install chromium" in dev.calls()
+    assert dev.calls().index("-m playwright install chromium") < len(dev.calls()) - 1  # then pytest
+    assert dev.calls()[-1].startswith("-m pytest")
 
 
 def test_check_runs_the_tests_that_are_neither_build_nor_model(dev):

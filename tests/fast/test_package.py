@@ -81,6 +81,17 @@ def test_metadata_names_the_project_and_needs_only_numpy(metadata):
     assert examples == ["matplotlib"]  # what the pages and the notebook need beyond NumPy
 
 
+def test_the_extras_are_only_what_a_reader_installs_from_pypi(metadata):
+    # The site's build and the tests are dependency groups (pyproject.toml), which never
+    # reach the metadata: an extra "docs" or "test" would offer PyPI users what needs this
+    # repository (the site package in sitebuild/ is never published).
+    assert metadata.get_all("Provides-Extra") == ["examples", "smollm2"]
+    named = {Requirement(r).name for r in metadata.get_all("Requires-Dist")}
+    assert named == {"numpy", "matplotlib", "gguf", "tokenizers"}, named
+    groups = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["dependency-groups"]
+    assert {"docs", "test"} <= set(groups)
+
+
 def test_the_long_description_is_the_readme_with_the_install_line(metadata):
     assert metadata["Description-Content-Type"] == "text/markdown"
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

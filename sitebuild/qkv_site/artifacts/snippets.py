@@ -19,43 +19,23 @@ error.
 
 A block that raises stops the build, naming the page, the block and its traceback.
 
-MkDocs renders pages one after the other, so left alone the sessions would run one at a
-time on one core. So a build (not ``mkdocs serve``, whose rebuilds touch a page or two)
-first finds every page's blocks, with the extensions that decide where a block is and what
-it holds (:data:`BLOCK_EXTENSIONS`) and a fence that only notes them, and starts each session
-on the runner's pool: the sessions of different pages run side by side, and each block's
-entry is in the cache when its page is rendered. This only warms the cache: the page's own
-run still looks each block up by its key, waits for its session's early start or cancels
-it if not begun, and computes anything the early start missed or failed (reporting that
-failure itself). A block read differently ahead costs time, never a wrong page.
+The sessions run as MkDocs renders the pages, one page after the other. (An early start of
+every page's sessions on the runner's pool, found by a second Markdown parse of every page,
+was removed: measured with cold snippet caches, alternating, it did not pay; issue 27.)
 """
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from pathlib import Path
 
-import markdown
 import markdown_exec
 from mkdocs.exceptions import PluginError
-from mkdocs.utils import meta
 
 from qkv_site.artifacts.runner import ArtifactError, Job
 from qkv_site.artifacts.session import OUTPUT, STATE
 from qkv_site.artifacts.tasks import MODEL_PACKAGES
 
 EMPTY_STATE = "empty"  # what the first block of a session, or a block without one, starts from
-
-# What decides where an exec block is and what it holds: includes, fences, and the blocks
-# that indent them (mkdocstrings, maths and the rest only change what is around them).
-BLOCK_EXTENSIONS = (
-    "pymdownx.snippets",
-    "pymdownx.superfences",
-    "admonition",
-    "pymdownx.details",
-    "pymdownx.tabbed",
-    "md_in_html",
-)
 
 
 def block_job(source: str, state: str | None, earlier: list[str], code: str) -> Job:
@@ -89,8 +69,6 @@ class Snippets:
         self.plugin = plugin
         self.page = "?"
         self.sessions: dict[str, Session] = {}
-        self.lone_blocks = 0  # blocks without a session on the current page
-        self.early: dict[tuple, Future] = {}  # (page, session) -> its early start
 
     def on_config(self, config):
         if "markdown-exec" in config.plugins:
@@ -106,68 +84,13 @@ class Snippets:
             )
         markdown_exec.markdown_config.save(config.markdown_extensions, config.mdx_configs)
 
-    def on_files(self, files, config):
-        self.early = {}
-        if self.plugin.config.enabled and not self.plugin.serving:
-            for (page, session), blocks in self._blocks_of(files, config).items():
-                self.early[page, session] = self.plugin.runner.background(
-                    self._run_early, page, session, blocks
-                )
-        return files
-
-    @staticmethod
-    def _blocks_of(files, config) -> dict[tuple, list[str]]:
-        """The exec blocks of every Markdown page, by (page, session), in page order; a block
-        without a session is a session of its own, named by its number on the page."""
-        found: dict[tuple, list[str]] = {}
-        page, lone_blocks = "", 0
-
-        def note(source, language, css_class, options, md, **kwargs):
-            nonlocal lone_blocks
-            if not options["session"]:
-                lone_blocks += 1
-            found.setdefault((page, options["session"] or f"#{lone_blocks}"), []).append(source)
-            return ""
-
-        extensions = [e for e in config.markdown_extensions if e in BLOCK_EXTENSIONS]
-        if "pymdownx.superfences" not in extensions:
-            return found  # no fences of its own, so no exec block to run
-        settings = {e: dict(config.mdx_configs.get(e, {})) for e in extensions}
-        settings["pymdownx.superfences"]["custom_fences"] = [
-            {"name": name, "class": name, "validator": markdown_exec.validator, "format": note}
-            for name in ("python", "py")
-        ]
-        for file in files.documentation_pages():
-            if file.src_uri.endswith(".md"):
-                page, lone_blocks = file.src_uri, 0
-                text, _ = meta.get_data(file.content_string)
-                markdown.Markdown(extensions=extensions, extension_configs=settings).convert(text)
-        return found
-
-    def _run_early(self, page: str, name: str, blocks: list[str]) -> None:
-        session = Session()
-        try:
-            for code in blocks:
-                self._run_block(session, code, f"docs/{page} (session '{name}', read ahead)")
-        finally:
-            session.close()
-
-    def _wait_for_early_start(self, session: str) -> None:
-        """Its session's early start, finished, or cancelled if it had not begun."""
-        future = self.early.pop((self.page, session), None)
-        if future is not None and not future.cancel():
-            future.exception()  # waits; a failure is found again, and reported, by this run
-
     def on_page_markdown(self, markdown, page, config, files):
         self._close_sessions()  # sessions belong to one page
-        self.page, self.lone_blocks = page.file.src_uri, 0
+        self.page = page.file.src_uri
         return markdown
 
     def on_env(self, env, config, files):
         self._close_sessions()
-        for future in self.early.values():  # pages that never rendered their blocks
-            future.cancel()
-        self.early = {}
 
     def on_shutdown(self):
         self._close_sessions()
@@ -184,9 +107,6 @@ class Snippets:
         return markdown_exec.base_format(language="python", run=run, code=source, md=md, **options)
 
     def run(self, code: str, session=None, **_) -> str:
-        if not session:
-            self.lone_blocks += 1
-        self._wait_for_early_start(session or f"#{self.lone_blocks}")
         if session:
             current = self.sessions.setdefault(session, Session())
             where = f"docs/{self.page} (session '{session}', block {len(current.blocks) + 1})"
