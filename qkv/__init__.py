@@ -3,7 +3,7 @@
 Every formula, number and figure on the qkv site comes from this package.
 """
 
-from qkv.cost import MODELS, ModelConfig, attention_flops, kv_cache_bytes
+from qkv.cost import MODELS, ModelConfig, attention_flops, kv_cache_bytes, linear_attention_flops
 from qkv.diagnostics import ScoreStats, entropy, score_stats, softmax_jacobian
 from qkv.dot_product import Attention, attention, scale_factor, softmax
 from qkv.kvcache import KVCache, WorkCounter, decode_with_cache, decode_without_cache
@@ -17,6 +17,7 @@ from qkv.multihead import (
 )
 from qkv.projections import Projections, cross_attention, project, self_attention
 from qkv.rope import rope, rope_angles
+from qkv.tiled import TiledAttention, elu_plus_one, linear_attention, online_softmax, tiled_attention
 
 __all__ = [
     "MODELS",
@@ -26,6 +27,7 @@ __all__ = [
     "MultiHeadWeights",
     "Projections",
     "ScoreStats",
+    "TiledAttention",
     "WorkCounter",
     "attention",
     "attention_flops",
@@ -33,11 +35,15 @@ __all__ = [
     "cross_attention",
     "decode_with_cache",
     "decode_without_cache",
+    "elu_plus_one",
     "entropy",
     "grouped_attention",
     "kv_cache_bytes",
+    "linear_attention",
+    "linear_attention_flops",
     "merge_heads",
     "multi_head_attention",
+    "online_softmax",
     "padding_mask",
     "project",
     "rope",
@@ -48,6 +54,7 @@ __all__ = [
     "softmax",
     "softmax_jacobian",
     "split_heads",
+    "tiled_attention",
 ]
 
 __version__ = "0.1.0"
