@@ -208,6 +208,7 @@ def tiled_attention(
 
     output = np.empty((*lead, t_q, d_v), dtype=dtype)
     lse = np.empty((*lead, t_q), dtype=dtype)
+    # --8<-- [start:tiled_loop]
     for i in range(0, t_q, block_q):
         qi = q[..., i : i + block_q, :]  # (..., bq, d_k)
         rows = qi.shape[-2]
@@ -233,6 +234,7 @@ def tiled_attention(
         # (..., bq, d_v): divide by the sum once, at the end
         output[..., i : i + block_q, :] = acc / l_sum
         lse[..., i : i + block_q] = (m + np.log(l_sum))[..., 0]
+    # --8<-- [end:tiled_loop]
     return TiledAttention(output, lse)
 
 

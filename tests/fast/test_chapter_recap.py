@@ -1,4 +1,4 @@
-"""Guards for the claims of docs/recap.md (chapter 16).
+"""Guards for the claims of docs/recap.md (chapter 17).
 
 The recap restates what the chapters prove; each step is checked again here, directly
 against qkv, so the recap cannot drift from the code. (Steps about the heads and the

@@ -13,8 +13,11 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from prose import check_prose
+from support import numbers
 
 import qkv
+from qkv import toy
 
 TOLERANCE = {np.float64: 1e-6, np.float32: 1e-5}  # what the docstring promises
 
@@ -99,6 +102,7 @@ def test_tiled_attention_matches_torch_sdpa_and_logsumexp(dtype, t_q, t_k, block
     np.testing.assert_allclose(got.logsumexp, lse.numpy(), rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
 
 
+@pytest.mark.claim("tiled-equals-attention")
 def test_a_row_that_may_attend_to_nothing_is_refused_as_attention_refuses_it():
     # torch's SDPA returns NaN for such a row; qkv refuses it, both functions alike
     q = k = v = np.ones((3, 2))
@@ -157,19 +161,44 @@ def test_online_softmax_ignores_a_constant_added_to_a_row(z, c, block):
     )
 
 
-@pytest.mark.claim("traps-overflow")
+@pytest.mark.claim("tiled-overflow")
 def test_naive_softmax_overflows_where_the_stable_ones_do_not():
     z = np.array([1000.0, 999.0, 998.0])
     with np.errstate(over="ignore", invalid="ignore"):
         naive = np.exp(z) / np.exp(z).sum()
+        # where exp overflows: the log of each type's largest number, checked on both sides
+        limits = [float(np.log(np.finfo(t).max)) for t in (np.float64, np.float32)]
+        for t, limit in zip((np.float64, np.float32), limits, strict=True):
+            assert np.isinf(np.exp(t(limit * 1.0001))) and np.isfinite(np.exp(t(limit * 0.9999)))
     assert np.isnan(naive).all()  # inf / inf
     want = torch.softmax(torch.from_numpy(z), dim=-1).numpy()
     for got in (qkv.softmax(z), qkv.online_softmax(z, block=1), qkv.online_softmax(z)):
         assert np.isfinite(got).all()
         np.testing.assert_allclose(got, want, rtol=1e-12)
-    # float32 overflows far sooner: exp(89) is past its largest number
-    with np.errstate(over="ignore"):
-        assert np.isinf(np.exp(np.float32(89.0))) and not np.isinf(np.exp(np.float32(88.0)))
+    check_prose("tiled-overflow", *limits, *z)
+
+
+@pytest.mark.claim("traps-overflow")
+def test_the_toy_scores_fifty_times_wider_overflow_one_row_in_float32(page_output):
+    q, k, _ = qkv.project(toy.embeddings(), toy.projections(toy.D_K, toy.D_V))
+    wide = (q @ k.T / np.sqrt(toy.D_K) * 50).astype(np.float32)
+    limit = float(np.log(np.finfo(np.float32).max))
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(wide)
+        naive = e / e.sum(axis=-1, keepdims=True)
+        small = np.exp(wide / 50) / np.exp(wide / 50).sum(axis=-1, keepdims=True)
+    nan_rows = np.isnan(naive).any(axis=-1)
+    assert np.isfinite(small).all()
+    # the NaN rows are exactly those whose largest score is past the limit
+    np.testing.assert_array_equal(nan_rows, wide.max(axis=-1) > limit)
+    assert nan_rows.sum() == 1 and np.isnan(naive[wide.max(axis=-1).argmax()]).any()
+    assert np.isfinite(qkv.softmax(wide)).all()
+    fine = len(wide) - nan_rows.sum()
+    np.testing.assert_allclose(naive[~nan_rows], qkv.softmax(wide)[~nan_rows], rtol=1e-5, atol=1e-6)
+    check_prose("traps-overflow", limit, 50, wide.max(), fine)
+    shown = page_output("traps.md")["traps.py:overflow"]
+    assert numbers(shown.splitlines()[1])[1:] == [float(nan_rows.sum()), len(wide)]
+    assert numbers(shown.splitlines()[-1]) == [0.0]
 
 
 @given(arrays(np.float64, st.integers(1, 40), elements=st.floats(700, 1e6)))
@@ -196,6 +225,7 @@ def test_tiled_attention_allocates_far_less_than_one_score_matrix():
         tracemalloc.stop()
     # output (t × d) plus a few 256 × 256 blocks: well under a quarter of one matrix
     assert peak < one_matrix / 4, (peak, one_matrix)
+    check_prose("tiled-never-forms-the-matrix", t, 256, 256)
     tracemalloc.start()
     try:
         qkv.attention(q, k, v)
@@ -257,6 +287,7 @@ def test_linear_attention_weights_are_not_softmax_weights():
     assert softmax_top > 0.999_999
     # by hand: φ(q) = (2, 1), φ(k) = (21, 1), (1, 1), (1, 1): weights 43, 3, 3
     np.testing.assert_allclose(linear_top, 43 / 49, rtol=1e-12)
+    check_prose("tiled-linear-not-a-softmax", 20, softmax_top, linear_top)
 
 
 @pytest.mark.claim("tiled-linear-crossover")
@@ -269,3 +300,6 @@ def test_the_flop_counts_cross_at_t_equal_d_plus_one():
         assert cheaper[0] == d + 2 and cheaper == list(range(d + 2, 4 * d))  # equal at d + 1
         t = d + 1
         assert 4 * t * t * d == 4 * t * d * (d + 1)  # the two formulas, by hand
+    fewer = (4 * 4096 * 4096 * 64) / (4 * 4096 * 64 * 65)  # by hand at T = 4,096, d = 64
+    assert qkv.attention_flops(4096, 4096, 64, 64) / qkv.linear_attention_flops(4096, 64, 64) == fewer
+    check_prose("tiled-linear-crossover", 2, 1, 65, 64, 4096, fewer)
