@@ -12,7 +12,7 @@ Four strict builds, each into its own folder, after one untimed warm-up build:
 4. off: ``QKV_ARTIFACTS=false``, nothing computed or read.
 
 Goals (issue 17): the cold-artifacts build (2.) at most 45 s on the 2-core build machine;
-warm at most 1.2x off. Also printed: the snippets of chapters 13 and 14 alone (warm weight
+warm at most 1.2x off. Also printed: the snippets of chapters 14 and 15 alone (warm weight
 cache: their experiments, interventions included) and each trained-model figure alone.
 
     python benchmarks/trained_model_build.py [--skip-weights]

@@ -13,6 +13,7 @@ from qkv.cost import (
     WindowedModelConfig,
     attention_flops,
     kv_cache_bytes,
+    linear_attention_flops,
     mla_cache_bytes,
 )
 from qkv.diagnostics import ScoreStats, entropy, score_stats, softmax_jacobian
@@ -29,6 +30,7 @@ from qkv.multihead import (
 from qkv.positions import alibi_bias, alibi_slopes, sinusoidal_positions
 from qkv.projections import Projections, cross_attention, project, self_attention
 from qkv.rope import rope, rope_angles
+from qkv.tiled import TiledAttention, elu_plus_one, linear_attention, online_softmax, tiled_attention
 
 __all__ = [
     "DEEPSEEK_67B",
@@ -42,6 +44,7 @@ __all__ = [
     "MultiHeadWeights",
     "Projections",
     "ScoreStats",
+    "TiledAttention",
     "WindowedModelConfig",
     "WorkCounter",
     "alibi_bias",
@@ -52,12 +55,16 @@ __all__ = [
     "cross_attention",
     "decode_with_cache",
     "decode_without_cache",
+    "elu_plus_one",
     "entropy",
     "grouped_attention",
     "kv_cache_bytes",
+    "linear_attention",
+    "linear_attention_flops",
     "merge_heads",
     "mla_cache_bytes",
     "multi_head_attention",
+    "online_softmax",
     "padding_mask",
     "project",
     "rope",
@@ -70,6 +77,7 @@ __all__ = [
     "softmax",
     "softmax_jacobian",
     "split_heads",
+    "tiled_attention",
 ]
 
 __version__ = "0.1.0"

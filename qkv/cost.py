@@ -31,6 +31,37 @@ def attention_flops(t_q: int, t_k: int, d_k: int, d_v: int, n_heads: int = 1) ->
 # --8<-- [end:attention_flops]
 
 
+# --8<-- [start:linear_attention_flops]
+def linear_attention_flops(t: int, d_k: int, d_v: int, n_heads: int = 1) -> int:
+    """Flops of linear attention's products (a multiply-add counts as 2).
+
+    :func:`~qkv.linear_attention` forms ``φ(K)ᵀ [V, 1]`` (the values with a
+    column of ones, whose sum is the normaliser), ``2 t d_k (d_v + 1)``, then
+    multiplies ``φ(Q)`` by it, ``2 t d_k (d_v + 1)`` again: about ``4 t d²``
+    for ``d_k = d_v = d``, against :func:`attention_flops`'s ``4 t² d``. The
+    causal form does the same sums as a running state, with the same count.
+    The feature map is ``O(t d_k)`` and left out.
+
+    Examples
+    --------
+    At ``t = d + 1`` the two counts are equal; beyond it linear attention does
+    less:
+
+    >>> d = 64
+    >>> linear_attention_flops(d + 1, d, d) == attention_flops(d + 1, d + 1, d, d)
+    True
+    >>> linear_attention_flops(4096, d, d) < attention_flops(4096, 4096, d, d)
+    True
+    """
+    for name, value in (("t", t), ("d_k", d_k), ("d_v", d_v)):
+        whole_number(name, value)  # ValueError unless an int >= 0
+    whole_number("n_heads", n_heads, minimum=1)
+    return n_heads * 4 * t * d_k * (d_v + 1)
+
+
+# --8<-- [end:linear_attention_flops]
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """The attention shape of a published model (from its public ``config.json``).

@@ -80,3 +80,29 @@ print(
     [labels[i] for i in range(7) if w[i].argmax() == i],
 )
 # --8<-- [end:similarity]
+
+
+# --8<-- [start:overflow]
+def naive_softmax(z):
+    """The formula as written: exp, then divide by the row's sum."""
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+small = scores.astype(np.float32)  # the toy's scores: all is well
+large = (scores * 50).astype(np.float32)  # the same scores, 50 times wider
+with np.errstate(over="ignore", invalid="ignore"):
+    for name, z in [("small", small), ("large", large)]:
+        w = naive_softmax(z)
+        print(
+            f"{name} scores: max {z.max():7.1f}, rows with NaN:",
+            int(np.isnan(w).any(axis=-1).sum()),
+            "of",
+            len(z),
+        )
+stable = qkv.softmax(large)  # subtracts each row's maximum first
+print(
+    "qkv.softmax on the large scores, rows with NaN:",
+    np.isnan(stable).any(-1).sum(),
+)
+# --8<-- [end:overflow]

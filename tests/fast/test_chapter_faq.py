@@ -1,4 +1,4 @@
-"""Guards for the claims of docs/faq.md (chapter 15).
+"""Guards for the claims of docs/faq.md (chapter 16).
 
 Each fact is derived here, from qkv's public API on the test's own seeded data or from
 algebra, and the page's printed output (``page_output``) is checked against it: what a reader

@@ -34,6 +34,7 @@ CHAPTERS = [
     "traps.md",
     "multi-head.md",
     "kv-cache.md",
+    "attention-at-scale.md",
     "trained-model.md",
     "coreference.md",
     "faq.md",

@@ -1,4 +1,4 @@
-"""Guards for the claims of docs/recap.md (chapter 16).
+"""Guards for the claims of docs/recap.md (chapter 17).
 
 The recap restates what the chapters prove; each step is checked again here, directly
 against qkv, so the recap cannot drift from the code. (Steps about the heads and the
@@ -8,6 +8,7 @@ cache also share guards with chapters 11 and 12.)
 from __future__ import annotations
 
 import inspect
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -287,3 +288,21 @@ def test_the_layer_adds_attention_of_the_normalised_input_then_an_mlp_of_it(rng)
     # and reading X instead of Norm(X) would give another layer
     post = x + attn(x)
     assert not np.allclose(post + mlp(norm(post, layer.mlp_norm)), got, atol=1e-3)
+
+
+@pytest.mark.claim("recap-tiled")
+def test_tiled_attention_gives_attentions_output_one_block_of_scores_at_a_time(rng):
+    q, k, v = rng.normal(size=(3, 40, 8))
+    mask = qkv.causal_mask(40)
+    want = qkv.attention(q, k, v, mask=mask).output
+    got = qkv.tiled_attention(q, k, v, mask, block_q=6, block_k=7).output
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    # never the T × T weights: at T = 1,024 its peak is well under one such matrix
+    big = rng.normal(size=(3, 1024, 16))
+    tracemalloc.start()
+    try:
+        qkv.tiled_attention(*big, block_q=128, block_k=128)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1024 * 1024 * 8 / 4

@@ -65,7 +65,7 @@ def test_every_page_has_a_title_and_its_own_description(built_site):
             problems.append(f"{name}: the site's default description; add description: to its front matter")
         elif (written := front_matter(name).get("description")) and descriptions[0] != written:
             # Material writes the description into the attribute as it is: unescaped, a double
-            # quote in it (chapter 14 has one) would end the attribute early and turn the rest
+            # quote in it (chapter 15 has one) would end the attribute early and turn the rest
             # of the sentence into attributes (hooks/page_meta.py escapes it)
             problems.append(
                 f"{name}: the page shows the description {descriptions[0]!r}, "
