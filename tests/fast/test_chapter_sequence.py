@@ -141,14 +141,11 @@ def test_a_chapter_has_two_exercises_with_folded_run_and_guarded_solutions(numbe
 # never the answer (issue 24): "Solution", "Solution 2", "Solution (hint: the weights move)".
 NEUTRAL_TITLE = re.compile(r"Solution(?: (?P<number>\d+)| \(hint: [^\d]+\))?")
 SOLUTION_TITLE = re.compile(r'^\?\?\? note "(Solution[^"]*)"', re.M)
-# Chapter 6's titles are rewritten on another branch of issue 24 (the scale chapter's);
-# remove it from this set when that branch is merged.
-TITLES_REWRITTEN_ELSEWHERE = {"why-scale.md"}
 
 
 @pytest.mark.parametrize(
     "path",
-    [c[2] for c in CHAPTERS if c[2] not in WITHOUT_EXERCISES | TITLES_REWRITTEN_ELSEWHERE],
+    [c[2] for c in CHAPTERS if c[2] not in WITHOUT_EXERCISES],
 )
 def test_no_solution_title_gives_the_answer_away(path):
     _, body = front_matter_and_body(path)
