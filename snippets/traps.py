@@ -89,8 +89,10 @@ def naive_softmax(z):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-small = scores.astype(np.float32)  # the toy's scores: all is well
-large = (scores * 50).astype(np.float32)  # the same scores, 50 times wider
+q, k, _ = qkv.project(X, p)  # NumPy again (the PyTorch tab above reuses Q and K)
+toy_scores = q @ k.T / np.sqrt(toy.D_K)  # (6, 6)
+small = toy_scores.astype(np.float32)  # the toy's scores: all is well
+large = (toy_scores * 50).astype(np.float32)  # the same scores, 50 times wider
 with np.errstate(over="ignore", invalid="ignore"):
     for name, z in [("small", small), ("large", large)]:
         w = naive_softmax(z)

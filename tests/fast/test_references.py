@@ -33,10 +33,10 @@ def entries() -> list[tuple[str, str]]:
 
 def expected_id(entry: str) -> str:
     """firstauthor-year, from the entry's own text: "Vaswani, A., ... (2017)" gives
-    vaswani-2017, "Gemma Team (2024)" gemmateam-2024 (accents dropped)."""
+    vaswani-2017, "Gemma Team (2024b)" gemmateam-2024b (accents dropped)."""
     author = re.split(r"[,(]", entry, maxsplit=1)[0]
     ascii_author = unicodedata.normalize("NFKD", author).encode("ascii", "ignore").decode()
-    year = re.search(r"\((\d{4})\)", entry).group(1)
+    year = re.search(r"\((\d{4}[a-z]?)\)", entry).group(1)  # 2024a, 2024b: one author, one year
     return re.sub(r"[^a-z]", "", ascii_author.lower()) + "-" + year
 
 

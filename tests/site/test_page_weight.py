@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from support import html_pages, nav_paths
 
-LIMIT = 200 * 1024  # bytes of HTML per page
+# Bytes of HTML per page. Raised from 200 KB when three pages outgrew it with content, not
+# with machinery: "How we know" lists every claim (about 230 KB), the API reference every
+# public function (about 250 KB) and the trained-model chapter prints its variations (about
+# 290 KB). What the limit still catches is a page that carries a stylesheet or a data blob
+# inline, as the notebook page once did (600 KB).
+LIMIT = 320 * 1024
 
 
-def test_every_page_is_under_200_kb(built_site):
+def test_every_page_is_under_320_kb(built_site):
     pages = [*html_pages(built_site), built_site / "404.html"]
     sizes = {p.relative_to(built_site).as_posix(): p.stat().st_size for p in pages}
     assert len(sizes) == len(nav_paths()) + 1  # every page of the nav, and the 404 page
