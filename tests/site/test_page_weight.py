@@ -1,4 +1,4 @@
-"""Page weight: every built page's HTML stays under 200 KB.
+"""Page weight: every built page's HTML stays under 320 KB.
 
 The notebook page carried ~600 KB of nbconvert's CSS inline; it now links one shared
 stylesheet (``assets/notebook.css``), which the browser caches across notebook pages.
