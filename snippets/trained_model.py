@@ -415,20 +415,14 @@ print(
 print(f"  median of all {L * H} heads: {np.median(copying):.2f}")
 # --8<-- [end:copying]
 
+
 # --8<-- [start:rope]
-previous = sorted(found["previous"])  # in layer order
-as_run, own_layer, all_layers = [], [], []
-for t in texts:
-    aims, positions = (
-        head_scores.targets("previous", t.ids),
-        np.arange(len(t.ids)),
-    )
-    as_run.append(
-        [head_scores.score(t.weights[ly, h], aims) for ly, h in previous]
-    )
-    x, done, row = model.embedding[t.ids], 0, []
-    for ly, h in previous:  # RoPE off in this head's own layer only
-        # layers below
+def rope_off_in_own_layer(x, positions, heads):
+    """Each (layer, head)'s weights, (..., T, T), with RoPE off in its own layer only and
+    every layer below it as run; ``heads`` in layer order, ``x`` the embeddings."""
+    done, weights = 0, []
+    for ly, h in heads:
+        # the layers below, as run (each from where the last one stopped)
         x, _ = smollm2.run_layers(model, x, positions, start=done, stop=ly)
         done = ly
         _, (seen,) = smollm2.run_layers(
@@ -439,8 +433,28 @@ for t in texts:
             stop=ly + 1,
             edits={ly: interventions.RopeOff()},
         )
-        row.append(head_scores.score(seen.weights[h], aims))
-    own_layer.append(row)
+        weights.append(seen.weights[..., h, :, :])
+    return weights
+
+
+previous = sorted(found["previous"])  # in layer order
+as_run, own_layer, all_layers = [], [], []
+for t in texts:
+    aims, positions = (
+        head_scores.targets("previous", t.ids),
+        np.arange(len(t.ids)),
+    )
+    as_run.append(
+        [head_scores.score(t.weights[ly, h], aims) for ly, h in previous]
+    )
+    own_layer.append(
+        [
+            head_scores.score(w, aims)
+            for w in rope_off_in_own_layer(
+                model.embedding[t.ids], positions, previous
+            )
+        ]
+    )
     # every token at position 0 in all 30 layers: no RoPE anywhere
     _, seen = smollm2.run_layers(
         model, model.embedding[t.ids], np.zeros_like(positions)
@@ -461,22 +475,14 @@ for i, (ly, h) in enumerate(previous):
 # the four texts of random tokens, together: no grammar to tell what came before
 aims = head_scores.targets("previous", repeats[0])
 positions = np.arange(repeats.shape[1])
-x, done, as_run, own = model.embedding[repeats], 0, [], []
-for ly, h in previous:
-    x, _ = smollm2.run_layers(model, x, positions, start=done, stop=ly)
-    done = ly
-    _, (seen,) = smollm2.run_layers(
-        model,
-        x,
-        positions,
-        start=ly,
-        stop=ly + 1,
-        edits={ly: interventions.RopeOff()},
-    )
-    own.append(head_scores.score(seen.weights[:, h], aims).mean())
-    as_run.append(
-        np.mean([head_scores.score(t.weights[ly, h], aims) for t in repeated])
-    )
+as_run = [
+    np.mean([head_scores.score(t.weights[ly, h], aims) for t in repeated])
+    for ly, h in previous
+]
+own = [
+    head_scores.score(w, aims).mean()
+    for w in rope_off_in_own_layer(model.embedding[repeats], positions, previous)
+]
 print(
     f"on the repeated random tokens (even spread {head_scores.baseline(aims):.2f}):"
 )
