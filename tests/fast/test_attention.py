@@ -270,19 +270,6 @@ def test_split_heads_refuses_indivisible_width():
         qkv.split_heads(np.zeros((2, 5, 8)), 3)
 
 
-def test_cache_counters_with_and_without_cache():
-    rng = np.random.default_rng(0)
-    w = qkv.MultiHeadWeights.random(rng, d_model=8, n_heads=2)
-    x = rand(6, 8, seed=1)
-    cached, uncached = qkv.WorkCounter(), qkv.WorkCounter()
-    qkv.decode_with_cache(x, w, cached)
-    qkv.decode_without_cache(x, w, uncached)
-    assert cached.kv_projections == [1] * 6
-    assert cached.scores == [2 * t for t in range(1, 7)]
-    assert uncached.kv_projections == list(range(1, 7))
-    assert uncached.scores == [2 * t * t for t in range(1, 7)]
-
-
 def test_cache_append_refuses_wrong_shapes():
     cache = qkv.KVCache.empty(n_kv_heads=2, d_head=4)
     with pytest.raises(ValueError, match=r"\(n_kv_heads, t_new, d_head\) = \(2, t_new, 4\)"):
