@@ -177,17 +177,6 @@ def printed_weights(text):
     return [(words[2], float(words[3])) for words in lines]
 
 
-def test_the_palette_is_the_one_the_page_runs(shown_lookup):
-    assert list(NAMES) == ["red", "orange", "blue", "white"]
-    np.testing.assert_array_equal(
-        numbers(shown_lookup.line("soft_lookup.py:soft", "scores:")), KEYS @ WARM[0]
-    )
-    np.testing.assert_array_equal(
-        numbers(shown_lookup.line("soft_lookup.py:exercise_bright", "scores:")), KEYS @ BRIGHT[0]
-    )
-    assert_printed(shown_lookup.line("soft_lookup.py:hard", "palette['orange']"), VALUES[ORANGE], 6)
-
-
 @pytest.mark.claim("lookup-dict-exact")
 def test_the_pages_dict_gives_orange_exactly_and_holds_no_warm(shown_lookup):
     # what the page's dict prints, against the palette's own orange (a KeyError for a name
