@@ -29,5 +29,5 @@ def test_figure_background_is_the_pages_in_each_scheme(page, site_url, preferenc
 def test_figure_primary_is_the_light_pages_link_colour(page, site_url):
     page.emulate_media(color_scheme="light")
     page.goto(site_url + "why-scale/")
-    link = page.evaluate("getComputedStyle(document.querySelector('.md-content a[href]')).color")
+    link = page.evaluate("getComputedStyle(document.querySelector('.md-content p > a[href]')).color")
     assert link == rgb(STYLES["light"].primary)
