@@ -29,5 +29,12 @@ def test_figure_background_is_the_pages_in_each_scheme(page, site_url, preferenc
 def test_figure_primary_is_the_light_pages_link_colour(page, site_url):
     page.emulate_media(color_scheme="light")
     page.goto(site_url + "why-scale/")
-    link = page.evaluate("getComputedStyle(document.querySelector('.md-content p > a[href]')).color")
+    # a plain link, as a chapter writes one, added to the article: the colour prose links get
+    link = page.evaluate(
+        """() => {
+            const a = Object.assign(document.createElement("a"), { href: "#here", textContent: "a link" });
+            document.querySelector(".md-content .md-typeset").append(a);
+            return getComputedStyle(a).color;
+        }"""
+    )
     assert link == rgb(STYLES["light"].primary)
