@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,15 +107,42 @@ def attention_product_flops(t_q: int, t_k: int, d_k: int, d_v: int, n_heads: int
     return 2 * pairs
 
 
+def mkdocs_config(environ: Mapping[str, str] | None = None) -> dict:
+    """mkdocs.yml as data: the tests' one reader of it (plain YAML; MkDocs' own loader would
+    also import the hooks).
+
+    An ``!ENV [NAME, ..., default]`` value is resolved as MkDocs resolves it (the first of
+    the variables set, its text read as YAML, else the default), from ``environ`` alone: by
+    default none is set, so each takes its default, whatever this run's environment holds.
+    """
+    import yaml
+
+    environ = {} if environ is None else environ
+
+    def env(loader, node):
+        if isinstance(node, yaml.ScalarNode):
+            names, default = [loader.construct_scalar(node)], None
+        else:
+            *names, default = loader.construct_sequence(node)
+            names, default = (names, default) if names else ([default], None)
+        found = next((environ[n] for n in names if n in environ), None)
+        return default if found is None else yaml.safe_load(found)
+
+    loader = type("MkDocsYaml", (yaml.SafeLoader,), {})
+    loader.add_constructor("!ENV", env)
+    return yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=loader)
+
+
+def nav_section(title: str) -> list[tuple[str, str]]:
+    """(label, file) of every page under the nav's ``title`` ("The explanation"), in order."""
+    (part,) = [item[title] for item in mkdocs_config()["nav"] if isinstance(item, dict) and title in item]
+    return [next(iter(item.items())) for item in part]
+
+
 def nav_paths() -> list[str]:
     """The URL path of every page mkdocs.yml's nav lists, in nav order ("" for the home
     page, "kv-cache/" for kv-cache.md; pages a hook generates included): the pages a
     build must make, read from the configuration rather than counted from a build."""
-    import yaml
-
-    loader = type("Loader", (yaml.SafeLoader,), {})
-    loader.add_constructor("!ENV", lambda *_: None)  # an environment variable: not needed
-    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=loader)
 
     def sources(entry):
         if isinstance(entry, str):
@@ -124,7 +151,7 @@ def nav_paths() -> list[str]:
             for item in entry.values() if isinstance(entry, dict) else entry:
                 yield from sources(item)
 
-    stems = [Path(s).stem for s in sources(config["nav"])]
+    stems = [Path(s).stem for s in sources(mkdocs_config()["nav"])]
     return ["" if s == "index" else f"{s}/" for s in stems]
 
 

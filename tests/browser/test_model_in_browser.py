@@ -189,17 +189,7 @@ def worker_page(context, model_site, index):
     page.close()
 
 
-@pytest.fixture(scope="module")
-def model():
-    return smollm2.load()
-
-
 # ---- token ids ------------------------------------------------------------------------------
-
-
-def test_enough_hard_texts_are_checked():
-    assert len(TOKENIZER_TEXTS) >= 30
-    assert len(RUN_TEXTS) >= 5
 
 
 @pytest.mark.claim("explorer-js-tokenizer")

@@ -229,33 +229,6 @@ def test_cross_attention_is_rectangular():
     np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-12)
 
 
-def test_multi_head_equals_a_loop_over_heads():
-    rng = np.random.default_rng(0)
-    w = qkv.MultiHeadWeights.random(rng, d_model=12, n_heads=3)
-    x = rand(5, 12, seed=1)
-    got = qkv.multi_head_attention(x, x, w, mask=qkv.causal_mask(5)).output
-    heads = []
-    for h in range(3):
-        cols = slice(4 * h, 4 * h + 4)
-        heads.append(
-            qkv.attention(
-                x @ w.w_q[:, cols], x @ w.w_k[:, cols], x @ w.w_v[:, cols], mask=qkv.causal_mask(5)
-            ).output
-        )
-    np.testing.assert_allclose(got, np.concatenate(heads, axis=-1) @ w.w_o, rtol=1e-12)
-
-
-def test_grouped_query_heads_share_key_value_heads():
-    rng = np.random.default_rng(0)
-    w = qkv.MultiHeadWeights.random(rng, d_model=8, n_heads=4, n_kv_heads=2)
-    x = rand(5, 8, seed=1)
-    weights = qkv.multi_head_attention(x, x, w).weights  # (4, 5, 5)
-    # Query heads 0 and 1 use key head 0: same keys, different queries.
-    k0 = x @ w.w_k[:, :2]
-    q1 = x @ w.w_q[:, 2:4]
-    np.testing.assert_allclose(weights[1], qkv.softmax(q1 @ k0.T / np.sqrt(2)), rtol=1e-12)
-
-
 def test_multi_head_weights_refuse_inconsistent_shapes():
     with pytest.raises(ValueError, match="multiple of n_kv_heads"):
         qkv.MultiHeadWeights.random(np.random.default_rng(0), d_model=8, n_heads=4, n_kv_heads=3)
@@ -268,19 +241,6 @@ def test_multi_head_weights_refuse_inconsistent_shapes():
 def test_split_heads_refuses_indivisible_width():
     with pytest.raises(ValueError, match="not divisible by n_heads=3"):
         qkv.split_heads(np.zeros((2, 5, 8)), 3)
-
-
-def test_cache_counters_with_and_without_cache():
-    rng = np.random.default_rng(0)
-    w = qkv.MultiHeadWeights.random(rng, d_model=8, n_heads=2)
-    x = rand(6, 8, seed=1)
-    cached, uncached = qkv.WorkCounter(), qkv.WorkCounter()
-    qkv.decode_with_cache(x, w, cached)
-    qkv.decode_without_cache(x, w, uncached)
-    assert cached.kv_projections == [1] * 6
-    assert cached.scores == [2 * t for t in range(1, 7)]
-    assert uncached.kv_projections == list(range(1, 7))
-    assert uncached.scores == [2 * t * t for t in range(1, 7)]
 
 
 def test_cache_append_refuses_wrong_shapes():
@@ -318,12 +278,6 @@ def test_softmax_jacobian_matches_finite_differences():
         axis=1,
     )
     np.testing.assert_allclose(qkv.softmax_jacobian(qkv.softmax(z)), numeric, atol=1e-9)
-
-
-def test_kv_cache_bytes_formula_and_validation():
-    assert qkv.kv_cache_bytes(2, 3, 4, 5, bytes_per_value=1) == 2 * 2 * 3 * 4 * 5
-    with pytest.raises(ValueError, match="n_tokens"):
-        qkv.kv_cache_bytes(2, 3, 4, -1)
 
 
 def test_model_kinds_follow_their_kv_heads():

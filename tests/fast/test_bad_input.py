@@ -151,6 +151,7 @@ CASES = [
     (qkv.attention_flops, lambda: qkv.attention_flops(4, 4, 8, 8, n_heads=0), "n_heads must be"),
     (qkv.kv_cache_bytes, lambda: qkv.kv_cache_bytes("32", 8, 128, 4096), "n_layers must be a whole"),
     (qkv.kv_cache_bytes, lambda: qkv.kv_cache_bytes(32, 8, 128, 4096, batch=-2), "batch must be"),
+    (qkv.kv_cache_bytes, lambda: qkv.kv_cache_bytes(32, 8, 128, -1), "n_tokens must be a whole number >= 0"),
     (qkv.kv_cache_bytes, lambda: qkv.kv_cache_bytes(32, 8, 128, 4096, window=0), "window must be a whole"),
     (qkv.mla_cache_bytes, lambda: qkv.mla_cache_bytes(60, 512.0, 64, 10), "kv_lora_rank must be a whole"),
     (qkv.mla_cache_bytes, lambda: qkv.mla_cache_bytes(60, 512, 64, -1), "n_tokens must be a whole"),

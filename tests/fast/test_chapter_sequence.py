@@ -15,29 +15,18 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
 import yaml
-from support import ROOT
+from support import ROOT, nav_section
 
 DOCS = ROOT / "docs"
 PART = "The explanation"
 NAV_TITLE = re.compile(r"^(\d+)\. (.+)$")
 
 
-class _ConfigLoader(yaml.SafeLoader):
-    """mkdocs.yml as data (MkDocs' own loader would also import the hooks)."""
-
-
-_ConfigLoader.add_constructor("!ENV", lambda loader, node: None)
-
-
 def explanation() -> list[tuple[int, str, str]]:
     """(number, title, file) of every chapter under the nav's "The explanation", in order."""
-    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=_ConfigLoader)
-    (part,) = [item[PART] for item in config["nav"] if isinstance(item, dict) and PART in item]
     chapters = []
-    for item in part:
-        ((label, path),) = item.items()
+    for label, path in nav_section(PART):
         found = NAV_TITLE.match(label)
         assert found, f"nav entry {label!r} is not 'N. Title'"
         chapters.append((int(found.group(1)), found.group(2), path))
@@ -71,29 +60,38 @@ def test_the_nav_numbers_the_chapters_in_order_without_repeats():
     assert numbers == sorted(set(numbers)) and numbers[0] == 1, numbers
 
 
-@pytest.mark.parametrize(("number", "title", "path"), CHAPTERS, ids=[c[2] for c in CHAPTERS])
-def test_a_chapter_is_titled_as_the_nav_names_it(number, title, path):
-    if path.endswith(".ipynb"):
-        pytest.fail(f"{path}: the explanation's chapters are Markdown pages")
-    meta, body = front_matter_and_body(path)
-    (h1,) = re.findall(r"^# (.+?)\s*$", body, re.M)[:1]
-    assert meta.get("title") == title, f"docs/{path}: front matter title {meta.get('title')!r}"
-    # the H1 may set a word in italics (*it*); its words are the nav title's
-    assert h1.replace("*", "") == title, f"docs/{path}: H1 {h1!r}, nav title {title!r}"
+def test_every_chapter_is_titled_as_the_nav_names_it():
+    wrong = []
+    for _, title, path in CHAPTERS:
+        if not path.endswith(".md"):
+            wrong.append(f"{path}: the explanation's chapters are Markdown pages")
+            continue
+        meta, body = front_matter_and_body(path)
+        h1 = (re.findall(r"^# (.+?)\s*$", body, re.M) or [""])[0]
+        if meta.get("title") != title:
+            wrong.append(f"docs/{path}: front matter title {meta.get('title')!r}, nav title {title!r}")
+        if h1.replace("*", "") != title:  # the H1 may set a word in italics (*it*)
+            wrong.append(f"docs/{path}: H1 {h1!r}, nav title {title!r}")
+    assert wrong == []
 
 
-@pytest.mark.parametrize("index", range(len(CHAPTERS)), ids=[c[2] for c in CHAPTERS])
-def test_read_next_leads_to_the_next_chapter(index):
-    _, _, path = CHAPTERS[index]
-    _, body = front_matter_and_body(path)
-    paragraphs = re.findall(r"^\*\*Read next:\*\*(.*?)(?:\n\n|\Z)", body, re.M | re.S)
-    assert len(paragraphs) == 1, f"docs/{path}: {len(paragraphs)} '**Read next:**' paragraphs"
-    links = re.findall(r"\[([^\]]+)\]\(([^)#]+)(?:#[^)]*)?\)", paragraphs[0])
-    if index + 1 == len(CHAPTERS):
-        assert "index.md" in [target for _, target in links], f"docs/{path}: the last chapter leads back home"
-        return
-    number, title, following = CHAPTERS[index + 1]
-    assert links[:1] == [(f"{number}. {title}", following)], f"docs/{path}"
+def test_every_read_next_leads_to_the_next_chapter():
+    wrong = []
+    for index, (_, _, path) in enumerate(CHAPTERS):
+        _, body = front_matter_and_body(path)
+        paragraphs = re.findall(r"^\*\*Read next:\*\*(.*?)(?:\n\n|\Z)", body, re.M | re.S)
+        if len(paragraphs) != 1:
+            wrong.append(f"docs/{path}: {len(paragraphs)} '**Read next:**' paragraphs")
+            continue
+        links = re.findall(r"\[([^\]]+)\]\(([^)#]+)(?:#[^)]*)?\)", paragraphs[0])
+        if index + 1 == len(CHAPTERS):
+            if "index.md" not in [target for _, target in links]:
+                wrong.append(f"docs/{path}: the last chapter leads back home")
+            continue
+        number, title, following = CHAPTERS[index + 1]
+        if links[:1] != [(f"{number}. {title}", following)]:
+            wrong.append(f"docs/{path}: reads next {links[:1]}, not [{number}. {title}]({following})")
+    assert wrong == []
 
 
 def test_the_home_page_lists_every_chapter_in_order():
@@ -115,26 +113,38 @@ SOLUTION = re.compile(r'^\?\?\? note "Solution[^"]*"\n((?:    .*\n|\n)+)', re.M)
 EXERCISE = re.compile(r"^\*\*(\d+)\. ([^*]+)\*\*(.*?)(?=^\?\?\? note \"Solution)", re.M | re.S)
 
 
-@pytest.mark.parametrize(
-    ("number", "title", "path"),
-    [c for c in CHAPTERS if c[2] not in WITHOUT_EXERCISES],
-    ids=[c[2] for c in CHAPTERS if c[2] not in WITHOUT_EXERCISES],
-)
-def test_a_chapter_has_two_exercises_with_folded_run_and_guarded_solutions(number, title, path):
-    _, body = front_matter_and_body(path)
-    exercises = body.split("\n## Exercises\n", 1)
-    assert len(exercises) == 2, f"docs/{path}: no '## Exercises' section"
-    section = exercises[1]
-    solutions = SOLUTION.findall(section)
-    assert len(solutions) >= 2, f"docs/{path}: {len(solutions)} folded 'Solution' blocks"
-    for solution in solutions:  # each runs code at build time, and a test guards its answer
-        assert 'exec="on"' in solution, f"docs/{path}: a solution that runs nothing"
-        assert "<!-- claim:" in solution, f"docs/{path}: a solution no test guards"
-    asks = [" ".join(m.group(2, 3)).lower() for m in EXERCISE.finditer(section)]
-    assert len(asks) == len(solutions), f"docs/{path}: an exercise without its solution"
-    assert any("predict" in ask for ask in asks), (
-        f"docs/{path}: no exercise asks the reader to predict a number before running the code"
-    )
+TAUGHT = [path for _, _, path in CHAPTERS if path not in WITHOUT_EXERCISES]
+
+
+def exercises_section(path: str) -> str | None:
+    """What follows a chapter's "## Exercises" heading; None without one."""
+    parts = front_matter_and_body(path)[1].split("\n## Exercises\n", 1)
+    return parts[1] if len(parts) == 2 else None
+
+
+def test_every_taught_chapter_has_two_exercises_with_folded_run_and_guarded_solutions():
+    wrong = []
+    for path in TAUGHT:
+        section = exercises_section(path)
+        if section is None:
+            wrong.append(f"docs/{path}: no '## Exercises' section")
+            continue
+        solutions = SOLUTION.findall(section)
+        if len(solutions) < 2:
+            wrong.append(f"docs/{path}: {len(solutions)} folded 'Solution' blocks")
+        for solution in solutions:  # each runs code at build time, and a test guards its answer
+            if 'exec="on"' not in solution:
+                wrong.append(f"docs/{path}: a solution that runs nothing")
+            if "<!-- claim:" not in solution:
+                wrong.append(f"docs/{path}: a solution no test guards")
+        asks = [" ".join(m.group(2, 3)).lower() for m in EXERCISE.finditer(section)]
+        if len(asks) != len(solutions):
+            wrong.append(f"docs/{path}: an exercise without its solution")
+        if not any("predict" in ask for ask in asks):
+            wrong.append(
+                f"docs/{path}: no exercise asks the reader to predict a number before running the code"
+            )
+    assert wrong == []
 
 
 # A solution's title may name the exercise it answers, or give a hint without a number, but
@@ -143,21 +153,22 @@ NEUTRAL_TITLE = re.compile(r"Solution(?: (?P<number>\d+)| \(hint: [^\d]+\))?")
 SOLUTION_TITLE = re.compile(r'^\?\?\? note "(Solution[^"]*)"', re.M)
 
 
-@pytest.mark.parametrize(
-    "path",
-    [c[2] for c in CHAPTERS if c[2] not in WITHOUT_EXERCISES],
-)
-def test_no_solution_title_gives_the_answer_away(path):
-    _, body = front_matter_and_body(path)
-    section = body.split("\n## Exercises\n", 1)[1]
-    numbers = [int(m.group(1)) for m in EXERCISE.finditer(section)]
-    titles = SOLUTION_TITLE.findall(section)
-    assert len(titles) == len(numbers), f"docs/{path}: {len(titles)} titles, {len(numbers)} exercises"
-    for number, title in zip(numbers, titles, strict=True):
-        found = NEUTRAL_TITLE.fullmatch(title)
-        assert found, f"docs/{path}: the title {title!r} says more than 'Solution {number}'"
-        named = found.group("number")
-        assert named is None or int(named) == number, f"docs/{path}: {title!r} answers exercise {number}"
+def test_no_solution_title_gives_the_answer_away():
+    wrong = []
+    for path in TAUGHT:
+        section = exercises_section(path) or ""
+        numbers = [int(m.group(1)) for m in EXERCISE.finditer(section)]
+        titles = SOLUTION_TITLE.findall(section)
+        if len(titles) != len(numbers):
+            wrong.append(f"docs/{path}: {len(titles)} titles, {len(numbers)} exercises")
+            continue
+        for number, title in zip(numbers, titles, strict=True):
+            found = NEUTRAL_TITLE.fullmatch(title)
+            if not found:
+                wrong.append(f"docs/{path}: the title {title!r} says more than 'Solution {number}'")
+            elif found.group("number") is not None and int(found.group("number")) != number:
+                wrong.append(f"docs/{path}: {title!r} answers exercise {number}")
+    assert wrong == []
 
 
 def test_the_title_rule_tells_a_neutral_title_from_an_answer():
@@ -167,13 +178,18 @@ def test_the_title_rule_tells_a_neutral_title_from_an_answer():
         assert not NEUTRAL_TITLE.fullmatch(answer)
 
 
-@pytest.mark.parametrize("doc", PAGES)
-def test_every_numbered_chapter_link_names_the_right_number(doc):
-    text = (DOCS / doc).read_text(encoding="utf-8")
-    links = re.findall(r"\[(?:chapter|Chapter) (\d+)\]\(([^)#]+)", text)
-    links += re.findall(r"\[(\d+) →\]\(([^)#]+)", text)  # the recap's arrows
-    wrong = [(n, path) for n, path in links if BY_FILE.get(path, (None,))[0] != int(n)]
-    assert not wrong, f"docs/{doc} names chapters by the wrong number: {wrong}"
+def test_every_numbered_chapter_link_names_the_right_number():
+    wrong = []
+    for doc in PAGES:
+        text = (DOCS / doc).read_text(encoding="utf-8")
+        links = re.findall(r"\[(?:chapter|Chapter) (\d+)\]\(([^)#]+)", text)
+        links += re.findall(r"\[(\d+) →\]\(([^)#]+)", text)  # the recap's arrows
+        wrong += [
+            f"docs/{doc}: chapter {n} -> {path}"
+            for n, path in links
+            if BY_FILE.get(path, (None,))[0] != int(n)
+        ]
+    assert wrong == [], "chapters named by the wrong number"
 
 
 def test_the_notebook_names_chapters_by_their_numbers():
@@ -218,14 +234,13 @@ def _plain(heading: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"[*`$\\{}]", "", heading)).strip().lower()
 
 
-@pytest.mark.parametrize("doc", PAGES)
-def test_no_title_or_heading_is_one_of_the_explained_texts(doc):
-    text = (DOCS / doc).read_text(encoding="utf-8")
-    headings = {_plain(h) for h in re.findall(r"^#+ ([^{\n]+)", text, re.M)}
-    headings |= {_plain(t) for t in re.findall(r"^title: (.+)$", text, re.M)}
-    assert not headings & EXPLAINED_HEADINGS, f"docs/{doc}"
-    assert "the source" not in text.lower(), f"docs/{doc} points readers at the source"
-
-
-def test_no_nav_title_is_one_of_the_explained_texts():
-    assert not {_plain(title) for _, title, _ in CHAPTERS} & EXPLAINED_HEADINGS
+def test_no_title_or_heading_is_one_of_the_explained_texts():
+    wrong = [f"nav: {t!r}" for _, t, _ in CHAPTERS if _plain(t) in EXPLAINED_HEADINGS]
+    for doc in PAGES:
+        text = (DOCS / doc).read_text(encoding="utf-8")
+        headings = {_plain(h) for h in re.findall(r"^#+ ([^{\n]+)", text, re.M)}
+        headings |= {_plain(t) for t in re.findall(r"^title: (.+)$", text, re.M)}
+        wrong += [f"docs/{doc}: {h!r}" for h in sorted(headings & EXPLAINED_HEADINGS)]
+        if "the source" in text.lower():
+            wrong.append(f"docs/{doc} points readers at the source")
+    assert wrong == []

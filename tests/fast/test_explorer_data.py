@@ -81,16 +81,16 @@ def test_values_have_four_numbers_whatever_dk(data):
     check_prose("explorer-dv-four", D_V, ...)  # "stage 4" is a label
 
 
-def test_shape_and_metadata(data):
-    assert data["words"] == list(WORDS)
-    assert data["d_k_max"] == D_K_MAX == 64
-    assert data["d_v"] == D_V
-    assert data["defaults"] == DEFAULTS
-    assert DEFAULTS["query"] in WORDS and 1 <= DEFAULTS["dk"] <= D_K_MAX
-    assert np.array(data["raw"]).shape == (len(WORDS), D_K_MAX, len(WORDS))
-    assert np.array(data["weights"]).shape == (2, len(WORDS), D_K_MAX, len(WORDS))
-    assert np.array(data["output"]).shape == (2, len(WORDS), D_K_MAX, D_V)
-    assert np.array(data["entropy"]).shape == (2, len(WORDS), D_K_MAX)
+def test_the_metadata_describes_the_arrays_the_page_indexes(data):
+    # the page sizes its slider and its tables from these fields, and indexes the arrays by them
+    t, d_k_max, d_v = len(data["words"]), data["d_k_max"], data["d_v"]
+    assert data["words"] == list(WORDS) and d_k_max == D_K_MAX  # what the reference computes
+    assert np.array(data["raw"]).shape == (t, d_k_max, t)
+    assert np.array(data["weights"]).shape == (2, t, d_k_max, t)
+    assert np.array(data["output"]).shape == (2, t, d_k_max, d_v)
+    assert np.array(data["entropy"]).shape == (2, t, d_k_max)
+    defaults = data["defaults"]  # a state that exists
+    assert defaults["query"] in data["words"] and 1 <= defaults["dk"] <= d_k_max
 
 
 @pytest.mark.claim("explorer-numbers-are-qkvs", "try-numbers-from-explorer-state", "explorer-shared-toy")

@@ -39,7 +39,6 @@ from qkv_site.figures import (
     vanishing_gradient,
 )
 from qkv_site.figures.render import load
-from qkv_site.figures.style import DARK, LIGHT
 from support import ROOT, attention_product_flops, numbers
 
 from qkv import MODELS, KVCache, causal_mask, project, self_attention, toy
@@ -155,40 +154,6 @@ def test_figure_html_escapes_alt_and_caption():
     assert 'alt="a &quot;quoted&quot; &lt;alt&gt;"' in out
     assert "<figcaption>1 &lt; 2 &amp; 3</figcaption>" in out
     assert 'width="480" height="240"' in out  # points to CSS pixels
-
-
-# ---- the styles match the site's palettes -------------------------------------------------
-
-
-def _material_css() -> str:
-    import material
-
-    folder = Path(material.__file__).parent / "templates" / "assets" / "stylesheets"
-    return "".join(p.read_text() for p in folder.glob("*.min.css"))
-
-
-def test_dark_style_uses_materials_slate_background():
-    css = _material_css()
-    hue = float(re.search(r"--md-hue:(\d+)deg", css).group(1))
-    sat, light = map(
-        float,
-        re.search(
-            r"\[data-md-color-scheme=slate\]\{[^}]*--md-default-bg-color:hsla\(var\(--md-hue\), "
-            r"(\d+)%, (\d+)%, 1\)",
-            css,
-        ).groups(),
-    )
-    import colorsys
-
-    rgb = colorsys.hls_to_rgb(hue / 360, light / 100, sat / 100)
-    assert DARK.background == "#" + "".join(f"{round(c * 255):02x}" for c in rgb)
-    assert LIGHT.background == "#ffffff"
-
-
-def test_indigo_primary_matches_material():
-    css = _material_css()
-    indigo = re.search(r"\[data-md-color-primary=indigo\]\{--md-primary-fg-color:(#[0-9a-f]+)", css).group(1)
-    assert LIGHT.primary == indigo
 
 
 # ---- each figure shows what its alt text says ---------------------------------------------

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -45,20 +44,22 @@ def test_alibi_slopes_for_12_heads_fill_in_every_other_slope_of_16():
     np.testing.assert_allclose(qkv.alibi_slopes(12), written, rtol=1e-15)
 
 
-def _slopes_by_the_rule(n):
-    """The rule written as recursion: power of two, geometric from 2^(-8/n); otherwise the
-    largest power of two below, then every other slope of twice that."""
-    if (n & (n - 1)) == 0:
-        return [2 ** (-8 * (k + 1) / n) for k in range(n)]
-    m = 2 ** int(math.log2(n))
-    return _slopes_by_the_rule(m) + _slopes_by_the_rule(2 * m)[0::2][: n - m]
-
-
-@pytest.mark.parametrize("n", range(1, 70))
-def test_alibi_slopes_follow_the_rule_for_every_head_count(n):
-    slopes = qkv.alibi_slopes(n)
-    np.testing.assert_allclose(slopes, _slopes_by_the_rule(n), rtol=1e-14)
-    assert len(set(slopes.tolist())) == n and (slopes > 0).all() and (slopes <= 1).all()
+def test_alibi_slopes_follow_the_papers_rule_for_every_head_count():
+    """Press et al. (2022): for a power of two n, the geometric sequence that starts at and
+    multiplies by 2^(-8/n); for any other n, the slopes of the largest power of two m below
+    it, then every other slope of 2m, as many as are missing."""
+    for n in range(1, 70):
+        slopes = qkv.alibi_slopes(n)
+        m = 2 ** int(math.log2(n))
+        if m == n:
+            ratio = 2.0 ** (-8 / n)
+            np.testing.assert_allclose(slopes, ratio ** np.arange(1, n + 1), rtol=1e-14, err_msg=f"n={n}")
+        else:
+            np.testing.assert_array_equal(slopes[:m], qkv.alibi_slopes(m), err_msg=f"n={n}")
+            np.testing.assert_array_equal(
+                slopes[m:], qkv.alibi_slopes(2 * m)[0::2][: n - m], err_msg=f"n={n}"
+            )
+        assert len(set(slopes.tolist())) == n and (slopes > 0).all() and (slopes <= 1).all(), n
 
 
 @given(st.integers(1, 12), st.integers(1, 16))

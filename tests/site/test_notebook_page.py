@@ -15,7 +15,7 @@ import nbformat
 import pytest
 import yaml
 from bs4 import BeautifulSoup
-from support import ROOT, build_site
+from support import ROOT, build_site, mkdocs_config
 
 NOTEBOOK = ROOT / "docs" / "notebook.ipynb"
 
@@ -105,19 +105,9 @@ def test_page_description_and_relative_links_resolve(built_site, soup):
     assert missing == []
 
 
-def _site_plugins() -> list:
-    """The plugins of mkdocs.yml (its !ENV tags read as their defaults)."""
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_constructor("!ENV", lambda loader, node: loader.construct_sequence(node)[-1])
-    return yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader)["plugins"]
-
-
 def test_a_failing_cell_fails_the_build_naming_the_notebook(tmp_path):
     """With the site's plugin settings, a notebook whose assert fails stops the build."""
-    plugins = [p for p in _site_plugins() if isinstance(p, dict) and "qkv-artifacts" in p]
+    plugins = [p for p in mkdocs_config()["plugins"] if isinstance(p, dict) and "qkv-artifacts" in p]
     plugins[0]["qkv-artifacts"]["cache_dir"] = str(tmp_path / "cache")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "index.md").write_text("# Fixture\n")

@@ -11,31 +11,7 @@ import re
 
 import yaml
 from bs4 import BeautifulSoup
-from support import PUBLISHED_PATH, ROOT, html_pages
-
-
-class _ConfigLoader(yaml.SafeLoader):
-    """Reads mkdocs.yml as data; MkDocs' own loader would also load (run) the hooks."""
-
-
-_ConfigLoader.add_constructor("!ENV", lambda loader, node: None)
-
-
-def site_config() -> dict:
-    return yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=_ConfigLoader)
-
-
-def nav_urls(items, base: str = "/") -> list[str]:
-    """The URL path of every page in the nav, in order (``base`` for index.md)."""
-    urls = []
-    for item in items:
-        target = next(iter(item.values())) if isinstance(item, dict) else item
-        if isinstance(target, list):
-            urls += nav_urls(target, base)
-        elif not str(target).startswith(("http://", "https://")):
-            stem = str(target).removesuffix(".md").removesuffix(".ipynb")
-            urls.append(base if stem == "index" else f"{base}{stem}/")
-    return urls
+from support import PUBLISHED_PATH, ROOT, html_pages, mkdocs_config, nav_paths
 
 
 def front_matter(built: str) -> dict:
@@ -48,7 +24,7 @@ def front_matter(built: str) -> dict:
 
 
 def test_every_page_has_a_title_and_its_own_description(built_site):
-    default = site_config()["site_description"]
+    default = mkdocs_config()["site_description"]
     problems, titles = [], {}
     for path in html_pages(built_site):
         name = path.relative_to(built_site).as_posix()
@@ -86,7 +62,7 @@ def test_404_page_has_the_site_style_and_links_home_and_to_every_page(built_site
     ), styles
     links = [a["href"] for a in soup.select(".md-content a[href]")]  # its own, not the nav's
     assert PUBLISHED_PATH in links
-    expected = nav_urls(site_config()["nav"], PUBLISHED_PATH)
+    expected = [PUBLISHED_PATH + path for path in nav_paths()]
     assert [url for url in expected if url not in links] == []
     inside = [url.removeprefix(PUBLISHED_PATH) for url in links if url.startswith("/")]
     assert len(inside) == len([url for url in links if url.startswith("/")]), (
