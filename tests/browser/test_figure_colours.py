@@ -1,6 +1,6 @@
 """A figure sits on the page as if Material drew it: in each colour scheme a reader can pick,
-the figure style's background is the page's, and in the light scheme its primary colour is
-the colour of the page's links.
+the figure style's background is the page's, and its primary colour is the colour of the
+page's links.
 
 Read from the pages as Chromium renders them (Material's palette plus the site's own CSS),
 not from the theme's stylesheets.
@@ -26,8 +26,9 @@ def test_figure_background_is_the_pages_in_each_scheme(page, site_url, preferenc
     assert background == rgb(STYLES[style].background), preference
 
 
-def test_figure_primary_is_the_light_pages_link_colour(page, site_url):
-    page.emulate_media(color_scheme="light")
+@pytest.mark.parametrize(("preference", "style"), [("light", "light"), ("dark", "dark")])
+def test_figure_primary_is_the_pages_link_colour(page, site_url, preference, style):
+    page.emulate_media(color_scheme=preference)
     page.goto(site_url + "why-scale/")
     # a plain link, as a chapter writes one, added to the article: the colour prose links get
     link = page.evaluate(
@@ -37,4 +38,4 @@ def test_figure_primary_is_the_light_pages_link_colour(page, site_url):
             return getComputedStyle(a).color;
         }"""
     )
-    assert link == rgb(STYLES["light"].primary)
+    assert link == rgb(STYLES[style].primary), preference

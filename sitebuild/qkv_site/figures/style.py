@@ -154,7 +154,7 @@ DARK = Style(
     muted=_over(_SLATE_FG, 0.56, _SLATE_BG),
     faint=_over(_SLATE_FG, 0.32, _SLATE_BG),
     grid=_over(_SLATE_FG, 0.12, _SLATE_BG),
-    primary="#5488e8",  # indigo links on slate (--md-typeset-a-color)
+    primary="#82aaff",  # links on slate: docs/assets/css/a11y.css lightens Material's #5488e8
     accent="#ffaa00",  # amber --md-accent-fg-color
     # On a dark background the lighter members of each Okabe-Ito pair read better.
     scaled=OKABE_ITO["sky blue"],
