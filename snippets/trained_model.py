@@ -261,7 +261,61 @@ for kind, s in scores.items():  # (L, H) each
             f"layer {i // H + 1} head {i % H + 1} {s.flat[i]:.2f}" for i in best
         )
     )
+
+
 # --8<-- [end:head_types]
+# --8<-- [start:head_types_variations]
+def heads_above(ordinary, repeated_runs, threshold=THRESHOLD):
+    """Per kind, the heads whose mean score is above `threshold`: first and
+    previous over `ordinary`, duplicate and induction over `repeated_runs`."""
+    above = {}
+    for kind in head_scores.KINDS:
+        pool = ordinary if kind in ("first", "previous") else repeated_runs
+        s = np.mean(
+            [
+                head_scores.score(t.weights, head_scores.targets(kind, t.ids))
+                for t in pool
+            ],
+            axis=0,
+        )  # (L, H)
+        above[kind] = {(int(ly), int(h)) for ly, h in np.argwhere(s > threshold)}
+    return above
+
+
+eot = model.tokenizer.token_to_id("<|endoftext|>")  # the start token
+
+
+def with_start(ids):
+    return smollm2.forward(model, np.concatenate([[eot], ids]))
+
+
+new_seed = head_scores.repeated_random_tokens(4, 12, seed=1)
+tried = {
+    "threshold 0.4": heads_above(texts, repeated, 0.4),
+    "threshold 0.6": heads_above(texts, repeated, 0.6),
+    "start token in front": heads_above(
+        [with_start(t.ids) for t in texts], [with_start(ids) for ids in repeats]
+    ),
+    "other texts": heads_above(  # random tokens; repeats of another seed
+        repeated, [smollm2.forward(model, ids) for ids in new_seed]
+    ),
+}
+print(f"{'':21} first  previous  duplicate  induction   layer.head gained/lost")
+for name, above in tried.items():
+    counts = "  ".join(
+        f"{len(above[k]):>{max(5, len(k))}}" for k in head_scores.KINDS
+    )
+    changes = [
+        f"{sign}{kind} {ly + 1}.{h + 1}"
+        for kind in head_scores.KINDS[1:]
+        for sign, heads in (
+            ("+", above[kind] - found[kind]),
+            ("-", found[kind] - above[kind]),
+        )
+        for ly, h in sorted(heads)
+    ]
+    print(f"{name:<21} {counts}   {', '.join(changes) or 'none'}")
+# --8<-- [end:head_types_variations]
 
 # --8<-- [start:induction_ablation]
 rng = np.random.default_rng(0)

@@ -931,3 +931,65 @@ def test_the_page_prints_the_start_token_runs(shown, with_start, induction_varia
     line = shown.line("trained_model.py:induction_variations", "zero ablation, start token")
     start = induction_variations["start"]
     assert numbers(line) == pytest.approx([start[1], start[2], start[0]], abs=0.005)
+
+
+def kinds_above(ordinary, repeated_runs, threshold=THRESHOLD, offset=0):
+    """{kind: heads above ``threshold``}: first and previous token over ``ordinary``, copy
+    and induction over ``repeated_runs`` (``offset`` 1: a start token in front)."""
+    second_half = range(HALF + offset, 2 * HALF + offset)
+
+    def copy(w):
+        return np.mean([w[..., i, i - HALF] for i in second_half], axis=0)
+
+    def after(w):
+        return np.mean([w[..., i, i - HALF + 1] for i in second_half], axis=0)
+
+    scores = {
+        "first": (ordinary, on_first),
+        "previous": (ordinary, on_previous),
+        "duplicate": (repeated_runs, copy),
+        "induction": (repeated_runs, after),
+    }
+    return {
+        kind: {
+            (int(ly), int(h))
+            for ly, h in np.argwhere(np.mean([f(t.weights.astype(float)) for t in runs], 0) > threshold)
+        }
+        for kind, (runs, f) in scores.items()
+    }
+
+
+@pytest.mark.claim("trained-head-types-variations")
+def test_head_kinds_under_other_thresholds_a_start_token_and_other_texts(model, texts, repeated, repeats):
+    def with_start(ids):
+        return smollm2.forward(model, np.concatenate([[START], ids]))
+
+    other_seed = head_scores.repeated_random_tokens(4, HALF, seed=1)
+    tried = {
+        "threshold 0.4": kinds_above(texts, repeated, 0.4),
+        "threshold 0.6": kinds_above(texts, repeated, 0.6),
+        "start token": kinds_above(
+            [with_start(t.ids) for t in texts], [with_start(ids) for ids in repeats], offset=1
+        ),
+        "other texts": kinds_above(repeated, [smollm2.forward(model, ids) for ids in other_seed]),
+    }
+    first = [len(found["first"]) for found in tried.values()]
+    assert min(first) > 270 / 2  # "most heads", in every variation
+    weakest = (18, 7)  # layer 19 head 8, from 0
+    for name, found in tried.items():
+        assert PREVIOUS <= found["previous"], name  # the four stay above the threshold
+        missing = INDUCTION - found["induction"]
+        assert missing == ({weakest} if name in ("threshold 0.6", "other texts") else set()), name
+    copies = [len(found["duplicate"]) for found in tried.values()]
+    check_prose(
+        "trained-head-types-variations",
+        min(first),
+        max(first),
+        270,
+        weakest[0] + 1,
+        weakest[1] + 1,
+        0.6,
+        min(copies),
+        max(copies),
+        len(tried["other texts"]["previous"]),
+    )
