@@ -448,7 +448,57 @@ for b, name in enumerate(tried):
         ]
     )
     print(f"  {name:<30} {score:15.2f}   {loss[b].mean():.2f}")
+
+
 # --8<-- [end:composition]
+# --8<-- [start:composition_variations]
+def keys_without_previous(ids, runs, rows):
+    """Induction score and loss on the repeated half: as run, and with what the
+    previous-token heads wrote taken out of the induction layers' keys only."""
+    outputs = np.stack([interventions.head_outputs(t) for t in runs], axis=2)
+    wrote = interventions.head_writes(model, outputs, found["previous"])
+    patch = interventions.PerVariant(
+        [
+            interventions.InputPatch(d.astype(np.float32), "k")
+            for d in (0 * wrote, -wrote)
+        ]
+    )
+    run = interventions.run_edited(
+        model, ids, dict.fromkeys(layers, patch), rows=rows
+    )
+    loss = interventions.next_token_loss(run.logits, ids[:, rows + 1])
+    aims = head_scores.targets("induction", ids[0])
+    score = [
+        np.mean(
+            [
+                head_scores.score(run.seen[ly].weights[b][:, h], aims)
+                for ly, h in found["induction"]
+            ]
+        )
+        for b in range(2)
+    ]
+    return score, loss.mean(axis=(1, 2))
+
+
+with_eot = np.concatenate([np.full((len(repeats), 1), eot), repeats], axis=1)
+variations = {
+    "4 new texts (seed 1)": (
+        new_seed,
+        [smollm2.forward(model, i) for i in new_seed],
+        rows,
+    ),
+    "start token in front": (
+        with_eot,
+        [smollm2.forward(model, i) for i in with_eot],
+        rows + 1,
+    ),
+}
+print("                        induction score      loss on the repeated half")
+print("                        as run  keys out     as run  keys out")
+for name, (ids, runs, r) in variations.items():
+    (s0, s1), (l0, l1) = keys_without_previous(ids, runs, r)
+    print(f"{name:<22} {s0:8.2f}  {s1:8.2f}   {l0:8.2f}  {l1:8.2f}")
+# --8<-- [end:composition_variations]
 
 # --8<-- [start:copying]
 # direct effect on the logit of the tokens a head reads, minus the vocabulary's

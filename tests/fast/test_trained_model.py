@@ -993,3 +993,59 @@ def test_head_kinds_under_other_thresholds_a_start_token_and_other_texts(model, 
         max(copies),
         len(tried["other texts"]["previous"]),
     )
+
+
+def keys_without_previous(model, ids, offset=0):
+    """Induction score and loss on the repeated half of ``ids`` (n_texts, T), as run and with
+    what the previous-token heads wrote (through W_O, written here) taken out of what layers
+    18 and 19 read for their keys; ``offset`` 1: a start token in front."""
+    runs = [smollm2.forward(model, i) for i in ids]
+    wrote = np.zeros((len(ids), ids.shape[1], 576))
+    for t, trace in enumerate(runs):
+        for ly, h in PREVIOUS:
+            out = trace.weights[ly, h].astype(np.float64) @ trace.v[ly, h // 3].astype(np.float64)
+            wrote[t] += out @ model.layers[ly].attention.w_o[64 * h : 64 * h + 64]
+    patch = interventions.PerVariant(
+        [interventions.InputPatch(d.astype(np.float32), "k") for d in (0 * wrote, -wrote)]
+    )
+    rows = np.arange(HALF, 2 * HALF - 1) + offset
+    run = interventions.run_edited(model, ids, {17: patch, 18: patch}, rows=rows)
+    lp = log_softmax(run.logits)
+    nxt = ids[:, rows + 1]
+    n = len(ids)
+    loss = [-np.mean([lp[b, t, r, nxt[t, r]] for t in range(n) for r in range(len(rows))]) for b in range(2)]
+    score = [
+        np.mean(
+            [
+                run.seen[ly].weights[b][t, h, i, i - HALF + 1]
+                for ly, h in INDUCTION
+                for t in range(n)
+                for i in range(HALF + offset, 2 * HALF + offset)
+            ]
+        )
+        for b in range(2)
+    ]
+    return score, loss
+
+
+@pytest.mark.claim("trained-composition-variations")
+def test_keys_carry_the_previous_token_heads_output_on_new_texts_and_with_a_start_token(
+    model, repeats, induction_losses
+):
+    ablated, _ = induction_losses  # the rule of the page's own texts (trained-composition)
+    new = head_scores.repeated_random_tokens(4, HALF, seed=1)
+    with_start = np.concatenate([np.full((4, 1), START), repeats], axis=1)
+    scores, losses = zip(
+        *(keys_without_previous(model, new), keys_without_previous(model, with_start, offset=1)), strict=True
+    )
+    for (as_run, keys_out), (loss_run, loss_out) in zip(scores, losses, strict=True):
+        # the direction, by the rule of the page's texts: out of the keys, the induction
+        # pattern goes and the loss rises by more than half what the induction heads off cost
+        assert keys_out < 0.1 * as_run and loss_out - loss_run > 0.5 * (ablated[1] - ablated[0])
+    check_prose(
+        "trained-composition-variations",
+        min(s[0] for s in scores),
+        max(s[1] for s in scores),
+        max(loss[0] for loss in losses),
+        min(loss[1] for loss in losses),
+    )
