@@ -290,11 +290,12 @@ def with_start(ids):
 
 
 new_seed = head_scores.repeated_random_tokens(4, 12, seed=1)
+started = [with_start(t.ids) for t in texts]  # the ten texts, a start token first
 tried = {
     "threshold 0.4": heads_above(texts, repeated, 0.4),
     "threshold 0.6": heads_above(texts, repeated, 0.6),
     "start token in front": heads_above(
-        [with_start(t.ids) for t in texts], [with_start(ids) for ids in repeats]
+        started, [with_start(ids) for ids in repeats]
     ),
     "other texts": heads_above(  # random tokens; repeats of another seed
         repeated, [smollm2.forward(model, ids) for ids in new_seed]
@@ -625,4 +626,35 @@ for scaled, name in ((True, "with 1/√64"), (False, "raw q·k   ")):
         f"{name}: mean largest weight {top.mean():.2f}, rows with one weight > 0.99: "
         f"{(top > 0.99).mean():.0%}"
     )
+
+
 # --8<-- [end:scale]
+# --8<-- [start:scale_variations]
+def saturation(runs, first_query=1):
+    """Per scaling: the largest weight of each row (queries first_query + 1 on)."""
+    top = {True: [], False: []}
+    for t in runs:
+        mask = qkv.causal_mask(len(t.ids))
+        k, v = (np.repeat(a, config.group, axis=1) for a in (t.k, t.v))
+        for scaled in top:
+            w = qkv.attention(
+                t.q.astype(np.float64), k, v, mask=mask, scale=scaled
+            )
+            top[scaled].append(w.weights[:, :, first_query:].max(axis=-1).ravel())
+    return {scaled: np.concatenate(found) for scaled, found in top.items()}
+
+
+print(
+    f"{'rows with one weight':<22}{'> 0.99, scaled':>15}{'raw':>6}{'> 0.9, scaled':>15}{'raw':>6}"
+)
+for name, runs, first in [
+    ("these ten texts", texts, 1),
+    ("start token in front", started, 2),  # queries 3 on: at least 3 keys
+    ("random tokens", repeated, 1),
+]:
+    top = saturation(runs, first)
+    a, b, c, d = (
+        (top[s] > at).mean() for at in (0.99, 0.9) for s in (True, False)
+    )
+    print(f"{name:<22}{a:15.0%}{b:6.0%}{c:15.0%}{d:6.0%}")
+# --8<-- [end:scale_variations]

@@ -1049,3 +1049,38 @@ def test_keys_carry_the_previous_token_heads_output_on_new_texts_and_with_a_star
         max(loss[0] for loss in losses),
         min(loss[1] for loss in losses),
     )
+
+
+def largest_weights(runs, first_query=1):
+    """{divisor: each row's largest weight}, with the 1/8 scale and without, queries from
+    ``first_query`` on (written here as in the ``saturation`` fixture)."""
+    top = {8.0: [], 1.0: []}
+    for t in runs:
+        n = len(t.ids)
+        q = t.q.astype(np.float64)
+        k = t.k.astype(np.float64)[:, [h // 3 for h in range(9)]]
+        raw = np.einsum("lhid,lhjd->lhij", q, k)
+        for divisor in top:
+            w = softmax_by_hand(np.where(np.tril(np.ones((n, n), bool)), raw / divisor, -np.inf))
+            top[divisor].append(w[:, :, first_query:].max(-1).ravel())
+    return {d: np.concatenate(v) for d, v in top.items()}
+
+
+@pytest.mark.claim("trained-scale-variations")
+def test_without_the_scale_most_rows_saturate_in_every_set_of_texts(model, texts, repeated):
+    started = [smollm2.forward(model, np.concatenate([[START], t.ids])) for t in texts]
+    sets = [largest_weights(texts), largest_weights(started, 2), largest_weights(repeated)]
+    share = {(at, d): [(top[d] > at).mean() for top in sets] for at in (0.99, 0.9) for d in (8.0, 1.0)}
+    # the direction in every set: without the scale most rows put nearly all on one key,
+    # with it few; and at 0.9, the unscaled share is still far above the scaled one
+    assert min(share[0.99, 1.0]) > 0.5 and max(share[0.99, 8.0]) < 0.1
+    assert all(raw > 3 * scaled for raw, scaled in zip(share[0.9, 1.0], share[0.9, 8.0], strict=True))
+    check_prose(
+        "trained-scale-variations",
+        0.99,
+        *(100 * f(share[0.99, 1.0]) for f in (min, max)),
+        *(100 * f(share[0.99, 8.0]) for f in (min, max)),
+        0.9,
+        *(100 * f(share[0.9, 1.0]) for f in (min, max)),
+        *(100 * f(share[0.9, 8.0]) for f in (min, max)),
+    )
