@@ -519,6 +519,20 @@ print(
 )
 print(f"  median of all {L * H} heads: {np.median(copying):.2f}")
 # --8<-- [end:copying]
+# --8<-- [start:copying_variations]
+for name, runs, r in [
+    ("4 new texts (seed 1)", variations["4 new texts (seed 1)"][1], rows),
+    ("start token in front", variations["start token in front"][1], rows + 1),
+]:
+    c = np.mean([interventions.copy_scores(model, t, r) for t in runs], axis=0)
+    top = np.argsort(-c, axis=None, kind="stable")[:4]
+    print(
+        f"{name}: induction heads at most {max(c[h] for h in found['induction']):.2f}; "
+        "highest: "
+        + ", ".join(f"{i // H + 1}.{i % H + 1} {c.flat[i]:.2f}" for i in top)
+        + f"; median {np.median(c):.2f}"
+    )
+# --8<-- [end:copying_variations]
 
 
 # --8<-- [start:rope]

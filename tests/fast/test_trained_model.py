@@ -1084,3 +1084,48 @@ def test_without_the_scale_most_rows_saturate_in_every_set_of_texts(model, texts
         *(100 * f(share[0.9, 1.0]) for f in (min, max)),
         *(100 * f(share[0.9, 8.0]) for f in (min, max)),
     )
+
+
+def direct_copying(model, runs, offset=0):
+    """Each head's direct effect on the logit of the token it reads (less the vocabulary's
+    mean), weighted by its weight, over the predictions of the repeated half; written out
+    as in test_the_induction_heads_copy_little_directly. (30, 9), averaged over ``runs``."""
+    mean_embedding = model.embedding.astype(np.float64).mean(0)
+    queries = slice(HALF + offset, 2 * HALF - 1 + offset)
+    scores = []
+    for t in runs:
+        x = model.embedding[t.ids]
+        for layer in model.layers:
+            x, _ = smollm2.decoder_layer(x, layer, model.config, np.arange(len(t.ids)))
+        rms = np.sqrt((x.astype(np.float64) ** 2).mean(-1) + model.config.norm_eps)
+        read = (model.embedding[t.ids].astype(np.float64) - mean_embedding) * model.final_norm
+        s = np.zeros((30, 9))
+        for ly in range(30):
+            w_o = model.layers[ly].attention.w_o.astype(np.float64)
+            for h in range(9):
+                written = t.v[ly, h // 3].astype(np.float64) @ w_o[64 * h : 64 * h + 64]
+                per_key = (written * read).sum(-1)
+                s[ly, h] = np.mean(t.weights[ly, h, queries].astype(np.float64) @ per_key / rms[queries])
+        scores.append(s)
+    return np.mean(scores, 0)
+
+
+@pytest.mark.claim("trained-copying-variations")
+def test_the_induction_heads_copy_little_on_new_texts_and_with_a_start_token(model, repeats):
+    new = head_scores.repeated_random_tokens(4, HALF, seed=1)
+    with_start = np.concatenate([np.full((4, 1), START), repeats], axis=1)
+    found = [
+        direct_copying(model, [smollm2.forward(model, i) for i in new]),
+        direct_copying(model, [smollm2.forward(model, i) for i in with_start], offset=1),
+    ]
+    induction, strongest, median = [], [], []
+    for s in found:
+        top = [divmod(int(i), 9) for i in np.argsort(-s, axis=None)[:3]]
+        # the page's reading, under both variations: the three strongest direct copiers
+        # are in layer 24, and each copies far more than any induction head
+        assert all(ly == 23 for ly, _ in top)
+        induction.append(max(s[ly, h] for ly, h in INDUCTION))
+        strongest += [s[ly, h] for ly, h in top]
+        median.append(np.median(s))
+        assert induction[-1] < 0.3 and min(s[ly, h] for ly, h in top) > 3 * induction[-1]
+    check_prose("trained-copying-variations", max(induction), 24, min(strongest), max(strongest), max(median))
