@@ -150,7 +150,8 @@ def decode_with_cache(x, w: MultiHeadWeights, counter: WorkCounter | None = None
     """
     x = _check_sequence(x, w)
     counter = WorkCounter() if counter is None else counter
-    cache = KVCache.empty(w.n_kv_heads, w.d_head)
+    # the cache stores the type the projections give (float32 inputs: a float32 cache)
+    cache = KVCache.empty(w.n_kv_heads, w.d_head, dtype=np.result_type(x, w.w_k, w.w_v))
     group = w.n_heads // w.n_kv_heads
     outputs = []
     for t in range(len(x)):

@@ -57,6 +57,41 @@ print("float32, blocks 7 x 6:", np.abs(tiled32.output - full32.output).max())
 # --8<-- [end:float32]
 
 
+# --8<-- [start:memory_variations]
+import tracemalloc
+
+
+def peak_mib(fn, *args, **kwargs):
+    """The most memory NumPy held at once while fn ran, in MiB (inputs not counted)."""
+    tracemalloc.start()
+    try:
+        fn(*args, **kwargs)
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+t = 2048
+print(f"T = {t}, peak MiB        attention   tiled_attention")
+tried = [  # (what changes, d, float type, causal mask, block_q, block_k)
+    ("blocks 128 x 128", 64, np.float32, False, 128, 128),
+    ("blocks 256 x 256", 64, np.float32, False, 256, 256),
+    ("default, 1024 x 2048", 64, np.float32, False, 1024, 2048),
+    ("one block, 2048 x 2048", 64, np.float32, False, 2048, 2048),
+    ("256 x 256, float64", 64, np.float64, False, 256, 256),
+    ("256 x 256, causal mask", 64, np.float32, True, 256, 256),
+    ("256 x 256, d = 128", 128, np.float32, False, 256, 256),
+]
+for name, d, dtype, causal, bq, bk in tried:
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((t, d)).astype(dtype) for _ in range(3))
+    m = qkv.causal_mask(t) if causal else None  # made before: an input
+    full = peak_mib(qkv.attention, q, k, v, mask=m)
+    tiled = peak_mib(qkv.tiled_attention, q, k, v, m, block_q=bq, block_k=bk)
+    print(f"{name:<24} {full:12.1f}   {tiled:15.1f}")
+# --8<-- [end:memory_variations]
+
+
 # --8<-- [start:linear]
 d = 64
 for t in [16, 65, 256, 4096]:

@@ -135,6 +135,24 @@ same = np.allclose(
 print("cosine,      query x3: weights unchanged:", same)
 # --8<-- [end:cosine]
 
+# --8<-- [start:cosine_variations]
+rng = np.random.default_rng(0)
+print("keys  width  ceiling  largest weight seen  draws above half the ceiling")
+for T in (6, 64):
+    ceiling = np.e**2 / (np.e**2 + T - 1)
+    for d in (4, 16, 64, 512):
+        largest = np.array(
+            [
+                qkv.softmax(cosine_scores(*rng.normal(size=(2, T, d)))).max()
+                for _ in range(200)
+            ]
+        )
+        print(
+            f"{T:4}  {d:5}  {ceiling:7.3f}  {largest.max():19.3f}  "
+            f"{np.mean(largest > ceiling / 2):28.1%}"
+        )
+# --8<-- [end:cosine_variations]
+
 # --8<-- [start:other_source]
 rng = np.random.default_rng(4)
 d_dec, d_enc, d_k, d_v = 16, 24, 8, 6  # the two sequences need not be as wide

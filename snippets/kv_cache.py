@@ -53,6 +53,42 @@ print(f"max |cached - uncached| = {np.abs(cached - uncached).max():.1e}")
 print(f"max |cached - one pass| = {np.abs(cached - one_pass).max():.1e}")
 # --8<-- [end:decode]
 
+
+# --8<-- [start:decode_variations]
+def as_type(w, dtype):
+    """The same weights, stored as ``dtype``."""
+    return qkv.MultiHeadWeights(
+        *(a.astype(dtype) for a in (w.w_q, w.w_k, w.w_v, w.w_o)),
+        w.n_heads,
+        w.n_kv_heads,
+    )
+
+
+print(
+    "key/value heads  type        T   largest gap, in units of eps x largest output"
+)
+for n_kv in (4, 2, 1):  # multi-head, grouped-query, multi-query
+    for dtype in (np.float64, np.float32):
+        for t in (10, 200):
+            wv = qkv.MultiHeadWeights.random(
+                rng, d_model, n_heads, n_kv_heads=n_kv
+            )
+            wv, xv = (
+                as_type(wv, dtype),
+                rng.normal(size=(t, d_model)).astype(dtype),
+            )
+            cached = qkv.decode_with_cache(xv, wv)
+            uncached = qkv.decode_without_cache(xv, wv)
+            one_pass = qkv.multi_head_attention(
+                xv, xv, wv, mask=qkv.causal_mask(t)
+            ).output
+            gap = max(
+                np.abs(cached - uncached).max(), np.abs(cached - one_pass).max()
+            )
+            unit = np.finfo(dtype).eps * np.abs(one_pass).max()
+            print(f"{n_kv:15}  {dtype.__name__:<7}  {t:4}   {gap / unit:.1f}")
+# --8<-- [end:decode_variations]
+
 # --8<-- [start:work]
 print(f"{'':>5} {'K/V projections':>20}   {'query-key scores':>25}")
 print(f"{'T':>5} {'cache':>9} {'no cache':>10}   {'cache':>10} {'no cache':>14}")

@@ -261,7 +261,62 @@ for kind, s in scores.items():  # (L, H) each
             f"layer {i // H + 1} head {i % H + 1} {s.flat[i]:.2f}" for i in best
         )
     )
+
+
 # --8<-- [end:head_types]
+# --8<-- [start:head_types_variations]
+def heads_above(ordinary, repeated_runs, threshold=THRESHOLD):
+    """Per kind, the heads whose mean score is above `threshold`: first and
+    previous over `ordinary`, duplicate and induction over `repeated_runs`."""
+    above = {}
+    for kind in head_scores.KINDS:
+        pool = ordinary if kind in ("first", "previous") else repeated_runs
+        s = np.mean(
+            [
+                head_scores.score(t.weights, head_scores.targets(kind, t.ids))
+                for t in pool
+            ],
+            axis=0,
+        )  # (L, H)
+        above[kind] = {(int(ly), int(h)) for ly, h in np.argwhere(s > threshold)}
+    return above
+
+
+eot = model.tokenizer.token_to_id("<|endoftext|>")  # the start token
+
+
+def with_start(ids):
+    return smollm2.forward(model, np.concatenate([[eot], ids]))
+
+
+new_seed = head_scores.repeated_random_tokens(4, 12, seed=1)
+started = [with_start(t.ids) for t in texts]  # the ten texts, a start token first
+tried = {
+    "threshold 0.4": heads_above(texts, repeated, 0.4),
+    "threshold 0.6": heads_above(texts, repeated, 0.6),
+    "start token in front": heads_above(
+        started, [with_start(ids) for ids in repeats]
+    ),
+    "other texts": heads_above(  # random tokens; repeats of another seed
+        repeated, [smollm2.forward(model, ids) for ids in new_seed]
+    ),
+}
+print(f"{'':21} first  previous  duplicate  induction   layer.head gained/lost")
+for name, above in tried.items():
+    counts = "  ".join(
+        f"{len(above[k]):>{max(5, len(k))}}" for k in head_scores.KINDS
+    )
+    changes = [
+        f"{sign}{kind} {ly + 1}.{h + 1}"
+        for kind in head_scores.KINDS[1:]
+        for sign, heads in (
+            ("+", above[kind] - found[kind]),
+            ("-", found[kind] - above[kind]),
+        )
+        for ly, h in sorted(heads)
+    ]
+    print(f"{name:<21} {counts}   {', '.join(changes) or 'none'}")
+# --8<-- [end:head_types_variations]
 
 # --8<-- [start:induction_ablation]
 rng = np.random.default_rng(0)
@@ -394,7 +449,57 @@ for b, name in enumerate(tried):
         ]
     )
     print(f"  {name:<30} {score:15.2f}   {loss[b].mean():.2f}")
+
+
 # --8<-- [end:composition]
+# --8<-- [start:composition_variations]
+def keys_without_previous(ids, runs, rows):
+    """Induction score and loss on the repeated half: as run, and with what the
+    previous-token heads wrote taken out of the induction layers' keys only."""
+    outputs = np.stack([interventions.head_outputs(t) for t in runs], axis=2)
+    wrote = interventions.head_writes(model, outputs, found["previous"])
+    patch = interventions.PerVariant(
+        [
+            interventions.InputPatch(d.astype(np.float32), "k")
+            for d in (0 * wrote, -wrote)
+        ]
+    )
+    run = interventions.run_edited(
+        model, ids, dict.fromkeys(layers, patch), rows=rows
+    )
+    loss = interventions.next_token_loss(run.logits, ids[:, rows + 1])
+    aims = head_scores.targets("induction", ids[0])
+    score = [
+        np.mean(
+            [
+                head_scores.score(run.seen[ly].weights[b][:, h], aims)
+                for ly, h in found["induction"]
+            ]
+        )
+        for b in range(2)
+    ]
+    return score, loss.mean(axis=(1, 2))
+
+
+with_eot = np.concatenate([np.full((len(repeats), 1), eot), repeats], axis=1)
+variations = {
+    "4 new texts (seed 1)": (
+        new_seed,
+        [smollm2.forward(model, i) for i in new_seed],
+        rows,
+    ),
+    "start token in front": (
+        with_eot,
+        [smollm2.forward(model, i) for i in with_eot],
+        rows + 1,
+    ),
+}
+print("                        induction score      loss on the repeated half")
+print("                        as run  keys out     as run  keys out")
+for name, (ids, runs, r) in variations.items():
+    (s0, s1), (l0, l1) = keys_without_previous(ids, runs, r)
+    print(f"{name:<22} {s0:8.2f}  {s1:8.2f}   {l0:8.2f}  {l1:8.2f}")
+# --8<-- [end:composition_variations]
 
 # --8<-- [start:copying]
 # direct effect on the logit of the tokens a head reads, minus the vocabulary's
@@ -414,6 +519,20 @@ print(
 )
 print(f"  median of all {L * H} heads: {np.median(copying):.2f}")
 # --8<-- [end:copying]
+# --8<-- [start:copying_variations]
+for name, runs, r in [
+    ("4 new texts (seed 1)", variations["4 new texts (seed 1)"][1], rows),
+    ("start token in front", variations["start token in front"][1], rows + 1),
+]:
+    c = np.mean([interventions.copy_scores(model, t, r) for t in runs], axis=0)
+    top = np.argsort(-c, axis=None, kind="stable")[:4]
+    print(
+        f"{name}: induction heads at most {max(c[h] for h in found['induction']):.2f}; "
+        "highest: "
+        + ", ".join(f"{i // H + 1}.{i % H + 1} {c.flat[i]:.2f}" for i in top)
+        + f"; median {np.median(c):.2f}"
+    )
+# --8<-- [end:copying_variations]
 
 
 # --8<-- [start:rope]
@@ -521,4 +640,35 @@ for scaled, name in ((True, "with 1/√64"), (False, "raw q·k   ")):
         f"{name}: mean largest weight {top.mean():.2f}, rows with one weight > 0.99: "
         f"{(top > 0.99).mean():.0%}"
     )
+
+
 # --8<-- [end:scale]
+# --8<-- [start:scale_variations]
+def saturation(runs, first_query=1):
+    """Per scaling: the largest weight of each row (queries first_query + 1 on)."""
+    top = {True: [], False: []}
+    for t in runs:
+        mask = qkv.causal_mask(len(t.ids))
+        k, v = (np.repeat(a, config.group, axis=1) for a in (t.k, t.v))
+        for scaled in top:
+            w = qkv.attention(
+                t.q.astype(np.float64), k, v, mask=mask, scale=scaled
+            )
+            top[scaled].append(w.weights[:, :, first_query:].max(axis=-1).ravel())
+    return {scaled: np.concatenate(found) for scaled, found in top.items()}
+
+
+print(
+    f"{'rows with one weight':<22}{'> 0.99, scaled':>15}{'raw':>6}{'> 0.9, scaled':>15}{'raw':>6}"
+)
+for name, runs, first in [
+    ("these ten texts", texts, 1),
+    ("start token in front", started, 2),  # queries 3 on: at least 3 keys
+    ("random tokens", repeated, 1),
+]:
+    top = saturation(runs, first)
+    a, b, c, d = (
+        (top[s] > at).mean() for at in (0.99, 0.9) for s in (True, False)
+    )
+    print(f"{name:<22}{a:15.0%}{b:6.0%}{c:15.0%}{d:6.0%}")
+# --8<-- [end:scale_variations]

@@ -26,6 +26,25 @@ print("mean row sum, axis=0:", by_query.sum(axis=-1).mean().round(12))
 # --8<-- [end:wrong_axis]
 
 
+# --8<-- [start:wrong_axis_variations]
+rng = np.random.default_rng(0)
+print(
+    "keys  score spread   smallest (over 100 draws) of the largest |row sum - 1|"
+)
+for n_keys in (6, 64, 512):
+    for spread in (1.0, 0.1, 0.01):
+        worst = []
+        for _ in range(100):
+            q, k = rng.normal(size=(2, n_keys, 8))  # d_k = 8
+            s = (
+                spread * (q @ k.T) / np.sqrt(8)
+            )  # standard deviation about `spread`
+            rows = qkv.softmax(s, axis=0).sum(axis=-1)  # wrong axis again
+            worst.append(np.abs(rows - 1).max())
+        print(f"{n_keys:4}  {spread:12}   {min(worst):.2g}")
+# --8<-- [end:wrong_axis_variations]
+
+
 # --8<-- [start:forgot_values]
 p6 = toy.projections(d_k=8, d_v=6)  # the value width happens to equal T = 6
 Q6, K6, V6 = qkv.project(X, p6)
@@ -80,6 +99,35 @@ print(
     [labels[i] for i in range(7) if w[i].argmax() == i],
 )
 # --8<-- [end:similarity]
+
+
+# --8<-- [start:twin_variations]
+def self_share(q, k):
+    """The share of queries whose largest score is on their own key."""
+    return np.mean((q @ k.T).argmax(axis=-1) == np.arange(len(q)))
+
+
+rng = np.random.default_rng(0)
+print(
+    "tokens  d_model  d_k   itself the favourite key, share of queries (200 draws)"
+)
+print("                       X as Q and K   W_Q = W_K   W_Q, W_K apart   1/T")
+settings = [("toy", 16, 8), (6, 16, 8), (6, 64, 64), (32, 64, 16), (32, 256, 64)]
+for n, d, dk in settings:
+    shares = np.zeros(3)
+    for _ in range(200):
+        x = (
+            X if n == "toy" else rng.normal(size=(n, d))
+        )  # the toy sentence, or random
+        w_q, w_k = rng.normal(size=(2, d, dk)) / np.sqrt(d)
+        pairs = [(x, x), (x @ w_q, x @ w_q), (x @ w_q, x @ w_k)]
+        shares += [self_share(q, k) / 200 for q, k in pairs]
+    t = len(x)
+    print(
+        f"{n!s:>6}  {d:7}  {dk:3}   {shares[0]:12.2f}   {shares[1]:9.2f}   "
+        f"{shares[2]:14.2f}   {1 / t:.2f}"
+    )
+# --8<-- [end:twin_variations]
 
 
 # --8<-- [start:overflow]

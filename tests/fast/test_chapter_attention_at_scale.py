@@ -124,3 +124,64 @@ def test_the_hand_written_online_softmax_matches_where_the_formula_overflows(sho
     assert numbers(printed)[-1] < 1e-15
     assert numbers(shown.line("attention_at_scale_exercises.py:write_it", "weights sum to:")) == [1.0]
     check_prose("tiled-exercise-write", len(row), 1000, 1e-15)
+
+
+def _peak_mib(fn, *args, **kwargs) -> float:
+    tracemalloc.start()
+    try:
+        fn(*args, **kwargs)
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.claim("tiled-memory-variations")
+def test_tiled_attention_saves_memory_under_every_variation_but_one_block(shown):
+    t = 2048
+    # (d, float type, causal, block_q, block_k): the page's variations
+    tried = [
+        (64, np.float32, False, 128, 128),
+        (64, np.float32, False, 256, 256),
+        (64, np.float32, False, 1024, 2048),
+        (64, np.float32, False, t, t),
+        (64, np.float64, False, 256, 256),
+        (64, np.float32, True, 256, 256),
+        (128, np.float32, False, 256, 256),
+    ]
+    peaks = []
+    for d, dtype, causal, bq, bk in tried:
+        rng = np.random.default_rng(1)  # other numbers than the page's: the sizes matter
+        q, k, v = (rng.standard_normal((t, d)).astype(dtype) for _ in range(3))
+        mask = np.tril(np.ones((t, t), dtype=bool)) if causal else None
+        peaks.append(
+            (
+                _peak_mib(qkv.attention, q, k, v, mask=mask),
+                _peak_mib(qkv.tiled_attention, q, k, v, mask, block_q=bq, block_k=bk),
+            )
+        )
+    blocked = [p for p, (*_, bq, bk) in zip(peaks, tried, strict=True) if bq * bk < t * t]
+    one_block = [p for p, (*_, bq, bk) in zip(peaks, tried, strict=True) if bq * bk == t * t]
+    # the direction: smaller blocks than the matrix, less memory, under every variation; one
+    # block holding every score, no saving
+    assert all(tiled < full / 1.5 for full, tiled in blocked)
+    assert all(tiled >= full for full, tiled in one_block)
+    matrix = t * t * 4 / 2**20  # one float32 T × T array
+    assert all(full >= matrix for full, _ in peaks)  # attention always holds the matrix
+    full_b, tiled_b = zip(*blocked, strict=True)
+    check_prose(
+        "tiled-memory-variations",
+        min(tiled_b),
+        max(tiled_b),
+        min(full_b),
+        max(full_b),
+        64,
+        128,
+        t,
+        t,
+        one_block[0][1],
+        one_block[0][0],
+    )
+    printed = shown["attention_at_scale.py:memory_variations"].splitlines()[1:]
+    assert len(printed) == len(peaks)
+    for line, (full, tiled) in zip(printed, peaks, strict=True):
+        assert numbers(line)[-2:] == pytest.approx([full, tiled], abs=0.06)

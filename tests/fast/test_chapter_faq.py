@@ -412,3 +412,30 @@ def test_each_doubling_multiplies_flops_and_weight_map_bytes_by_four(shown):
     for (t, flops_t, bytes_t), (t2, flops_2t, bytes_2t) in itertools.pairwise(rows):
         assert t2 == 2 * t  # the page doubles the length too
         assert flops_2t / flops_t == bytes_2t / bytes_t == ratio
+
+
+@pytest.mark.claim("faq-cosine-variations")
+def test_random_vectors_stay_below_half_the_cosine_ceiling_except_when_narrow(shown):
+    """The page's draws (seed 0, keys 6 then 64, widths 4 to 512, 200 each), recomputed with
+    a softmax written here."""
+    rng = np.random.default_rng(0)
+    above = {}
+    for t in (6, 64):
+        ceiling = np.e**2 / (np.e**2 + t - 1)
+        for d in (4, 16, 64, 512):
+            largest = []
+            for _ in range(200):
+                q, k = rng.normal(size=(2, t, d))
+                e = np.exp(_cosine(q, k))  # cosines in [-1, 1]: no overflow
+                largest.append((e / e.sum(axis=-1, keepdims=True)).max())
+            assert max(largest) < ceiling  # the bound holds in every draw
+            above[t, d] = np.mean(np.array(largest) > ceiling / 2)
+    # the direction at widths 64 and 512 and with 64 keys: never above half the ceiling
+    assert all(above[t, d] == 0 for t in (6, 64) for d in (64, 512))
+    assert all(above[64, d] == 0 for d in (4, 16, 64, 512))
+    # and narrow vectors over few keys do pass it, most of the time at width 4
+    assert above[6, 4] > 0.5 and 0 < above[6, 16] < above[6, 4]
+    check_prose("faq-cosine-variations", 64, 512, 64, 6, 4, 100 * above[6, 4], 100 * above[6, 16], 16)
+    for (t, d), share in above.items():
+        line = shown.line("faq.py:cosine_variations", f"{t}  {d:5}")
+        assert numbers(line)[-1] == pytest.approx(100 * share, abs=0.05)

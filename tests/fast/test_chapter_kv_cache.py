@@ -451,3 +451,32 @@ def test_the_page_shows_the_same_score_count_for_8_2_and_1_kv_heads(shown):
     assert {n_kv: held for n_kv, (_, held, _, _) in rows.items()} == {
         n_kv: n_kv * rows[1][1] for n_kv in rows
     }
+
+
+ROUNDING_UNITS = 10  # "under 10 rounding units": fixed before the variations were run
+
+
+@pytest.mark.claim("cache-decode-variations")
+def test_cache_agrees_to_rounding_in_float32_with_shared_heads_and_long_sequences(shown):
+    worst = 0.0
+    for n_kv in (4, 2, 1):
+        for dtype in (np.float64, np.float32):
+            for t in (10, 200):
+                rng = np.random.default_rng(7 * n_kv + t)  # the test's own layers
+                w64 = qkv.MultiHeadWeights.random(rng, 32, 4, n_kv_heads=n_kv)
+                w = qkv.MultiHeadWeights(
+                    *(a.astype(dtype) for a in (w64.w_q, w64.w_k, w64.w_v, w64.w_o)), 4, n_kv
+                )
+                x = rng.normal(size=(t, 32)).astype(dtype)
+                cached = qkv.decode_with_cache(x, w)
+                assert cached.dtype == dtype  # the cache keeps the inputs' type
+                full = qkv.multi_head_attention(x, x, w, mask=qkv.causal_mask(t)).output
+                gaps = [np.abs(cached - qkv.decode_without_cache(x, w)).max(), np.abs(cached - full).max()]
+                units = max(gaps) / (np.finfo(dtype).eps * np.abs(full).max())
+                assert units < ROUNDING_UNITS, (n_kv, dtype, t, units)
+                worst = max(worst, units)
+    printed = [_numbers(line)[-1] for line in shown["kv_cache.py:decode_variations"].splitlines()[1:]]
+    assert len(printed) == 12 and max(printed) < ROUNDING_UNITS
+    # the sentence's "at most" is the page's own largest (its layers are drawn differently)
+    check_prose("cache-decode-variations", ROUNDING_UNITS, max(printed), 4, 2, 1, 10, 200)
+    assert worst > 0  # the gaps are real rounding, not zero by construction

@@ -276,3 +276,91 @@ def test_letting_each_query_see_itself_removes_the_nan_and_changes_no_real_row()
     assert not torch.isnan(ok).any()
     np.testing.assert_allclose(ok[2:].numpy(), layer1[2:].numpy(), rtol=1e-12)
     np.testing.assert_allclose(ok.numpy(), qkv.attention(Q, K, V, mask=fixed).output, rtol=1e-12)
+
+
+# ---- how far the traps' conclusions hold: the sceptic's variations ---------------------
+
+
+WRONG_AXIS_KEYS = (6, 64, 512)
+WRONG_AXIS_SPREADS = (1.0, 0.1, 0.01)
+ALLCLOSE_RTOL = 1e-5  # np.allclose's default relative tolerance, the "Catch it" assert's
+
+
+def wrong_axis_worst():
+    """For each (keys, spread): over 100 draws, the smallest largest |row sum - 1| that
+    softmax over the queries leaves; the draws in the page's order (seed 0)."""
+    rng = np.random.default_rng(0)
+    worst = {}
+    for n_keys in WRONG_AXIS_KEYS:
+        for spread in WRONG_AXIS_SPREADS:
+            found = []
+            for _ in range(100):
+                q, k = rng.normal(size=(2, n_keys, 8))
+                by_query = softmax_by_hand(spread * (q @ k.T) / np.sqrt(8), axis=0)
+                found.append(np.abs(by_query.sum(axis=-1) - 1).max())
+            worst[n_keys, spread] = min(found)
+    return worst
+
+
+@pytest.mark.claim("traps-wrong-axis-variations")
+def test_the_wrong_axis_is_caught_at_every_size_and_spread(shown):
+    worst = wrong_axis_worst()
+    # the direction: in every draw of every variation some row misses 1 by more than the
+    # tolerance of the assert the page recommends, so the assert catches it everywhere
+    assert all(w > 10 * ALLCLOSE_RTOL for w in worst.values())
+    # and a loose tolerance would not: at the smallest spread the miss is under 0.01
+    assert all(worst[n, 0.01] < 0.01 for n in WRONG_AXIS_KEYS)
+    small = min(worst[n, 0.01] for n in WRONG_AXIS_KEYS)
+    check_prose(
+        "traps-wrong-axis-variations",
+        1,  # "misses 1"
+        worst[6, 1.0],
+        6,
+        worst[512, 1.0],
+        512,
+        1.0,  # spread 1
+        small,
+        0.01,
+        ALLCLOSE_RTOL,
+        0.01,
+    )
+    for (n_keys, spread), w in worst.items():  # the table the page prints
+        line = shown.line("traps.py:wrong_axis_variations", f"{n_keys}  {spread:12}")
+        assert numbers(line)[-1] == float(f"{w:.2g}")  # printed to two significant digits
+
+
+TWIN_SETTINGS = [("toy", 16, 8), (6, 16, 8), (6, 64, 64), (32, 64, 16), (32, 256, 64)]
+
+
+def own_favourite_shares():
+    """Per setting, over 200 draws (the page's order, seed 0): the share of queries whose
+    largest score is their own key, with (X, X), (XW_Q, XW_Q) and (XW_Q, XW_K)."""
+    rng = np.random.default_rng(0)
+    shares = {}
+    for n, d, dk in TWIN_SETTINGS:
+        total = np.zeros(3)
+        for _ in range(200):
+            x = X if n == "toy" else rng.normal(size=(n, d))
+            w_q, w_k = rng.normal(size=(2, d, dk)) / np.sqrt(d)
+            for i, (q, k) in enumerate([(x, x), (x @ w_q, x @ w_q), (x @ w_q, x @ w_k)]):
+                scores = q @ k.T
+                total[i] += np.mean([scores[j].argmax() == j for j in range(len(x))]) / 200
+        shares[n, d, dk] = (total, len(x))
+    return shares
+
+
+@pytest.mark.claim("traps-twin-variations")
+def test_only_symmetric_scores_make_a_word_its_own_favourite(shown):
+    shares = own_favourite_shares()
+    for (same, tied, apart), t in shares.values():
+        # thresholds fixed before the first run: symmetric scores favour the word itself,
+        # independent projections about as often as chance
+        assert same >= 0.8 and tied >= 0.5
+        assert 0.5 / t <= apart <= 2 / t
+        assert apart < tied
+    same, tied = (min(s[0][i] for s in shares.values()) for i in (0, 1))
+    apart_over_chance = [s[0][2] * s[1] for s in shares.values()]
+    check_prose("traps-twin-variations", same, tied, min(apart_over_chance), max(apart_over_chance), 1)
+    for (n, d, dk), ((same, tied, apart), t) in shares.items():
+        line = shown.line("traps.py:twin_variations", f"{n!s}  {d:7}  {dk:3}")
+        np.testing.assert_allclose(numbers(line)[-4:], [same, tied, apart, 1 / t], atol=0.005 + 1e-9)

@@ -30,6 +30,7 @@ Adding a kind (the trained model's attention maps, say) is two steps:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -63,6 +64,9 @@ class ArtifactsConfig(Config):
     cache_dir = config_options.Type(str, default=".cache/artifacts")
     concurrency = config_options.Type(int, default=max(1, os.cpu_count() or 1))
     content_security_policy = config_options.Type(bool, default=False)
+    # a file to write each computed artifact's CPU seconds to, as JSON ("": none); for
+    # benchmarks/build_times.py
+    timings = config_options.Type(str, default="")
 
 
 class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
@@ -145,6 +149,12 @@ class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
             f"{len(self.runner.used) - len(computed)} from the cache, in "
             f"{time.perf_counter() - self.started:.1f} s of build"
         )
+        if self.config.timings:
+            rows = [
+                {"kind": job.kind, "source": job.source, "cpu_s": seconds}
+                for job, seconds in self.runner.cpu_seconds
+            ]
+            Path(self.config.timings).write_text(json.dumps(rows, indent=1), encoding="utf-8")
         self._chain("on_post_build", config)
         self.runner.forget_unused()
 

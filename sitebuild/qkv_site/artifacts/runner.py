@@ -33,7 +33,7 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 from pymdownx.superfences import SuperFencesException
 
-from qkv_site.artifacts.worker import DEPS, installed_version
+from qkv_site.artifacts.worker import CPU, DEPS, installed_version
 
 STALE_AFTER = 3600  # seconds: entries no build used for this long are removed
 
@@ -89,6 +89,7 @@ class Runner:
         self._lock = threading.Lock()
         self.used: set[Path] = set()
         self.computed: list[Job] = []
+        self.cpu_seconds: list[tuple[Job, float]] = []  # each computed job's CPU, this build
 
     # ---- the cache -------------------------------------------------------------------------
 
@@ -165,6 +166,7 @@ class Runner:
             self.used.add(folder)
             if fresh:
                 self.computed.append(job)
+                self.cpu_seconds.append((job, _cpu_of(folder)))
         return Result(job, folder, fresh=fresh)
 
     def _borrow(self) -> Worker:
@@ -192,7 +194,7 @@ class Runner:
     # ---- housekeeping ----------------------------------------------------------------------
 
     def start_build(self) -> None:
-        self.used, self.computed = set(), []
+        self.used, self.computed, self.cpu_seconds = set(), [], []
         self._versions = {}  # packages may have been installed since the last build
 
     def forget_unused(self) -> None:
@@ -207,6 +209,16 @@ class Runner:
         for worker in self._all_workers:
             worker.close()
         self._all_workers.clear()
+
+
+def _cpu_of(folder: Path) -> float:
+    """The CPU seconds the worker recorded for the runs that made the entry in ``folder``
+    (a session's block counts the earlier blocks it had to run again for their state)."""
+    try:
+        lines = (folder / CPU).read_text(encoding="utf-8").split()
+    except OSError:
+        return float("nan")
+    return sum(float(line) for line in lines)
 
 
 ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")

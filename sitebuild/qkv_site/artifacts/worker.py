@@ -6,7 +6,9 @@ One protocol for every kind of job. The worker reads one job per line on stdin (
 ``0`` when it succeeded, another exit code when it did not (the traceback is in ``log``). A
 task writes its files into ``out``; the worker adds ``_deps.json``: every file of the project
 the process has imported (with its hash), plus any the task returns, and the version of
-every installed distribution imported or named in ``packages`` (``null`` when not installed).
+every installed distribution imported or named in ``packages`` (``null`` when not installed),
+and a line to ``_cpu.txt``: the CPU seconds the run took (``benchmarks/build_times.py`` reads
+them through the plugin's ``timings`` file).
 
 The worker imports numpy and matplotlib and indexes the installed distributions once, then
 runs each job in a child forked for it, so every job starts from the same clean state
@@ -22,6 +24,7 @@ child is forked or ends.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib
@@ -33,6 +36,7 @@ import traceback
 from pathlib import Path
 
 DEPS = "_deps.json"
+CPU = "_cpu.txt"  # one line per run of a task into this folder: its CPU seconds (benchmarks)
 PRELOAD = ("numpy", "matplotlib")
 
 
@@ -88,6 +92,7 @@ def run_job(root: Path, job: dict, version=installed_version) -> int:
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
+    started = _cpu_seconds()
     try:
         module_name, _, function = job["task"].partition(":")
         task = getattr(importlib.import_module(module_name), function)
@@ -107,6 +112,16 @@ def run_job(root: Path, job: dict, version=installed_version) -> int:
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
+        with contextlib.suppress(OSError):  # the folder may be gone if the task removed it
+            with open(Path(job["out"]) / CPU, "a", encoding="utf-8") as cpu:
+                cpu.write(f"{_cpu_seconds() - started:.3f}\n")
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of the children it has waited for (a notebook's
+    kernel), user and system."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
 
 
 def _session(root: Path, answer) -> int:
