@@ -30,7 +30,7 @@ import { FileError } from "./gguf.js";
 
 /* ---- float16, as the blocks store their scales --------------------------------------- */
 
-const F16 = (function () { // all 65,536 half-precision values, looked up by their bits
+export const F16 = (function () { // all 65,536 half-precision values, looked up by their bits
   const table = new Float32Array(65536);
   for (let h = 0; h < 65536; h++) {
     const sign = h & 0x8000 ? -1 : 1, exp = (h >> 10) & 0x1f, frac = h & 0x3ff;
@@ -185,13 +185,26 @@ export function assemble(file) {
 
 /* ---- the maths ---------------------------------------------------------------------- */
 
-/* x @ W.T for a (T, nIn) x and a (nOut, nIn) matrix W: (T, nOut). Blocked: two rows of W
+/* The WebAssembly product (kernel.js), once the worker has one: it computes the same sums
+   as matmulJS below, in float32 four at a time. */
+let kernel = null;
+export function useKernel(k) {
+  kernel = k;
+}
+
+/* x @ W.T for a (T, nIn) x and a (nOut, nIn) matrix W: (T, nOut). With WebAssembly SIMD,
+   the kernel's product; otherwise (and for a matrix it does not cover) matmulJS. */
+export function matmul(x, T, W) {
+  return kernel && kernel.covers(W) ? kernel.matmul(x, T, W) : matmulJS(x, T, W);
+}
+
+/* x @ W.T in JavaScript. Blocked: two rows of W
    are dequantized at a time (block by block: 32 weights share a scale and a minimum) and
    serve all T tokens, four tokens at a time, so each weight and each activation read from
    memory serves several products (eight running sums in the inner loop, where one row and
    four tokens had four). Each output is still one sum over i in the same order, so the
    numbers do not change with the blocking. */
-export function matmul(x, T, W) {
+export function matmulJS(x, T, W) {
   const nIn = W.nIn, nOut = W.nOut, y = new Float32Array(T * nOut);
   const w0 = new Float32Array(nIn), w1 = new Float32Array(nIn);
   let o = 0;
