@@ -3,8 +3,11 @@
  * Started by explorer.js as `new Worker(URL of this file, { type: "module" })`.
  *
  * Messages in:
- *   { type: "load", url, bytes }       fetch the file (`bytes`: its size, from the site's
- *                                      index; null to go by the server's Content-Length)
+ *   { type: "load", url, bytes, wasm }   fetch the file (`bytes`: its size, from the site's
+ *                                      index; null to go by the server's Content-Length);
+ *                                      wasm: false keeps the JavaScript matrix product
+ *                                      (for the tests; by default matmul.wasm, with
+ *                                      WebAssembly SIMD, when the browser has it)
  *   { type: "cancel" }                 stop a download
  *   { type: "run", id, text, maxTokens }    tokenize, cut to maxTokens, run, tabulate, and
  *                                      predict the next token (maxTokens: the site's index
@@ -18,7 +21,7 @@
  *   { type: "tokenize", id, text }     only the ids, pieces and labels (for the tests)
  * Messages out:
  *   { type: "progress", received, total }   while downloading, a few times a second
- *   { type: "loaded", bytes, seconds }
+ *   { type: "loaded", bytes, seconds, product }   product: "wasm-simd" or "javascript"
  *   { type: "layer", id, layer, of }         while running
  *   { type: "result", id, ... }              see `run` below
  *   { type: "edited", id, ... }              see `edit` below
@@ -30,12 +33,14 @@
  */
 
 import { FileError, readGGUF } from "./gguf.js";
-import { assemble, attentionTables, forward, klDivergence, topTokens } from "./smollm2.js";
+import { compileKernel, makeKernel } from "./kernel.js";
+import { assemble, attentionTables, F16, forward, klDivergence, topTokens, useKernel } from "./smollm2.js";
 import { buildTokenizer, encode, label, pieces } from "./tokenizer.js";
 
 let model = null; // what assemble returned, once loaded
 let tokenizer = null;
 let download = null; // the AbortController of the download under way
+let product = null; // which matrix product runs: "wasm-simd" or "javascript"
 
 const PROGRESS_EVERY_MS = 150;
 const TOP = 10; // next tokens shown
@@ -56,12 +61,14 @@ function memoryMessage(bytes) {
     "). Close other tabs or use a device with more memory; the built sentences still work.";
 }
 
-/* Read the response's body into one buffer, reporting progress; the size is known ahead. */
-async function readBody(response, expected, signal) {
+/* Read the response's body into one buffer, reporting progress; the size is known ahead.
+   allocate(n): the buffer for a body of n bytes (inside the WebAssembly memory when there is
+   a kernel). */
+async function readBody(response, expected, signal, allocate) {
   const total = expected || Number(response.headers.get("Content-Length")) || 0;
   let buffer, received = 0, lastReport = 0;
   try {
-    buffer = new Uint8Array(total || 1 << 24);
+    buffer = total ? allocate(total) : new Uint8Array(1 << 24);
   } catch (err) {
     if (isMemoryError(err)) throw Object.assign(new Error(memoryMessage(total)), { kind: "memory" });
     throw err;
@@ -99,12 +106,13 @@ async function readBody(response, expected, signal) {
   return buffer.subarray(0, received);
 }
 
-async function load(url, expected) {
-  if (model) { postMessage({ type: "loaded", bytes: 0, seconds: 0 }); return; }
+async function load(url, expected, wasm) {
+  if (model) { postMessage({ type: "loaded", bytes: 0, seconds: 0, product: product }); return; }
   if (download) return; // already under way; its messages will come
   const controller = new AbortController();
   download = controller;
   const started = performance.now();
+  const compiling = wasm === false ? Promise.resolve(null) : compileKernel(new URL("matmul.wasm", import.meta.url));
   try {
     let response;
     try {
@@ -117,8 +125,19 @@ async function load(url, expected) {
       throw Object.assign(new Error("The server answered HTTP " + response.status + " for the model file."),
                           { kind: "network" });
     }
-    const bytes = await readBody(response, expected, controller.signal);
+    const module = await compiling; // the product's code: a few kilobytes, same origin
+    let kernel = null;
+    let bytes = await readBody(response, expected, controller.signal, function (n) {
+      if (!module) return new Uint8Array(n);
+      kernel = makeKernel(module, n, F16);
+      return kernel.fileBuffer;
+    });
     if (controller.signal.aborted) throw new DOMException("cancelled", "AbortError");
+    if (module && !(kernel && bytes.buffer === kernel.fileBuffer.buffer)) { // the size was not known
+      kernel = makeKernel(module, bytes.byteLength, F16);
+      kernel.fileBuffer.set(bytes);
+      bytes = kernel.fileBuffer;
+    }
     const file = readGGUF(bytes);
     const assembled = assemble(file);
     const tok = buildTokenizer(file.metadata);
@@ -128,7 +147,10 @@ async function load(url, expected) {
     }
     model = assembled;
     tokenizer = tok;
-    postMessage({ type: "loaded", bytes: bytes.byteLength, seconds: (performance.now() - started) / 1000 });
+    useKernel(kernel);
+    product = kernel ? "wasm-simd" : "javascript";
+    postMessage({ type: "loaded", bytes: bytes.byteLength, seconds: (performance.now() - started) / 1000,
+                  product: product });
   } catch (err) {
     let kind = err.kind || (err instanceof FileError ? "file" : isMemoryError(err) ? "memory" : "file");
     let message = err.message;
@@ -171,7 +193,7 @@ function run(id, text, maxTokens) {
   const started = performance.now(), c = model.config;
   const trace = forward(model, t.ids, function (layer) {
     postMessage({ type: "layer", id: id, layer: layer, of: c.nLayers });
-  }, { rows: [t.ids.length - 1] });
+  }, { rows: [t.ids.length - 1], prefix: last && last.trace }); // a text that starts as the last did: from there on
   const logp = trace.logProbs[0];
   last = { ids: t.ids, trace: trace, logp: logp };
   const next = predictions(logp);
@@ -217,13 +239,16 @@ function checkOff(off) {
   return off;
 }
 
-/* log P(continuation | text): the text's ids, then the continuation's (each tokenized on
-   its own), run once; the sum over the continuation's tokens of the log-probability the
-   model gives each one at the position before it. With `reuse` (the unedited run of the
-   same ids), heads `off` are switched off from the first edited layer on. */
-function continuationLogProb(text, cont, off, reuse) {
-  const ids = text.concat(cont), rows = cont.map(function (_, j) { return text.length - 1 + j; });
-  const trace = forward(model, ids, null, { rows: rows, off: off, reuse: reuse });
+/* log P(continuation | text), from `base`, a run of the text (with the heads `off` switched
+   off, if any): the sum over the continuation's tokens of the log-probability the model gives
+   each one at the position before it. A continuation of one token needs no other run; a
+   longer one runs the text and the continuation but its last token, taking the text's
+   positions from `base` (prefix) and, with heads off, the layers before the first edited
+   one from the unedited run `plain` of the same ids (reuse). */
+function continuationLogProb(text, cont, off, base, plain) {
+  if (cont.length === 1) return { logp: base.logProbs[0][cont[0]], trace: null };
+  const ids = text.concat(cont.slice(0, -1)), rows = cont.map(function (_, j) { return text.length - 1 + j; });
+  const trace = forward(model, ids, null, { rows: rows, off: off, prefix: base, reuse: plain });
   let sum = 0;
   cont.forEach(function (tokenId, j) { sum += trace.logProbs[j][tokenId]; });
   return { logp: sum, trace: trace };
@@ -233,7 +258,8 @@ function continuationLogProb(text, cont, off, reuse) {
    log P(cont2 | text) and their difference, the preference; with heads `off`, the same
    again with those heads switched off. And for each layer, head and query position of the
    shorter text, how far the head's weights move between the two texts: half the sum of the
-   absolute differences of the two rows of weights (0: the same weights, 1: no key shared). */
+   absolute differences of the two rows of weights (0: the same weights, 1: no key shared).
+   The second text takes the tokens it shares with the first from the first's runs. */
 function pair(id, texts, conts, maxTokens, off) {
   if (!Array.isArray(texts) || texts.length !== 2 || !Array.isArray(conts) || conts.length !== 2) {
     throw new InputError("A minimal pair needs two texts and two continuations.");
@@ -251,17 +277,18 @@ function pair(id, texts, conts, maxTokens, off) {
                            maxTokens + " run here.");
     }
   });
-  // each text once, with the next-token log-probabilities at its last position: enough for
-  // a continuation of one token; a longer one runs again, text and continuation together
+  // each text once, unedited and edited, with the next-token log-probabilities at its last
+  // position; a continuation of several tokens extends those runs
+  let before = null;
   const scored = tt.map(function (t) {
-    const base = forward(model, t, null, { rows: [t.length - 1] });
-    const baseEdited = off.length ? forward(model, t, null, { off: off, reuse: base, rows: [t.length - 1] }) : base;
+    const last = [t.length - 1];
+    const base = forward(model, t, null, { rows: last, prefix: before && before.base });
+    const baseEdited = off.length
+      ? forward(model, t, null, { off: off, reuse: base, prefix: before && before.edited, rows: last }) : base;
+    before = { base: base, edited: baseEdited };
     return { trace: base, conts: cc.map(function (cont) {
-      if (cont.length === 1) {
-        return { logp: base.logProbs[0][cont[0]], edited: baseEdited.logProbs[0][cont[0]] };
-      }
-      const plain = continuationLogProb(t, cont, [], null);
-      const edited = off.length ? continuationLogProb(t, cont, off, plain.trace).logp : plain.logp;
+      const plain = continuationLogProb(t, cont, [], base, null);
+      const edited = off.length ? continuationLogProb(t, cont, off, baseEdited, plain.trace).logp : plain.logp;
       return { logp: plain.logp, edited: edited };
     }) };
   });
@@ -293,7 +320,7 @@ function pair(id, texts, conts, maxTokens, off) {
 
 self.onmessage = function (event) {
   const msg = event.data || {};
-  if (msg.type === "load") { load(String(msg.url), Number(msg.bytes) || 0); return; }
+  if (msg.type === "load") { load(String(msg.url), Number(msg.bytes) || 0, msg.wasm); return; }
   if (msg.type === "cancel") { if (download) download.abort(); return; }
   if (["run", "tokenize", "edit", "pair"].indexOf(msg.type) < 0) return;
   if (!model) {
