@@ -46,7 +46,10 @@ OFF_LATE = [[14, 2], [14, 7]]  # layer 15 (from 0: 14), heads 3 and 8
 OFF_FIRST = [[0, 4]]  # layer 1: every layer reruns
 PAIRS = {  # the coreference chapter's kind of pair: one word differs; heads of layers 14 and 16 off
     "pair, one-token continuations": (
-        ["The cat sat on the mat because it was hungry. The", "The cat sat on the mat because it was soft. The"],
+        [
+            "The cat sat on the mat because it was hungry. The",
+            "The cat sat on the mat because it was soft. The",
+        ],
         [" cat", " mat"],
     ),
     "pair, a five-token continuation": (
@@ -169,7 +172,8 @@ def main() -> None:
         loads = ", ".join(f"{s:.2f} s (load {la:.1f})" for s, la in got)
         print(f"  {name} worker, {label}: median {statistics.median(secs):.2f} s; each: {loads}")
     med = {key: statistics.median(s for s, _ in got) for key, got in times.items()}
-    print(f"\n  {'goal (issue 25)':44} {'goal':>6} {'this tree':>10} {'/ goal':>7} {'earlier':>8} {'new/old':>8}")
+    head = ("goal (issue 25)", "goal", "this tree", "/ goal", "earlier", "new/old")
+    print("\n  {:44} {:>6} {:>10} {:>7} {:>8} {:>8}".format(*head))
     for what, labels, goal in GOALS:
         new = max(med[("new", label)] for label in labels)
         old = max(med[("old", label)] for label in labels)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import wasmtime
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize
 from qkv_site import wasm
 
-wasmtime = pytest.importorskip("wasmtime")  # the test group installs it
 
 F16_TABLE = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
 TABLE, ROWS, X = 0, 65536 * 4, 65536 * 4 + 2 * 4096 * 4  # the layout kernel.js uses
@@ -59,6 +59,11 @@ def run_kernel(kind: str, data: bytes, x: np.ndarray, n_out: int, o0: int, o1: i
     return np.frombuffer(memory.read(store, y_at, y_at + t * n_out * 4), dtype=np.float32).reshape(t, n_out)
 
 
+def dequantized(data: bytes, kind: str, n_out: int) -> np.ndarray:
+    """gguf's dequantization of ``n_out`` rows of blocks: (n_out, n_in) float32."""
+    return dequantize(np.frombuffer(data, dtype=np.uint8).reshape(n_out, -1), GGMLQuantizationType[kind])
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("tokens", [1, 4, 7, 12])
 def test_the_product_is_x_times_the_dequantized_weights(kind, tokens):
@@ -67,7 +72,7 @@ def test_the_product_is_x_times_the_dequantized_weights(kind, tokens):
     rng = np.random.default_rng(tokens)
     n_out, n_in = 10, 96
     data = blocks(kind, n_out, n_in, rng)
-    weights = dequantize(np.frombuffer(data, dtype=np.uint8).reshape(n_out, -1), GGMLQuantizationType[kind])
+    weights = dequantized(data, kind, n_out)
     assert weights.shape == (n_out, n_in)
     x = rng.normal(0, 1, (tokens, n_in)).astype(np.float32)
     want = x.astype(np.float64) @ weights.astype(np.float64).T
@@ -84,6 +89,6 @@ def test_dequantized_rows_are_exactly_ggufs():
     for kind in KINDS:
         n_out, n_in = 4, 64
         data = blocks(kind, n_out, n_in, rng)
-        weights = dequantize(np.frombuffer(data, dtype=np.uint8).reshape(n_out, -1), GGMLQuantizationType[kind])
+        weights = dequantized(data, kind, n_out)
         got = run_kernel(kind, data, np.eye(n_in, dtype=np.float32), n_out, 0, n_out)  # (n_in, n_out)
         np.testing.assert_array_equal(got.T, weights.astype(np.float32))
