@@ -16,7 +16,6 @@ from gguf import GGMLQuantizationType
 from gguf.quants import dequantize
 from qkv_site import wasm
 
-
 F16_TABLE = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
 TABLE, ROWS, X = 0, 65536 * 4, 65536 * 4 + 2 * 4096 * 4  # the layout kernel.js uses
 KINDS = {"Q4_1": (0, 20), "Q8_0": (1, 34)}  # the kernel's code and the bytes per 32 weights
