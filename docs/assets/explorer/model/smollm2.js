@@ -318,7 +318,7 @@ export function rope(x, heads, T, dHead, positions, base) {
 export function groupedAttention(q, k, v, c, n, T) {
   const d = c.dHead, scale = 1 / Math.sqrt(d), first = T - n;
   const weights = new Float64Array(c.nHeads * n * T), raw = new Float64Array(c.nHeads * n * T);
-  const heads = new Float32Array(c.nHeads * n * d);
+  const heads = new Float32Array(c.nHeads * n * d), out = new Float64Array(d);
   for (let h = 0; h < c.nHeads; h++) {
     const kv = Math.floor(h / c.group);
     for (let r = 0; r < n; r++) {
@@ -339,11 +339,12 @@ export function groupedAttention(q, k, v, c, n, T) {
         sum += w;
       }
       for (let j = 0; j <= i; j++) weights[row + j] /= sum;
-      for (let e = 0; e < d; e++) { // the output: the values, weighted
-        let o = 0;
-        for (let j = 0; j <= i; j++) o += weights[row + j] * v[(kv * T + j) * d + e];
-        heads[qi + e] = o;
+      out.fill(0); // the output: the values, weighted (key by key, each value row read once)
+      for (let j = 0; j <= i; j++) {
+        const w = weights[row + j], vj = (kv * T + j) * d;
+        for (let e = 0; e < d; e++) out[e] += w * v[vj + e];
       }
+      for (let e = 0; e < d; e++) heads[qi + e] = out[e];
     }
   }
   return { weights: weights, raw: raw, heads: heads };
