@@ -12,6 +12,7 @@
  *   ROWS         two rows of dequantized weights (at most MAX_IN numbers each)
  *   X            the input x of a product, (tokens, nIn) float32, at most X_FLOATS numbers
  *   Y            its output y, (tokens, nOut) float32, at most Y_FLOATS numbers
+ *   PACKED       x again, its tokens in groups of four (the product's own copy)
  *   FILE         the model file
  * A product with more tokens than X and Y hold runs in slices of tokens; each output is the
  * same sum whatever the slice.
@@ -27,7 +28,8 @@ const X = ROWS + 2 * MAX_IN * 4;
 const X_FLOATS = 64 * 1536; // 64 tokens of the MLP's 1,536 numbers
 const Y = X + X_FLOATS * 4;
 const Y_FLOATS = 16 * 49152; // 16 rows of logits over the whole vocabulary
-const FILE = Math.ceil((Y + Y_FLOATS * 4) / PAGE) * PAGE;
+const PACKED = Y + Y_FLOATS * 4;
+const FILE = Math.ceil((PACKED + X_FLOATS * 4) / PAGE) * PAGE;
 const KINDS = { Q4_1: 0, Q8_0: 1 };
 
 /**
@@ -75,7 +77,7 @@ export function makeKernel(module, fileBytes, f16) {
     for (let t0 = 0; t0 < T; t0 += slice) {
       const n = Math.min(slice, T - t0);
       xs.set(x.subarray(t0 * nIn, (t0 + n) * nIn));
-      product(KINDS[W.type], W.bytes.byteOffset, nIn, nOut, 0, nOut, X, n, Y, ROWS, 0);
+      product(KINDS[W.type], W.bytes.byteOffset, nIn, nOut, 0, nOut, X, n, Y, ROWS, PACKED, 0);
       y.set(ys.subarray(0, n * nOut), t0 * nOut);
     }
     return y;
