@@ -18,7 +18,15 @@
  * same sum whatever the slice.
  *
  * Without WebAssembly SIMD (WebAssembly.validate refuses the module) or if the module does
- * not load, `loadKernel` gives null and the worker keeps the JavaScript product.
+ * not load, `compileKernel` gives null and the worker keeps the JavaScript product.
+ *
+ * Content-Security-Policy: compiling WebAssembly needs 'wasm-unsafe-eval' wherever a policy
+ * applies. The site's policy is a <meta> element in each page; a worker started from a
+ * script URL is governed by the policy its own response carries (none from a static host),
+ * not the page's, so the product compiles in the worker under the site's policy (Chromium
+ * 156; tests/browser/test_model_in_browser.py checks that the worker reports "wasm-simd").
+ * A host that sent a policy header without 'wasm-unsafe-eval' would get the JavaScript
+ * product, with the same numbers.
  */
 
 const PAGE = 65536;

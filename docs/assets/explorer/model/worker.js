@@ -127,15 +127,21 @@ async function load(url, expected, wasm) {
     }
     const module = await compiling; // the product's code: a few kilobytes, same origin
     let kernel = null;
+    const withKernel = function (n) { // the kernel's memory for a file of n bytes, if it can be made
+      try {
+        kernel = makeKernel(module, n, F16);
+      } catch (err) {
+        if (isMemoryError(err)) throw err;
+        kernel = null; // the JavaScript product, then
+      }
+      return kernel;
+    };
     let bytes = await readBody(response, expected, controller.signal, function (n) {
-      if (!module) return new Uint8Array(n);
-      kernel = makeKernel(module, n, F16);
-      return kernel.fileBuffer;
+      return module && withKernel(n) ? kernel.fileBuffer : new Uint8Array(n);
     });
     if (controller.signal.aborted) throw new DOMException("cancelled", "AbortError");
-    if (module && !(kernel && bytes.buffer === kernel.fileBuffer.buffer)) { // the size was not known
-      kernel = makeKernel(module, bytes.byteLength, F16);
-      kernel.fileBuffer.set(bytes);
+    if (module && !(kernel && bytes.buffer === kernel.fileBuffer.buffer) && withKernel(bytes.byteLength)) {
+      kernel.fileBuffer.set(bytes); // the size was not known ahead: the file is copied in once
       bytes = kernel.fileBuffer;
     }
     const file = readGGUF(bytes);
