@@ -245,19 +245,35 @@ function checkOff(off) {
   return off;
 }
 
-/* log P(continuation | text), from `base`, a run of the text (with the heads `off` switched
-   off, if any): the sum over the continuation's tokens of the log-probability the model gives
-   each one at the position before it. A continuation of one token needs no other run; a
-   longer one runs the text and the continuation but its last token, taking the text's
-   positions from `base` (prefix) and, with heads off, the layers before the first edited
-   one from the unedited run `plain` of the same ids (reuse). */
-function continuationLogProb(text, cont, off, base, plain) {
-  if (cont.length === 1) return { logp: base.logProbs[0][cont[0]], trace: null };
-  const ids = text.concat(cont.slice(0, -1)), rows = cont.map(function (_, j) { return text.length - 1 + j; });
-  const trace = forward(model, ids, null, { rows: rows, off: off, prefix: base, reuse: plain });
-  let sum = 0;
-  cont.forEach(function (tokenId, j) { sum += trace.logProbs[j][tokenId]; });
-  return { logp: sum, trace: trace };
+/* log P(cont1 | text) and log P(cont2 | text), unedited and with the heads `off` switched
+   off: for each continuation, the sum over its tokens of the log-probability the model gives
+   each one at the position before it. One run per continuation holds the text and the
+   continuation but its last token (a continuation of one token needs only the text); the
+   longer continuation runs first, and the other takes the text's positions from it
+   (prefix). `before`: the runs of an earlier text, whose leading tokens this text may share.
+   With heads off, each edited run takes the layers before the first edited one from the
+   unedited run of the same ids (reuse). Returns the log-probabilities and the first runs,
+   which hold every position of the text. */
+function scoreText(text, conts, off, before) {
+  const order = conts[0].length >= conts[1].length ? [0, 1] : [1, 0];
+  const logp = [0, 0], logpEdited = [0, 0];
+  let first = null;
+  order.forEach(function (k) {
+    const cont = conts[k], from = first || before;
+    let runs = first;
+    if (!(first && cont.length === 1)) { // else: the text's last position, in the first runs
+      const ids = text.concat(cont.slice(0, -1)), rows = cont.map(function (_, j) { return text.length - 1 + j; });
+      const plain = forward(model, ids, null, { rows: rows, prefix: from && from.plain });
+      runs = { plain: plain, edited: off.length
+        ? forward(model, ids, null, { rows: rows, off: off, reuse: plain, prefix: from && from.edited }) : plain };
+    }
+    cont.forEach(function (tokenId, j) {
+      logp[k] += runs.plain.logProbs[j][tokenId];
+      logpEdited[k] += runs.edited.logProbs[j][tokenId];
+    });
+    if (!first) first = runs;
+  });
+  return { logp: logp, edited: logpEdited, runs: first };
 }
 
 /* A minimal pair: two texts, two continuations. For each text, log P(cont1 | text) and
@@ -283,23 +299,14 @@ function pair(id, texts, conts, maxTokens, off) {
                            maxTokens + " run here.");
     }
   });
-  // each text once, unedited and edited, with the next-token log-probabilities at its last
-  // position; a continuation of several tokens extends those runs
-  let before = null;
+  let before = null; // the first text's runs: the second shares its leading tokens
   const scored = tt.map(function (t) {
-    const last = [t.length - 1];
-    const base = forward(model, t, null, { rows: last, prefix: before && before.base });
-    const baseEdited = off.length
-      ? forward(model, t, null, { off: off, reuse: base, prefix: before && before.edited, rows: last }) : base;
-    before = { base: base, edited: baseEdited };
-    return { trace: base, conts: cc.map(function (cont) {
-      const plain = continuationLogProb(t, cont, [], base, null);
-      const edited = off.length ? continuationLogProb(t, cont, off, baseEdited, plain.trace).logp : plain.logp;
-      return { logp: plain.logp, edited: edited };
-    }) };
+    const got = scoreText(t, cc, off, before);
+    before = got.runs;
+    return got;
   });
   const T = Math.min(tt[0].length, tt[1].length), n = c.nLayers * c.nHeads;
-  const a = scored[0].trace, b = scored[1].trace, Ta = a.T, Tb = b.T;
+  const a = scored[0].runs.plain, b = scored[1].runs.plain, Ta = a.T, Tb = b.T; // texts first
   const moved = new Float64Array(n * T); // [layer][head][query], the texts' own queries only
   for (let l = 0; l < c.nLayers; l++) {
     for (let hd = 0; hd < c.nHeads; hd++) {
@@ -314,10 +321,9 @@ function pair(id, texts, conts, maxTokens, off) {
   }
   const side = function (i) {
     const ps = pieces(tokenizer, tt[i]);
-    const k = scored[i].conts;
-    return { ids: tt[i], pieces: ps, labels: ps.map(label), logp: [k[0].logp, k[1].logp],
-             logp_edited: [k[0].edited, k[1].edited], preference: k[0].logp - k[1].logp,
-             preference_edited: k[0].edited - k[1].edited };
+    const k = scored[i];
+    return { ids: tt[i], pieces: ps, labels: ps.map(label), logp: k.logp, logp_edited: k.edited,
+             preference: k.logp[0] - k.logp[1], preference_edited: k.edited[0] - k.edited[1] };
   };
   postMessage({ type: "paired", id: id, texts: [side(0), side(1)], conts: cc, off: off, moved: moved, T: T,
                 n_layers: c.nLayers, n_heads: c.nHeads, seconds: (performance.now() - started) / 1000 },
