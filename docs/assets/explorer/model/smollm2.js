@@ -308,15 +308,33 @@ export function rope(x, heads, T, dHead, positions, base) {
 }
 /* --8<-- [end:rope] */
 
+/* A layer's keys or values (kv heads, n, d) at the positions a run computes, after those of
+   the positions before them that `past` holds ({k, v, T, P}: the first P of its T positions,
+   as a KV cache holds them): (kv heads, P + n, d). Without `past`, `fresh` itself. */
+function afterPast(fresh, past, which, c) {
+  if (!past || !past.P) return fresh;
+  const d = c.dHead, n = fresh.length / (c.nKvHeads * d), P = past.P, T = P + n;
+  const out = new Float32Array(c.nKvHeads * T * d);
+  for (let h = 0; h < c.nKvHeads; h++) {
+    out.set(past[which].subarray(h * past.T * d, (h * past.T + P) * d), h * T * d);
+    out.set(fresh.subarray(h * n * d, (h + 1) * n * d), (h * T + P) * d);
+  }
+  return out;
+}
+
 /* --8<-- [start:grouped_attention] */
 /* Causal attention in every query head, each reading the key/value head of its group
-   (query head h reads key/value head floor(h / group)). q holds the queries of the last n
-   of T positions (heads, n, dHead), k and v the keys and values of all T (kv heads, T,
-   dHead): n = T but when a run extends an earlier one. Returns those queries' weights
-   (heads, n, T; zero above the diagonal), raw scores q · k (heads, n, T; the causal part
-   only) and each head's output (heads, n, dHead). */
-export function groupedAttention(q, k, v, c, n, T) {
-  const d = c.dHead, scale = 1 / Math.sqrt(d), first = T - n;
+   (query head h reads key/value head floor(h / group)). q, k and v hold the queries, keys
+   and values of n positions (heads, n, dHead); `past`, when given, the keys and values of
+   the P positions before them (see afterPast), so that T = P + n keys are read. Returns
+   the n queries' weights (heads, n, T; zero above the diagonal), raw scores q · k (heads,
+   n, T; the causal part only), each head's output (heads, n, dHead) and the T keys and
+   values (kv heads, T, dHead). */
+export function groupedAttention(q, k, v, c, past = null) {
+  k = afterPast(k, past, "k", c);
+  v = afterPast(v, past, "v", c);
+  const d = c.dHead, scale = 1 / Math.sqrt(d), n = q.length / (c.nHeads * d);
+  const T = v.length / (c.nKvHeads * d), first = T - n;
   const weights = new Float64Array(c.nHeads * n * T), raw = new Float64Array(c.nHeads * n * T);
   const heads = new Float32Array(c.nHeads * n * d), out = new Float64Array(d);
   for (let h = 0; h < c.nHeads; h++) {
@@ -347,53 +365,34 @@ export function groupedAttention(q, k, v, c, n, T) {
       for (let e = 0; e < d; e++) heads[qi + e] = out[e];
     }
   }
-  return { weights: weights, raw: raw, heads: heads };
+  return { weights: weights, raw: raw, heads: heads, k: k, v: v };
 }
 /* --8<-- [end:grouped_attention] */
-
-/* (heads, P, d) then (heads, n, d) -> (heads, P + n, d): the first P positions of `past`
-   (a run's keys or values, `pastT` positions), then the new ones. */
-function joinPositions(past, pastT, P, fresh, heads, n, d) {
-  const T = P + n, out = new Float32Array(heads * T * d);
-  for (let h = 0; h < heads; h++) {
-    out.set(past.subarray(h * pastT * d, (h * pastT + P) * d), h * T * d);
-    out.set(fresh.subarray(h * n * d, (h + 1) * n * d), (h * T + P) * d);
-  }
-  return out;
-}
 
 /* --8<-- [start:decoder_layer] */
 /* One Llama decoder layer: attention, then an MLP, each added back to the stream. `off`
    lists the query heads (from 0) switched off in this layer: their output becomes zero
-   before W_O, as qkv.interventions.HeadsOff does; their weights are left as they are.
-   x is the stream at `positions` (n, d_model); `past`, when given, holds the rotated keys
-   and values of the positions before them ({k, v, T, P}: its first P of T positions), as a
-   KV cache does: a causal layer's earlier positions do not depend on the later ones. */
-export function decoderLayer(x, layer, c, positions, off = [], past = null) {
-  const n = positions.length, P = past ? past.P : 0, T = P + n;
-  const h = rmsNorm(x, n, c.dModel, layer.attnNorm, c.normEps); // (n, d_model)
-  let q = splitHeads(matmul(h, n, layer.wQ), n, c.nHeads, c.dHead); // (9, n, 64)
-  let k = splitHeads(matmul(h, n, layer.wK), n, c.nKvHeads, c.dHead); // (3, n, 64)
-  let v = splitHeads(matmul(h, n, layer.wV), n, c.nKvHeads, c.dHead); // (3, n, 64)
+   before W_O, as qkv.interventions.HeadsOff does; their weights are left as they are. */
+export function decoderLayer(x, layer, c, T, positions, off = [], past = null) {
+  const h = rmsNorm(x, T, c.dModel, layer.attnNorm, c.normEps); // (T, d_model)
+  let q = splitHeads(matmul(h, T, layer.wQ), T, c.nHeads, c.dHead); // (9, T, 64)
+  let k = splitHeads(matmul(h, T, layer.wK), T, c.nKvHeads, c.dHead); // (3, T, 64)
+  const v = splitHeads(matmul(h, T, layer.wV), T, c.nKvHeads, c.dHead); // (3, T, 64)
   // position enters by rotating queries and keys; values are never rotated
-  q = rope(q, c.nHeads, n, c.dHead, positions, c.ropeBase);
-  k = rope(k, c.nKvHeads, n, c.dHead, positions, c.ropeBase);
-  if (P) { // the earlier positions' keys and values, then these: (3, T, 64)
-    k = joinPositions(past.k, past.T, P, k, c.nKvHeads, n, c.dHead);
-    v = joinPositions(past.v, past.T, P, v, c.nKvHeads, n, c.dHead);
-  }
+  q = rope(q, c.nHeads, T, c.dHead, positions, c.ropeBase);
+  k = rope(k, c.nKvHeads, T, c.dHead, positions, c.ropeBase);
   // each group of 3 query heads reads one key/value head; scores are scaled by 1/√64
-  const att = groupedAttention(q, k, v, c, n, T); // weights (9, n, T), heads (9, n, 64)
-  for (const head of off) att.heads.fill(0, head * n * c.dHead, (head + 1) * n * c.dHead); // HeadsOff
-  const o = matmul(mergeHeads(att.heads, n, c.nHeads, c.dHead), n, layer.wO); // (n, d_model)
+  const att = groupedAttention(q, k, v, c, past); // past: P earlier keys and values (a KV cache)
+  for (const head of off) att.heads.fill(0, head * T * c.dHead, (head + 1) * T * c.dHead); // HeadsOff
+  const o = matmul(mergeHeads(att.heads, T, c.nHeads, c.dHead), T, layer.wO); // (T, d_model)
   const x2 = new Float32Array(x.length);
   for (let i = 0; i < x.length; i++) x2[i] = x[i] + o[i]; // back into the residual stream
-  const h2 = rmsNorm(x2, n, c.dModel, layer.mlpNorm, c.normEps); // (n, d_model)
-  const gate = matmul(h2, n, layer.wGate), up = matmul(h2, n, layer.wUp); // (n, d_mlp): SwiGLU
+  const h2 = rmsNorm(x2, T, c.dModel, layer.mlpNorm, c.normEps); // (T, d_model)
+  const gate = matmul(h2, T, layer.wGate), up = matmul(h2, T, layer.wUp); // (T, d_mlp): SwiGLU
   for (let i = 0; i < gate.length; i++) gate[i] = silu(gate[i]) * up[i];
-  const down = matmul(gate, n, layer.wDown); // (n, d_model)
+  const down = matmul(gate, T, layer.wDown); // (T, d_model)
   for (let i = 0; i < x2.length; i++) x2[i] += down[i];
-  return { x: x2, k: k, v: v, weights: att.weights, raw: att.raw };
+  return { x: x2, k: att.k, v: att.v, weights: att.weights, raw: att.raw };
 }
 /* --8<-- [end:decoder_layer] */
 
@@ -488,7 +487,7 @@ export function forward(model, ids, onLayer, options = {}) {
   for (let i = start; i < c.nLayers; i++) {
     const past = P ? { k: prefix.k[i], v: prefix.v[i], T: prefix.T, P: P } : null;
     trace.inputs.push(P ? joinRows(prefix.inputs[i], P, x, d) : x);
-    const seen = decoderLayer(x, model.layers[i], c, positions, off[i], past);
+    const seen = decoderLayer(x, model.layers[i], c, n, positions, off[i], past);
     x = seen.x;
     trace.k.push(seen.k);
     trace.v.push(seen.v);
