@@ -97,7 +97,7 @@ START_WORKER = """src => {
   });
 }"""
 
-LOAD = """([url, bytes]) => window.__ask({ type: "load", url, bytes }, ["loaded", "error"])"""
+LOAD = """([url, bytes, wasm]) => window.__ask({ type: "load", url, bytes, wasm }, ["loaded", "error"])"""
 
 RUN = """async ([id, text, max]) => {
   const m = await window.__ask({ type: "run", id, text, maxTokens: max }, ["result", "error"]);
@@ -183,6 +183,8 @@ def worker_page(context, model_site, index):
     url = model_site + "explorer/smollm2/" + index["weights"]["file"]
     loaded = page.evaluate(LOAD, [url, index["weights"]["bytes"]])
     assert loaded["type"] == "loaded", loaded
+    # the WebAssembly product runs under the explorer page's Content-Security-Policy
+    assert loaded["product"] == "wasm-simd", loaded
     yield page
     assert page.outside == [], f"requests left 127.0.0.1: {page.outside}"
     assert page.evaluate("window.__errors") == []
@@ -305,6 +307,22 @@ def test_next_token_predictions_equal_qkvs(worker_page, model, text):
     assert_predictions(got["predictions"], next_probs(smollm2.forward(model, ids).logits[-1]), model)
 
 
+def test_the_javascript_product_gives_qkvs_predictions_too(context, model_site, index, model):
+    """Without WebAssembly (wasm: false, as in a browser without SIMD) the worker keeps its
+    JavaScript matrix product, and the predictions are still qkv's."""
+    page = new_worker_page(context, model_site)
+    try:
+        url = model_site + "explorer/smollm2/" + index["weights"]["file"]
+        loaded = page.evaluate(LOAD, [url, index["weights"]["bytes"], False])
+        assert loaded["type"] == "loaded" and loaded["product"] == "javascript", loaded
+        text = RUN_TEXTS[1]
+        got = page.evaluate(RUN, [1, text, MAX_TOKENS])
+        ids = model.tokenizer.encode(text, add_special_tokens=False).ids
+        assert_predictions(got["predictions"], next_probs(smollm2.forward(model, ids).logits[-1]), model)
+    finally:
+        page.close()
+
+
 @pytest.mark.parametrize("text", RUN_TEXTS[:5], ids=range(1, 6))
 @pytest.mark.claim("explorer-lab-heads-off")
 def test_heads_off_equals_qkvs_heads_off(worker_page, model, text):
@@ -407,6 +425,49 @@ def test_a_file_larger_than_the_site_says_is_refused(context, model_site, index)
         assert got["type"] == "error" and "not the same file" in got["message"]
     finally:
         page.close()
+
+
+EMBEDDING_ROWS = 4096  # the embedding cut to its first rows: ids from 4,096 on have none
+
+
+def embedding_cut(data: bytes, rows: int) -> bytes:
+    """The model file with ``llama.vocab_size`` and the embedding's number of rows both set to
+    ``rows`` (the tensor's first rows stay where they were); the tokenizer keeps all its
+    tokens."""
+    b = bytearray(data)
+    key = b"llama.vocab_size"
+    at = data.index(struct.pack("<Q", len(key)) + key) + 8 + len(key)
+    assert struct.unpack_from("<II", data, at) == (4, 49152)  # a uint32 (GGUF type 4)
+    b[at + 4 : at + 8] = struct.pack("<I", rows)
+    field = tensor_info(data, "token_embd.weight")
+    assert struct.unpack_from("<QQ", data, field["dims"]) == (576, 49152)
+    b[field["dims"] + 8 : field["dims"] + 16] = struct.pack("<Q", rows)
+    return bytes(b)
+
+
+def test_an_exception_of_the_workers_own_code_is_reported_as_internal(context, model_site, extra_dir, model):
+    """A file whose embedding has fewer rows than its tokenizer has tokens passes the loader's
+    checks (they hold the tensors to the file's own metadata). A text with a token past the
+    embedding then makes the forward pass throw: a failure of the worker's code, not of the
+    text, so it is reported as kind "internal" and called a bug, not "input"; the same worker
+    still runs a text whose tokens all have rows."""
+    path = extra_dir / "embedding-cut.gguf"
+    path.write_bytes(embedding_cut(smollm2.gguf_path().read_bytes(), EMBEDDING_ROWS))
+    page = new_worker_page(context, model_site)
+    try:
+        loaded = page.evaluate(LOAD, [model_site + "extra/embedding-cut.gguf", None])
+        assert loaded["type"] == "loaded", loaded
+        past, within = " Paris", "a"
+        assert max(model.tokenizer.encode(past, add_special_tokens=False).ids) >= EMBEDDING_ROWS
+        assert max(model.tokenizer.encode(within, add_special_tokens=False).ids) < EMBEDDING_ROWS
+        got = page.evaluate(RUN, [1, past, MAX_TOKENS])
+        assert got["type"] == "error" and got["kind"] == "internal", got
+        assert "This is a bug, not a problem with your text" in got["message"]
+        assert "out of range" in got["message"]
+        assert page.evaluate(RUN, [2, within, MAX_TOKENS])["type"] == "result"
+    finally:
+        page.close()
+        path.unlink()
 
 
 # ---- a minimal pair -------------------------------------------------------------------------

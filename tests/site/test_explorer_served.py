@@ -42,6 +42,8 @@ def test_the_model_code_and_its_licences_are_served(built_site):
         "model/worker.js",
         "model/gguf.js",
         "model/smollm2.js",
+        "model/kernel.js",
+        "model/matmul.wasm",
         "model/tokenizer.js",
         "model/vendor/tokenizers.js",
         "model/vendor/tokenizers.LICENSE.txt",

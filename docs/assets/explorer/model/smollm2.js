@@ -30,7 +30,7 @@ import { FileError } from "./gguf.js";
 
 /* ---- float16, as the blocks store their scales --------------------------------------- */
 
-const F16 = (function () { // all 65,536 half-precision values, looked up by their bits
+export const F16 = (function () { // all 65,536 half-precision values, looked up by their bits
   const table = new Float32Array(65536);
   for (let h = 0; h < 65536; h++) {
     const sign = h & 0x8000 ? -1 : 1, exp = (h >> 10) & 0x1f, frac = h & 0x3ff;
@@ -185,13 +185,26 @@ export function assemble(file) {
 
 /* ---- the maths ---------------------------------------------------------------------- */
 
-/* x @ W.T for a (T, nIn) x and a (nOut, nIn) matrix W: (T, nOut). Blocked: two rows of W
+/* The WebAssembly product (kernel.js), once the worker has one: it computes the same sums
+   as matmulJS below, in float32 four at a time. */
+let kernel = null;
+export function useKernel(k) {
+  kernel = k;
+}
+
+/* x @ W.T for a (T, nIn) x and a (nOut, nIn) matrix W: (T, nOut). With WebAssembly SIMD,
+   the kernel's product; otherwise (and for a matrix it does not cover) matmulJS. */
+export function matmul(x, T, W) {
+  return kernel && kernel.covers(W) ? kernel.matmul(x, T, W) : matmulJS(x, T, W);
+}
+
+/* x @ W.T in JavaScript. Blocked: two rows of W
    are dequantized at a time (block by block: 32 weights share a scale and a minimum) and
    serve all T tokens, four tokens at a time, so each weight and each activation read from
    memory serves several products (eight running sums in the inner loop, where one row and
    four tokens had four). Each output is still one sum over i in the same order, so the
    numbers do not change with the blocking. */
-export function matmul(x, T, W) {
+export function matmulJS(x, T, W) {
   const nIn = W.nIn, nOut = W.nOut, y = new Float32Array(T * nOut);
   const w0 = new Float32Array(nIn), w1 = new Float32Array(nIn);
   let o = 0;
@@ -295,19 +308,40 @@ export function rope(x, heads, T, dHead, positions, base) {
 }
 /* --8<-- [end:rope] */
 
+/* A layer's keys or values (kv heads, n, d) at the positions a run computes, after those of
+   the positions before them that `past` holds ({k, v, T, P}: the first P of its T positions,
+   as a KV cache holds them): (kv heads, P + n, d). Without `past`, `fresh` itself. */
+function afterPast(fresh, past, which, c) {
+  if (!past || !past.P) return fresh;
+  const d = c.dHead, n = fresh.length / (c.nKvHeads * d), P = past.P, T = P + n;
+  const out = new Float32Array(c.nKvHeads * T * d);
+  for (let h = 0; h < c.nKvHeads; h++) {
+    out.set(past[which].subarray(h * past.T * d, (h * past.T + P) * d), h * T * d);
+    out.set(fresh.subarray(h * n * d, (h + 1) * n * d), (h * T + P) * d);
+  }
+  return out;
+}
+
 /* --8<-- [start:grouped_attention] */
 /* Causal attention in every query head, each reading the key/value head of its group
-   (query head h reads key/value head floor(h / group)). Returns the weights
-   (heads, T, T; zero above the diagonal), the raw scores q · k (heads, T, T; the causal
-   part only) and each head's output (heads, T, dHead). */
-export function groupedAttention(q, k, v, c, T) {
-  const d = c.dHead, scale = 1 / Math.sqrt(d);
-  const weights = new Float64Array(c.nHeads * T * T), raw = new Float64Array(c.nHeads * T * T);
-  const heads = new Float32Array(c.nHeads * T * d);
+   (query head h reads key/value head floor(h / group)). q, k and v hold the queries, keys
+   and values of n positions (heads, n, dHead); `past`, when given, the keys and values of
+   the P positions before them (see afterPast), so that T = P + n keys are read. Returns
+   the n queries' weights (heads, n, T; zero above the diagonal), raw scores q · k (heads,
+   n, T; the causal part only), each head's output (heads, n, dHead) and the T keys and
+   values (kv heads, T, dHead). */
+export function groupedAttention(q, k, v, c, past = null) {
+  k = afterPast(k, past, "k", c);
+  v = afterPast(v, past, "v", c);
+  const d = c.dHead, scale = 1 / Math.sqrt(d), n = q.length / (c.nHeads * d);
+  const T = v.length / (c.nKvHeads * d), first = T - n;
+  const weights = new Float64Array(c.nHeads * n * T), raw = new Float64Array(c.nHeads * n * T);
+  const heads = new Float32Array(c.nHeads * n * d), out = new Float64Array(d);
   for (let h = 0; h < c.nHeads; h++) {
     const kv = Math.floor(h / c.group);
-    for (let i = 0; i < T; i++) {
-      const qi = (h * T + i) * d, row = (h * T + i) * T;
+    for (let r = 0; r < n; r++) {
+      const i = first + r; // the query's position
+      const qi = (h * n + r) * d, row = (h * n + r) * T;
       let peak = -Infinity;
       for (let j = 0; j <= i; j++) { // the causal mask: keys 0..i only
         const kj = (kv * T + j) * d;
@@ -323,14 +357,15 @@ export function groupedAttention(q, k, v, c, T) {
         sum += w;
       }
       for (let j = 0; j <= i; j++) weights[row + j] /= sum;
-      for (let e = 0; e < d; e++) { // the output: the values, weighted
-        let o = 0;
-        for (let j = 0; j <= i; j++) o += weights[row + j] * v[(kv * T + j) * d + e];
-        heads[qi + e] = o;
+      out.fill(0); // the output: the values, weighted (key by key, each value row read once)
+      for (let j = 0; j <= i; j++) {
+        const w = weights[row + j], vj = (kv * T + j) * d;
+        for (let e = 0; e < d; e++) out[e] += w * v[vj + e];
       }
+      for (let e = 0; e < d; e++) heads[qi + e] = out[e];
     }
   }
-  return { weights: weights, raw: raw, heads: heads };
+  return { weights: weights, raw: raw, heads: heads, k: k, v: v };
 }
 /* --8<-- [end:grouped_attention] */
 
@@ -338,7 +373,7 @@ export function groupedAttention(q, k, v, c, T) {
 /* One Llama decoder layer: attention, then an MLP, each added back to the stream. `off`
    lists the query heads (from 0) switched off in this layer: their output becomes zero
    before W_O, as qkv.interventions.HeadsOff does; their weights are left as they are. */
-export function decoderLayer(x, layer, c, T, positions, off = []) {
+export function decoderLayer(x, layer, c, T, positions, off = [], past = null) {
   const h = rmsNorm(x, T, c.dModel, layer.attnNorm, c.normEps); // (T, d_model)
   let q = splitHeads(matmul(h, T, layer.wQ), T, c.nHeads, c.dHead); // (9, T, 64)
   let k = splitHeads(matmul(h, T, layer.wK), T, c.nKvHeads, c.dHead); // (3, T, 64)
@@ -347,7 +382,7 @@ export function decoderLayer(x, layer, c, T, positions, off = []) {
   q = rope(q, c.nHeads, T, c.dHead, positions, c.ropeBase);
   k = rope(k, c.nKvHeads, T, c.dHead, positions, c.ropeBase);
   // each group of 3 query heads reads one key/value head; scores are scaled by 1/√64
-  const att = groupedAttention(q, k, v, c, T); // weights (9, T, T), heads (9, T, 64)
+  const att = groupedAttention(q, k, v, c, past); // past: P earlier keys and values (a KV cache)
   for (const head of off) att.heads.fill(0, head * T * c.dHead, (head + 1) * T * c.dHead); // HeadsOff
   const o = matmul(mergeHeads(att.heads, T, c.nHeads, c.dHead), T, layer.wO); // (T, d_model)
   const x2 = new Float32Array(x.length);
@@ -357,27 +392,61 @@ export function decoderLayer(x, layer, c, T, positions, off = []) {
   for (let i = 0; i < gate.length; i++) gate[i] = silu(gate[i]) * up[i];
   const down = matmul(gate, T, layer.wDown); // (T, d_model)
   for (let i = 0; i < x2.length; i++) x2[i] += down[i];
-  return { x: x2, q: q, k: k, weights: att.weights, raw: att.raw };
+  return { x: x2, k: att.k, v: att.v, weights: att.weights, raw: att.raw };
 }
 /* --8<-- [end:decoder_layer] */
+
+/* Rows: the first P rows (of `width` numbers) of `earlier`, then `later`'s. */
+function joinRows(earlier, P, later, width) {
+  const out = new Float32Array((P * width) + later.length);
+  out.set(earlier.subarray(0, P * width));
+  out.set(later, P * width);
+  return out;
+}
+
+/* (heads, T, T) weights or scores: the first P queries' rows from an earlier run (heads,
+   pastT, pastT), the last n from this one (heads, n, T). */
+function joinQueries(past, pastT, P, fresh, heads, n) {
+  const T = P + n, out = new Float64Array(heads * T * T);
+  for (let h = 0; h < heads; h++) {
+    for (let i = 0; i < P; i++) {
+      out.set(past.subarray((h * pastT + i) * pastT, (h * pastT + i) * pastT + i + 1), (h * T + i) * T);
+    }
+    out.set(fresh.subarray(h * n * T, (h + 1) * n * T), (h * T + P) * T);
+  }
+  return out;
+}
+
+/* How many leading ids two runs share. */
+function sharedPrefix(a, b) {
+  let n = 0;
+  while (n < a.length && n < b.length && a[n] === b[n]) n++;
+  return n;
+}
 
 /**
  * Run the model on token ids (all at once, causal mask); keep each layer's attention.
  * @param model what assemble returned
  * @param {number[]} ids 1 to maxTokens token ids
  * @param {function(number)} [onLayer] called after each layer with its number (from 1)
- * @param {{off?: number[][], reuse?: object, rows?: number[]}} [options]
+ * @param {{off?: number[][], reuse?: object, prefix?: object, rows?: number[]}} [options]
  *   off: [layer, head] pairs (from 0) switched off, as qkv.interventions.HeadsOff does;
  *   reuse: an unedited run of the same ids: the layers before the first edited one are
  *   not run again, their input (the residual stream entering each layer) is taken from it;
+ *   prefix: a run with the same heads off whose ids start as these do: the positions they
+ *   share (all but the last, at most) are taken from it in every layer, as a KV cache
+ *   would; a run with other heads off is not used;
  *   rows: the positions whose next-token log-probabilities are wanted (none by default:
  *   the output matrix, 49,152 x 576, is the largest in the model).
- * @returns {{T, weights: Float64Array[], raw: Float64Array[], inputs: Float32Array[],
- *            logProbs: Float64Array[]}} weights and raw: one (heads, T, T) array per layer
- *   run (layers taken from `reuse` keep its arrays); inputs: the stream entering each layer
+ * Each output is computed as without reuse or prefix: every position's arithmetic is the same.
+ * @returns {{T, ids, weights: Float64Array[], raw: Float64Array[], inputs: Float32Array[],
+ *            k, v, x, start, shared, logProbs: Float64Array[]}} weights and raw: one
+ *   (heads, T, T) array per layer; inputs: the stream entering each layer; k and v: each
+ *   layer's rotated keys and values; x: the final stream; start: the first layer run
+ *   (the rest taken from `reuse`); shared: the positions taken from `prefix`
  */
 export function forward(model, ids, onLayer, options = {}) {
-  const c = model.config, T = ids.length;
+  const c = model.config, T = ids.length, d = c.dModel;
   ids.forEach(function (id, t) {
     if (!(Number.isInteger(id) && id >= 0 && id < c.vocabSize)) {
       throw new RangeError("token id " + id + " at position " + t + " is out of range: ids must be in 0.." + (c.vocabSize - 1));
@@ -394,34 +463,42 @@ export function forward(model, ids, onLayer, options = {}) {
     }
     if (off[layer].indexOf(head) < 0) off[layer].push(head);
   });
-  const reuse = options.reuse && options.reuse.T === T ? options.reuse : null;
+  const edit = off.map(function (heads) { return heads.slice().sort().join(","); }).join(";");
+  const reuse = options.reuse && options.reuse.T === T && sharedPrefix(options.reuse.ids, ids) === T
+    ? options.reuse : null;
+  const prefix = options.prefix && options.prefix.edit === edit ? options.prefix : null;
+  const P = prefix ? Math.min(sharedPrefix(prefix.ids, ids), T - 1) : 0, n = T - P;
   let start = 0; // the first layer that runs: the first edited one when a run can be reused
   if (reuse) while (start < c.nLayers - 1 && !off[start].length) start++;
-  const positions = ids.map(function (_, t) { return t; });
-  let x;
-  const weights = [], raw = [], inputs = [];
+  const positions = [];
+  for (let t = P; t < T; t++) positions.push(t);
+  const trace = { T: T, ids: ids.slice(), edit: edit, start: start, shared: P,
+                  weights: [], raw: [], inputs: [], k: [], v: [] };
+  for (let i = 0; i < start; i++) {
+    ["weights", "raw", "inputs", "k", "v"].forEach(function (key) { trace[key].push(reuse[key][i]); });
+  }
+  let x; // (n, d_model): the stream at the positions this run computes
   if (start) {
-    for (let i = 0; i < start; i++) {
-      weights.push(reuse.weights[i]);
-      raw.push(reuse.raw[i]);
-      inputs.push(reuse.inputs[i]);
-    }
-    x = reuse.inputs[start];
+    x = reuse.inputs[start].slice(P * d);
   } else {
-    x = new Float32Array(T * c.dModel); // (T, d_model): each token's row of the embedding
-    ids.forEach(function (id, t) { model.embedding.row(id, x.subarray(t * c.dModel, (t + 1) * c.dModel)); });
+    x = new Float32Array(n * d); // each token's row of the embedding
+    positions.forEach(function (t, r) { model.embedding.row(ids[t], x.subarray(r * d, (r + 1) * d)); });
   }
   for (let i = start; i < c.nLayers; i++) {
-    inputs.push(x);
-    const seen = decoderLayer(x, model.layers[i], c, T, positions, off[i]);
+    const past = P ? { k: prefix.k[i], v: prefix.v[i], T: prefix.T, P: P } : null;
+    trace.inputs.push(P ? joinRows(prefix.inputs[i], P, x, d) : x);
+    const seen = decoderLayer(x, model.layers[i], c, n, positions, off[i], past);
     x = seen.x;
-    weights.push(seen.weights);
-    raw.push(seen.raw);
+    trace.k.push(seen.k);
+    trace.v.push(seen.v);
+    trace.weights.push(P ? joinQueries(prefix.weights[i], prefix.T, P, seen.weights, c.nHeads, n) : seen.weights);
+    trace.raw.push(P ? joinQueries(prefix.raw[i], prefix.T, P, seen.raw, c.nHeads, n) : seen.raw);
     if (onLayer) onLayer(i + 1);
   }
+  trace.x = P ? joinRows(prefix.x, P, x, d) : x;
   const rows = options.rows || [];
-  return { T: T, weights: weights, raw: raw, inputs: inputs, start: start,
-           logProbs: rows.length ? logProbs(model, x, rows) : [] };
+  trace.logProbs = rows.length ? logProbs(model, trace.x, rows) : [];
+  return trace;
 }
 
 /* Next-token log-probabilities at the positions `rows` of the final stream x (T, d_model):

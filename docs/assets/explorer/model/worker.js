@@ -3,8 +3,11 @@
  * Started by explorer.js as `new Worker(URL of this file, { type: "module" })`.
  *
  * Messages in:
- *   { type: "load", url, bytes }       fetch the file (`bytes`: its size, from the site's
- *                                      index; null to go by the server's Content-Length)
+ *   { type: "load", url, bytes, wasm }   fetch the file (`bytes`: its size, from the site's
+ *                                      index; null to go by the server's Content-Length);
+ *                                      wasm: false keeps the JavaScript matrix product
+ *                                      (for the tests; by default matmul.wasm, with
+ *                                      WebAssembly SIMD, when the browser has it)
  *   { type: "cancel" }                 stop a download
  *   { type: "run", id, text, maxTokens }    tokenize, cut to maxTokens, run, tabulate, and
  *                                      predict the next token (maxTokens: the site's index
@@ -18,7 +21,7 @@
  *   { type: "tokenize", id, text }     only the ids, pieces and labels (for the tests)
  * Messages out:
  *   { type: "progress", received, total }   while downloading, a few times a second
- *   { type: "loaded", bytes, seconds }
+ *   { type: "loaded", bytes, seconds, product }   product: "wasm-simd" or "javascript"
  *   { type: "layer", id, layer, of }         while running
  *   { type: "result", id, ... }              see `run` below
  *   { type: "edited", id, ... }              see `edit` below
@@ -30,12 +33,14 @@
  */
 
 import { FileError, readGGUF } from "./gguf.js";
-import { assemble, attentionTables, forward, klDivergence, topTokens } from "./smollm2.js";
+import { compileKernel, makeKernel } from "./kernel.js";
+import { assemble, attentionTables, F16, forward, klDivergence, topTokens, useKernel } from "./smollm2.js";
 import { buildTokenizer, encode, label, pieces } from "./tokenizer.js";
 
 let model = null; // what assemble returned, once loaded
 let tokenizer = null;
 let download = null; // the AbortController of the download under way
+let product = null; // which matrix product runs: "wasm-simd" or "javascript"
 
 const PROGRESS_EVERY_MS = 150;
 const TOP = 10; // next tokens shown
@@ -56,12 +61,14 @@ function memoryMessage(bytes) {
     "). Close other tabs or use a device with more memory; the built sentences still work.";
 }
 
-/* Read the response's body into one buffer, reporting progress; the size is known ahead. */
-async function readBody(response, expected, signal) {
+/* Read the response's body into one buffer, reporting progress; the size is known ahead.
+   allocate(n): the buffer for a body of n bytes (inside the WebAssembly memory when there is
+   a kernel). */
+async function readBody(response, expected, signal, allocate) {
   const total = expected || Number(response.headers.get("Content-Length")) || 0;
   let buffer, received = 0, lastReport = 0;
   try {
-    buffer = new Uint8Array(total || 1 << 24);
+    buffer = total ? allocate(total) : new Uint8Array(1 << 24);
   } catch (err) {
     if (isMemoryError(err)) throw Object.assign(new Error(memoryMessage(total)), { kind: "memory" });
     throw err;
@@ -99,12 +106,13 @@ async function readBody(response, expected, signal) {
   return buffer.subarray(0, received);
 }
 
-async function load(url, expected) {
-  if (model) { postMessage({ type: "loaded", bytes: 0, seconds: 0 }); return; }
+async function load(url, expected, wasm) {
+  if (model) { postMessage({ type: "loaded", bytes: 0, seconds: 0, product: product }); return; }
   if (download) return; // already under way; its messages will come
   const controller = new AbortController();
   download = controller;
   const started = performance.now();
+  const compiling = wasm === false ? Promise.resolve(null) : compileKernel(new URL("matmul.wasm", import.meta.url));
   try {
     let response;
     try {
@@ -117,8 +125,25 @@ async function load(url, expected) {
       throw Object.assign(new Error("The server answered HTTP " + response.status + " for the model file."),
                           { kind: "network" });
     }
-    const bytes = await readBody(response, expected, controller.signal);
+    const module = await compiling; // the product's code: a few kilobytes, same origin
+    let kernel = null;
+    const withKernel = function (n) { // the kernel's memory for a file of n bytes, if it can be made
+      try {
+        kernel = makeKernel(module, n, F16);
+      } catch (err) {
+        if (isMemoryError(err)) throw err;
+        kernel = null; // the JavaScript product, then
+      }
+      return kernel;
+    };
+    let bytes = await readBody(response, expected, controller.signal, function (n) {
+      return module && withKernel(n) ? kernel.fileBuffer : new Uint8Array(n);
+    });
     if (controller.signal.aborted) throw new DOMException("cancelled", "AbortError");
+    if (module && !(kernel && bytes.buffer === kernel.fileBuffer.buffer) && withKernel(bytes.byteLength)) {
+      kernel.fileBuffer.set(bytes); // the size was not known ahead: the file is copied in once
+      bytes = kernel.fileBuffer;
+    }
     const file = readGGUF(bytes);
     const assembled = assemble(file);
     const tok = buildTokenizer(file.metadata);
@@ -128,7 +153,10 @@ async function load(url, expected) {
     }
     model = assembled;
     tokenizer = tok;
-    postMessage({ type: "loaded", bytes: bytes.byteLength, seconds: (performance.now() - started) / 1000 });
+    useKernel(kernel);
+    product = kernel ? "wasm-simd" : "javascript";
+    postMessage({ type: "loaded", bytes: bytes.byteLength, seconds: (performance.now() - started) / 1000,
+                  product: product });
   } catch (err) {
     let kind = err.kind || (err instanceof FileError ? "file" : isMemoryError(err) ? "memory" : "file");
     let message = err.message;
@@ -171,7 +199,7 @@ function run(id, text, maxTokens) {
   const started = performance.now(), c = model.config;
   const trace = forward(model, t.ids, function (layer) {
     postMessage({ type: "layer", id: id, layer: layer, of: c.nLayers });
-  }, { rows: [t.ids.length - 1] });
+  }, { rows: [t.ids.length - 1], prefix: last && last.trace }); // a text that starts as the last did: from there on
   const logp = trace.logProbs[0];
   last = { ids: t.ids, trace: trace, logp: logp };
   const next = predictions(logp);
@@ -217,23 +245,43 @@ function checkOff(off) {
   return off;
 }
 
-/* log P(continuation | text): the text's ids, then the continuation's (each tokenized on
-   its own), run once; the sum over the continuation's tokens of the log-probability the
-   model gives each one at the position before it. With `reuse` (the unedited run of the
-   same ids), heads `off` are switched off from the first edited layer on. */
-function continuationLogProb(text, cont, off, reuse) {
-  const ids = text.concat(cont), rows = cont.map(function (_, j) { return text.length - 1 + j; });
-  const trace = forward(model, ids, null, { rows: rows, off: off, reuse: reuse });
-  let sum = 0;
-  cont.forEach(function (tokenId, j) { sum += trace.logProbs[j][tokenId]; });
-  return { logp: sum, trace: trace };
+/* log P(cont1 | text) and log P(cont2 | text), unedited and with the heads `off` switched
+   off: for each continuation, the sum over its tokens of the log-probability the model gives
+   each one at the position before it. One run per continuation holds the text and the
+   continuation but its last token (a continuation of one token needs only the text); the
+   longer continuation runs first, and the other takes the text's positions from it
+   (prefix). `before`: the runs of an earlier text, whose leading tokens this text may share.
+   With heads off, each edited run takes the layers before the first edited one from the
+   unedited run of the same ids (reuse). Returns the log-probabilities and the first runs,
+   which hold every position of the text. */
+function scoreText(text, conts, off, before) {
+  const order = conts[0].length >= conts[1].length ? [0, 1] : [1, 0];
+  const logp = [0, 0], logpEdited = [0, 0];
+  let first = null;
+  order.forEach(function (k) {
+    const cont = conts[k], from = first || before;
+    let runs = first;
+    if (!(first && cont.length === 1)) { // else: the text's last position, in the first runs
+      const ids = text.concat(cont.slice(0, -1)), rows = cont.map(function (_, j) { return text.length - 1 + j; });
+      const plain = forward(model, ids, null, { rows: rows, prefix: from && from.plain });
+      runs = { plain: plain, edited: off.length
+        ? forward(model, ids, null, { rows: rows, off: off, reuse: plain, prefix: from && from.edited }) : plain };
+    }
+    cont.forEach(function (tokenId, j) {
+      logp[k] += runs.plain.logProbs[j][tokenId];
+      logpEdited[k] += runs.edited.logProbs[j][tokenId];
+    });
+    if (!first) first = runs;
+  });
+  return { logp: logp, edited: logpEdited, runs: first };
 }
 
 /* A minimal pair: two texts, two continuations. For each text, log P(cont1 | text) and
    log P(cont2 | text) and their difference, the preference; with heads `off`, the same
    again with those heads switched off. And for each layer, head and query position of the
    shorter text, how far the head's weights move between the two texts: half the sum of the
-   absolute differences of the two rows of weights (0: the same weights, 1: no key shared). */
+   absolute differences of the two rows of weights (0: the same weights, 1: no key shared).
+   The second text takes the tokens it shares with the first from the first's runs. */
 function pair(id, texts, conts, maxTokens, off) {
   if (!Array.isArray(texts) || texts.length !== 2 || !Array.isArray(conts) || conts.length !== 2) {
     throw new InputError("A minimal pair needs two texts and two continuations.");
@@ -251,22 +299,14 @@ function pair(id, texts, conts, maxTokens, off) {
                            maxTokens + " run here.");
     }
   });
-  // each text once, with the next-token log-probabilities at its last position: enough for
-  // a continuation of one token; a longer one runs again, text and continuation together
+  let before = null; // the first text's runs: the second shares its leading tokens
   const scored = tt.map(function (t) {
-    const base = forward(model, t, null, { rows: [t.length - 1] });
-    const baseEdited = off.length ? forward(model, t, null, { off: off, reuse: base, rows: [t.length - 1] }) : base;
-    return { trace: base, conts: cc.map(function (cont) {
-      if (cont.length === 1) {
-        return { logp: base.logProbs[0][cont[0]], edited: baseEdited.logProbs[0][cont[0]] };
-      }
-      const plain = continuationLogProb(t, cont, [], null);
-      const edited = off.length ? continuationLogProb(t, cont, off, plain.trace).logp : plain.logp;
-      return { logp: plain.logp, edited: edited };
-    }) };
+    const got = scoreText(t, cc, off, before);
+    before = got.runs;
+    return got;
   });
   const T = Math.min(tt[0].length, tt[1].length), n = c.nLayers * c.nHeads;
-  const a = scored[0].trace, b = scored[1].trace, Ta = a.T, Tb = b.T;
+  const a = scored[0].runs.plain, b = scored[1].runs.plain, Ta = a.T, Tb = b.T; // texts first
   const moved = new Float64Array(n * T); // [layer][head][query], the texts' own queries only
   for (let l = 0; l < c.nLayers; l++) {
     for (let hd = 0; hd < c.nHeads; hd++) {
@@ -281,10 +321,9 @@ function pair(id, texts, conts, maxTokens, off) {
   }
   const side = function (i) {
     const ps = pieces(tokenizer, tt[i]);
-    const k = scored[i].conts;
-    return { ids: tt[i], pieces: ps, labels: ps.map(label), logp: [k[0].logp, k[1].logp],
-             logp_edited: [k[0].edited, k[1].edited], preference: k[0].logp - k[1].logp,
-             preference_edited: k[0].edited - k[1].edited };
+    const k = scored[i];
+    return { ids: tt[i], pieces: ps, labels: ps.map(label), logp: k.logp, logp_edited: k.edited,
+             preference: k.logp[0] - k.logp[1], preference_edited: k.edited[0] - k.edited[1] };
   };
   postMessage({ type: "paired", id: id, texts: [side(0), side(1)], conts: cc, off: off, moved: moved, T: T,
                 n_layers: c.nLayers, n_heads: c.nHeads, seconds: (performance.now() - started) / 1000 },
@@ -293,7 +332,7 @@ function pair(id, texts, conts, maxTokens, off) {
 
 self.onmessage = function (event) {
   const msg = event.data || {};
-  if (msg.type === "load") { load(String(msg.url), Number(msg.bytes) || 0); return; }
+  if (msg.type === "load") { load(String(msg.url), Number(msg.bytes) || 0, msg.wasm); return; }
   if (msg.type === "cancel") { if (download) download.abort(); return; }
   if (["run", "tokenize", "edit", "pair"].indexOf(msg.type) < 0) return;
   if (!model) {
