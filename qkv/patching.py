@@ -7,7 +7,7 @@ the further the answer moves back towards the clean one, the more of the differe
 part carried (Meng et al. 2022 call it causal tracing; Wang et al. 2022 patch heads).
 
 - :func:`record`: one run kept whole: the stream entering every layer, the keys and values,
-  each head's output.
+  each head's output (:func:`record_batch`: several texts of one length at once).
 - :func:`patch_stream`: a batch of variants, each copying the clean stream at some positions
   of one layer into the corrupt run.
 - :func:`patch_heads`: a batch of variants, each copying some heads' outputs of one layer.
@@ -30,7 +30,7 @@ run's:
 >>> clean, corrupt = record(model, [1, 2, 3, 4]), record(model, [1, 5, 3, 4])
 >>> where = [[False, True, True, True], [False, False, False, False]]
 >>> got = patch_stream(model, clean, corrupt, 0, where, rows=[3], next_ids=[7])
->>> want = [log_prob(model, clean, 3, 7), log_prob(model, corrupt, 3, 7)]
+>>> want = [log_prob(model, clean, [3], [7])[0], log_prob(model, corrupt, [3], [7])[0]]
 >>> bool(np.allclose(got[:, 0], want, atol=1e-6))
 True
 """
@@ -44,7 +44,7 @@ import numpy as np
 from qkv.multihead import MultiHeadWeights
 from qkv.smollm2 import NO_EDIT, Config, Edit, Layer, Model, check_ids, decoder_layer, output_logits
 
-__all__ = ["Recorded", "log_prob", "patch_heads", "patch_stream", "record", "rerun"]
+__all__ = ["Recorded", "log_prob", "patch_heads", "patch_stream", "record", "record_batch", "rerun"]
 
 
 class Recorded(NamedTuple):
@@ -76,16 +76,34 @@ def record(model: Model, ids) -> Recorded:
     ((3, 3, 8), (2, 2, 3, 4))
     """
     ids = check_ids(ids, model.config)
-    x, positions = model.embedding[ids], np.arange(len(ids))
+    return record_batch(model, ids[None])[0]
+
+
+def record_batch(model: Model, ids) -> list[Recorded]:
+    """:func:`record` for several texts of one length, (n_texts, T), run as one batch.
+
+    Examples
+    --------
+    >>> model = _tiny(seed=0)
+    >>> both = record_batch(model, [[1, 2, 3], [1, 5, 3]])
+    >>> bool(np.allclose(both[1].streams, record(model, [1, 5, 3]).streams))
+    True
+    """
+    ids = np.asarray(ids)
+    if ids.ndim != 2:
+        raise ValueError(f"ids must be (n_texts, T), texts of one length, got shape {ids.shape}")
+    ids = np.stack([check_ids(text, model.config) for text in ids])
+    x, positions = model.embedding[ids], np.arange(ids.shape[1])  # (n_texts, T, d_model)
     streams, keys, values, heads = [x], [], [], []
     for layer in model.layers:
         seen = _Recorder()
         x, trace = decoder_layer(x, layer, model.config, positions, edit=seen)
         streams.append(x)
-        keys.append(trace.k)
+        keys.append(trace.k)  # (n_texts, n_kv_heads, T, d_head)
         values.append(trace.v)
-        heads.append(seen.heads)
-    return Recorded(ids, np.stack(streams), np.stack(keys), np.stack(values), np.stack(heads))
+        heads.append(seen.heads)  # (n_texts, n_heads, T, d_head)
+    streams, keys, values, heads = (np.stack(a, axis=1) for a in (streams, keys, values, heads))
+    return [Recorded(*parts) for parts in zip(ids, streams, keys, values, heads, strict=True)]
 
 
 class _Cache:
@@ -118,8 +136,8 @@ def _check_rows(rows, next_ids, since: int, n_tokens: int, config: Config):
         )
     if rows.min() < since or rows.max() >= n_tokens:
         raise ValueError(
-            f"rows {rows.tolist()} must be positions rerun, {since}..{n_tokens - 1}: the earlier "
-            "ones are the same in every variant"
+            f"rows {rows.tolist()} must be positions {since}..{n_tokens - 1} (from the first "
+            "position rerun: the earlier ones are the same in every variant)"
         )
     if (
         not np.issubdtype(next_ids.dtype, np.integer)
@@ -169,7 +187,7 @@ def rerun(
     >>> model = _tiny(seed=0)
     >>> run = record(model, [1, 2, 3, 4])
     >>> got = rerun(model, run, 1, run.streams[1, 2:][None], since=2, rows=[3], next_ids=[7])
-    >>> bool(np.isclose(got[0, 0], log_prob(model, run, 3, 7), atol=1e-6))
+    >>> bool(np.isclose(got[0, 0], log_prob(model, run, [3], [7])[0], atol=1e-6))
     True
     """
     config, n_tokens = model.config, len(run.ids)
@@ -189,12 +207,22 @@ def rerun(
         raise ValueError(
             f"edits name layers {sorted(edits)}; layers {layer}..{config.n_layers - 1} are rerun"
         )
-    positions = np.arange(since, n_tokens)
-    for i in range(layer, config.n_layers):
+    return _run_from(model, run, layer, x, since, rows, next_ids, edits)
+
+
+def _run_from(model, run, start, x, since, rows, next_ids, edits, before=None) -> np.ndarray:
+    """Layers ``start`` and later on positions ``since ..`` up to the last row scored (later
+    ones cannot change it); ``before(i, x)``, if given, changes the stream entering layer
+    ``i``."""
+    end = int(rows.max()) + 1
+    x, positions = x[:, : end - since], np.arange(since, end)
+    for i in range(start, model.config.n_layers):
+        if before is not None:
+            x = before(i, x)
         cache = None
         if since:
             cache = _Cache(run.keys[i][:, :since], run.values[i][:, :since], len(x))
-        x, _ = decoder_layer(x, model.layers[i], config, positions, cache, edits.get(i, NO_EDIT))
+        x, _ = decoder_layer(x, model.layers[i], model.config, positions, cache, edits.get(i, NO_EDIT))
     return _log_softmax_at(model, x[:, rows - since], next_ids)
 
 
@@ -211,16 +239,17 @@ def _first_difference(clean: Recorded, corrupt: Recorded) -> int:
 
 
 def patch_stream(
-    model: Model, clean: Recorded, corrupt: Recorded, layer: int, where, rows, next_ids
+    model: Model, clean: Recorded, corrupt: Recorded, layer, where, rows, next_ids
 ) -> np.ndarray:
     """The corrupt run with the clean run's residual stream copied in, one variant per row
     of ``where``.
 
     ``where`` is a bool array (n_variants, T): variant ``b`` takes the stream entering
-    ``layer`` from the clean run at the positions ``where[b]`` marks. Returns
-    ``log P(next_ids[r] | rows[r])`` per variant, (n_variants, len(rows)): only the
-    positions from the first token where the texts differ are rerun (``rows`` must be
-    among them).
+    ``layer`` from the clean run at the positions ``where[b]`` marks. ``layer`` is one
+    layer for every variant, or one per variant (n_variants,), so that a scan over layers
+    runs as one batch. Returns ``log P(next_ids[r] | rows[r])`` per variant,
+    (n_variants, len(rows)): only the positions from the first token where the texts
+    differ are rerun (``rows`` must be among them).
 
     Examples
     --------
@@ -230,20 +259,31 @@ def patch_stream(
     >>> model = _tiny(seed=0)
     >>> clean, corrupt = record(model, [1, 2, 3]), record(model, [1, 5, 3])
     >>> got = patch_stream(model, clean, corrupt, 0, [[0, 1, 0]], rows=[2], next_ids=[4])
-    >>> bool(np.isclose(got[0, 0], log_prob(model, clean, 2, 4), atol=1e-6))
+    >>> bool(np.isclose(got[0, 0], log_prob(model, clean, [2], [4])[0], atol=1e-6))
     True
     """
     since = _first_difference(clean, corrupt)
-    if not 0 <= layer < model.config.n_layers:
-        raise ValueError(f"layer must be in 0..{model.config.n_layers - 1}, got {layer}")
+    n_layers, n_tokens = model.config.n_layers, len(clean.ids)
     where = np.asarray(where, dtype=bool)
-    if where.ndim != 2 or where.shape[1] != len(clean.ids):
-        raise ValueError(
-            f"where must be (n_variants, T) = (n_variants, {len(clean.ids)}), got shape {where.shape}"
-        )
+    if where.ndim != 2 or where.shape[1] != n_tokens:
+        raise ValueError(f"where must be (n_variants, T) = (n_variants, {n_tokens}), got shape {where.shape}")
+    layers = np.asarray(layer)
+    if layers.ndim > 1 or (layers.ndim == 1 and len(layers) != len(where)):
+        raise ValueError(f"layer must be one int or one per variant ({len(where)}), got shape {layers.shape}")
+    layers = np.broadcast_to(layers, (len(where),))
+    if not np.issubdtype(layers.dtype, np.integer) or layers.min() < 0 or layers.max() >= n_layers:
+        raise ValueError(f"layer must be in 0..{n_layers - 1}, got {layers.tolist()}")
+    rows, next_ids = _check_rows(rows, next_ids, since, n_tokens, model.config)
     mine = where[:, since:, None]  # (n_variants, T - since, 1): positions before are equal
-    x = np.where(mine, clean.streams[layer, since:], corrupt.streams[layer, since:])
-    return rerun(model, corrupt, layer, x.astype(corrupt.streams.dtype), since, rows, next_ids)
+    start = int(layers.min())
+
+    def copy_in(i, x):  # the variants patched at layer i take the clean stream there
+        t = x.shape[1]  # the positions rerun
+        here = mine[:, :t] & (layers == i)[:, None, None]
+        return np.where(here, clean.streams[i, since : since + t], x).astype(x.dtype) if here.any() else x
+
+    x = np.broadcast_to(corrupt.streams[start, since:], (len(where), n_tokens - since, model.config.d_model))
+    return _run_from(model, corrupt, start, x, since, rows, next_ids, {}, copy_in)
 
 
 class _HeadsFrom(Edit):
@@ -252,61 +292,64 @@ class _HeadsFrom(Edit):
     def __init__(self, which, outputs):  # (n_variants, n_heads), (n_heads, T, d_head)
         self.which, self.outputs = which, outputs
 
-    def attention(self, weights, v, heads):  # heads: (n_variants, n_heads, T, d_head)
-        return weights, np.where(self.which[:, :, None, None], self.outputs, heads).astype(heads.dtype)
+    def attention(self, weights, v, heads):  # heads: (n_variants, n_heads, t, d_head)
+        outputs = self.outputs[:, : heads.shape[-2]]  # the positions rerun
+        return weights, np.where(self.which[:, :, None, None], outputs, heads).astype(heads.dtype)
 
 
-def patch_heads(
-    model: Model, clean: Recorded, corrupt: Recorded, layer: int, which, rows, next_ids
-) -> np.ndarray:
-    """The corrupt run with some heads' outputs of ``layer`` taken from the clean run.
+def patch_heads(model: Model, clean: Recorded, corrupt: Recorded, which, rows, next_ids) -> np.ndarray:
+    """The corrupt run with some heads' outputs taken from the clean run.
 
-    ``which`` is a bool array (n_variants, n_heads): variant ``b`` copies, at every position,
-    the output of the heads ``which[b]`` marks (before ``W_O``); the rest of the layer and
-    the later layers run on. Returns ``log P(next_ids[r] | rows[r])`` per variant,
-    (n_variants, len(rows)), as :func:`patch_stream`.
+    ``which`` is a bool array (n_variants, n_layers, n_heads): variant ``b`` copies, at
+    every position, the output (before ``W_O``) of the heads ``which[b]`` marks, and the
+    layers run on from the first marked one. Returns ``log P(next_ids[r] | rows[r])`` per
+    variant, (n_variants, len(rows)), as :func:`patch_stream`.
 
     Examples
     --------
-    Copying every head of layer 1 is copying what attention added there; copying none
-    leaves the corrupt run as it was:
+    Copying no head leaves the corrupt run as it was:
 
     >>> model = _tiny(seed=0)
     >>> clean, corrupt = record(model, [1, 2, 3]), record(model, [1, 5, 3])
-    >>> got = patch_heads(model, clean, corrupt, 1, [[False, False]], rows=[2], next_ids=[4])
-    >>> bool(np.isclose(got[0, 0], log_prob(model, corrupt, 2, 4), atol=1e-6))
+    >>> which = np.zeros((2, 2, 2), dtype=bool)   # (variants, layers, heads)
+    >>> which[1, 1, 0] = True                     # variant 1: layer 1, head 0
+    >>> got = patch_heads(model, clean, corrupt, which, rows=[2], next_ids=[4])
+    >>> bool(np.isclose(got[0, 0], log_prob(model, corrupt, [2], [4])[0], atol=1e-6))
     True
     """
     since = _first_difference(clean, corrupt)
-    config = model.config
-    if not 0 <= layer < config.n_layers:
-        raise ValueError(f"layer must be in 0..{config.n_layers - 1}, got {layer}")
+    config, n_tokens = model.config, len(clean.ids)
     which = np.asarray(which, dtype=bool)
-    if which.ndim != 2 or which.shape[1] != config.n_heads:
+    if which.ndim != 3 or which.shape[1:] != (config.n_layers, config.n_heads):
         raise ValueError(
-            f"which must be (n_variants, n_heads) = (n_variants, {config.n_heads}), got shape {which.shape}"
+            f"which must be (n_variants, n_layers, n_heads) = (n_variants, {config.n_layers}, "
+            f"{config.n_heads}), got shape {which.shape}"
         )
-    edit = _HeadsFrom(which, clean.heads[layer][:, since:])
-    x = np.broadcast_to(corrupt.streams[layer, since:], (len(which), len(clean.ids) - since, config.d_model))
-    return rerun(model, corrupt, layer, x, since, rows, next_ids, {layer: edit})
+    rows, next_ids = _check_rows(rows, next_ids, since, n_tokens, config)
+    touched = np.flatnonzero(which.any(axis=(0, 2)))
+    if touched.size == 0:  # nothing copied: every variant is the corrupt run
+        x = corrupt.streams[-1, rows][None]
+        return np.broadcast_to(_log_softmax_at(model, x, next_ids), (len(which), len(rows))).copy()
+    edits = {int(i): _HeadsFrom(which[:, i], clean.heads[i][:, since:]) for i in touched}
+    start = int(touched[0])
+    x = np.broadcast_to(corrupt.streams[start, since:], (len(which), n_tokens - since, config.d_model))
+    return _run_from(model, corrupt, start, x, since, rows, next_ids, edits)
 
 
-def log_prob(model: Model, run: Recorded, row: int, next_id: int) -> float:
-    """``log P(next_id | the text up to row)`` in a recorded run, from its last stream.
+def log_prob(model: Model, run: Recorded, rows, next_ids) -> np.ndarray:
+    """``log P(next_ids[r] | the text up to rows[r])`` in a recorded run, (len(rows),):
+    the output matrix, the largest in the model, is read once for all the rows.
 
     Examples
     --------
     >>> model = _tiny(seed=0)
     >>> run = record(model, [1, 2])
-    >>> total = sum(np.exp(log_prob(model, run, 1, t)) for t in range(10))
+    >>> total = np.exp(log_prob(model, run, [1] * 10, range(10))).sum()
     >>> round(float(total), 6)                       # a distribution over 10 tokens
     1.0
     """
-    if not 0 <= row < len(run.ids):
-        raise ValueError(f"row must be a position in 0..{len(run.ids) - 1}, got {row}")
-    if not 0 <= next_id < model.config.vocab_size:
-        raise ValueError(f"next_id must be a token id in 0..{model.config.vocab_size - 1}, got {next_id}")
-    return float(_log_softmax_at(model, run.streams[-1, [row]], np.array([next_id]))[0])
+    rows, next_ids = _check_rows(rows, next_ids, 0, len(run.ids), model.config)
+    return _log_softmax_at(model, run.streams[-1, rows], next_ids)
 
 
 def _tiny(seed: int = 0, n_layers: int = 2) -> Model:
