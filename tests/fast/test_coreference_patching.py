@@ -174,10 +174,6 @@ def experiment(model):
     return out
 
 
-def layer_index(layer_from_1: int) -> int:
-    return PATCH_LAYERS.index(layer_from_1 - 1)
-
-
 def at(layer_from_1: int) -> int:
     """The row of a scanned layer, counted from 1 as the page counts."""
     return PATCH_LAYERS.index(layer_from_1 - 1)
@@ -227,4 +223,52 @@ def test_two_heads_pass_the_max_statistic_threshold(experiment):
     both = mean[heads.index((16, 5))], mean[heads.index((17, 0))]
     check_prose(
         "coref-patch-heads", 17, 6, 18, 1, experiment["moved"]["sentence"].mean(), both[0], both[1], threshold
+    )
+
+
+@pytest.mark.claim("coref-patch-ablation", "coref-verdict-where")
+def test_the_strongest_heads_carry_more_than_random_heads_of_their_layers(experiment):
+    lost = experiment["lost"]["adds"].mean(axis=0)  # (variants,): top, top (mean), top 3, draws
+    top, draws = lost[0], lost[3:]
+    assert top > draws.max() and top > 0  # the direction: more than any random set
+    adds = experiment["adds"].mean()
+    check_prose("coref-patch-ablation", TOP_K, top, adds, RANDOM_DRAWS, TOP_K, draws.min(), draws.max())
+    # the verdict: the preference leaves the noun between 17 and 20 (both directions checked
+    # in the stream and heads guards), and the top heads carry part of it
+    share = experiment["share"]["sentence"]
+    assert share[at(17), 1] < 0.5 < share[at(20), 1]
+    assert [experiment["heads"][i] for i in experiment["order"][:2]] == [(16, 5), (17, 0)]
+    check_prose("coref-verdict-where", PATCH_PAIRS, 17, 20, 17, 6, 18, 1, TOP_K, top, adds)
+
+
+@pytest.mark.claim("coref-scope")
+def test_the_scope_sentence():
+    check_prose("coref-scope", len(PAIRS), PATCH_PAIRS)
+
+
+@pytest.mark.claim("coref-var-ablation", "coref-var-halves")
+def test_how_far_the_patching_holds(experiment):
+    lost = experiment["lost"]["adds"].mean(axis=0)
+    draws = lost[3:]
+    # zero or mean, top 5 or top 3: the strongest heads take more than random ones on average
+    assert min(lost[:3]) > draws.mean()
+    check_prose("coref-var-ablation", TOP_K, lost[1], TOP_K_VARIATION, lost[2], TOP_K, draws.mean())
+    effect, heads, n = experiment["effect"], experiment["heads"], len(experiment["chosen"])
+    halves = (effect[: n // 2], effect[n // 2 :])
+    for part in halves:  # the same two heads are the strongest in each half
+        best = [heads[i] for i in np.argsort(-part.mean(axis=0))[:2]]
+        assert sorted(best) == [(16, 5), (17, 0)]
+    a, b = heads.index((16, 5)), heads.index((17, 0))
+    check_prose(
+        "coref-var-halves",
+        n // 2,
+        n - n // 2,
+        17,
+        6,
+        halves[0][:, a].mean(),
+        halves[1][:, a].mean(),
+        18,
+        1,
+        halves[0][:, b].mean(),
+        halves[1][:, b].mean(),
     )
