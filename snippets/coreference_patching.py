@@ -189,23 +189,21 @@ heads = [(layer, h) for layer in window for h in range(config.n_heads)]
 which = np.zeros((len(heads), config.n_layers, config.n_heads), dtype=bool)
 for b, (layer, h) in enumerate(heads):
     which[b, layer, h] = True
-effect = (
-    np.array(  # (pairs, heads): nats restored, one head at a time, in one batch
-        [
-            c["sentence"].restored(
-                lambda clean, corrupt, k, t=c["sentence"]: patching.patch_heads(
-                    model, clean, corrupt, which, t.rows[k], t.next[k]
-                )
+# (pairs, heads): nats restored, one head at a time, all heads in one batch
+effect = np.array(
+    [
+        c["sentence"].restored(
+            lambda clean, corrupt, k, t=c["sentence"]: patching.patch_heads(
+                model, clean, corrupt, which, t.rows[k], t.next[k]
             )
-            for c in chosen
-        ]
-    )
+        )
+        for c in chosen
+    ]
 )
 rng = np.random.default_rng(SEED)
 signs = rng.choice([-1.0, 1.0], size=(SHUFFLES, n))
-null = np.abs(signs @ effect / n).max(
-    axis=1
-)  # the largest |mean| over heads, per flip
+# the largest |mean effect| over heads, per random flip of the pairs' signs
+null = np.abs(signs @ effect / n).max(axis=1)
 threshold = np.quantile(null, NULL_QUANTILE)
 mean = effect.mean(axis=0)
 order = np.argsort(-mean)
@@ -250,9 +248,8 @@ outputs = [
     for t in c.values()
     for r in t.runs.values()
 ]
-fill[1] = np.mean(
-    [o.mean(axis=2) for o in outputs], axis=0
-)  # variant 1: mean ablation
+# variant 1: mean ablation, each head's mean output at the positions rerun
+fill[1] = np.mean([o.mean(axis=2) for o in outputs], axis=0)
 edits = interventions.heads_off(
     config, sets + sets, fill=np.concatenate([fill, fill])
 )
@@ -297,7 +294,8 @@ for b, name in enumerate(names):
     cells = "  ".join(f"{lost[s][b]:+6.2f}" for s in lost)
     print(f"  {name:<22} {cells}")
 cells = "  ".join(f"{lost[s][3:].mean():+6.2f}" for s in lost)
-print(f"  {RANDOM_DRAWS} random sets of {TOP_K} {cells}  (mean)")
+label = f"{RANDOM_DRAWS} random sets of {TOP_K}"
+print(f"  {label:<22} {cells}  (mean)")
 print(
     f"  what the sentence adds, random sets: {lost['adds'][3:].min():+.2f} to "
     f"{lost['adds'][3:].max():+.2f}"
