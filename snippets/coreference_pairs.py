@@ -598,15 +598,38 @@ ALPHA = 0.05
 # --8<-- [end:thresholds]
 
 # --8<-- [start:patching]
-# Only if the sentence has an effect: patching between a pair's two sentences
-# (not run in the end: docs/coreference.md, "Where in the model", says why)
+# Where in the model (snippets/coreference_patching.py), fixed before its first run.
+# Clean and corrupt are one sentence with the meant noun and with the other noun in the
+# pronoun's place; the rest is the same tokens. What is scored is the rest from the
+# deciding word on (the tokens before it cancel between a pair's two sentences), summed
+# over both sentences: exactly the pair's "moves towards the meant noun" of the page.
+PATCH_PAIRS = (
+    16  # the first pairs, in file order, whose two nouns have as many tokens
+)
+# and in which what the sentence adds is positive: patching explains an effect where
+# the behaviour shows one
+PATCH_LAYERS = tuple(
+    range(1, 30, 3)
+)  # the residual stream entering layers 2, 5, ..., 29
+# (layer 1's input is the embedding: copying the noun there is the clean run, exactly)
+HEAD_WINDOW = (
+    3  # heads patched in the 3 layers before the scanned layer at which the
+)
+# share restored by the positions after the noun rises most (the narrowing of Wang et al.)
+NULL_QUANTILE = (
+    0.95  # a head counts when its mean effect is above this quantile of the
+)
+# largest |mean effect| over heads under random sign flips of the pairs (max statistic)
+SHUFFLES = 1000  # sign flips for that null
 TOP_K = (
     5  # heads ablated together, against RANDOM_DRAWS random sets of as many heads
 )
-RANDOM_DRAWS = 20
-SHUFFLES = (
-    1000  # sign flips over pairs, for the largest head effect under no effect
-)
+TOP_K_VARIATION = 3  # the same with the top 3, for "How far does this hold?"
+RANDOM_DRAWS = 8  # from the heads of the same layers
+# Positions patched: the noun, or every position after it (those before it are the same
+# tokens in both runs). Heads are patched, and ablated, at the noun and after it.
+# Ablation: zero on the page; the mean output of each head over the rerun positions of
+# every text patched, as the variation.
 SEED = 0
 # --8<-- [end:patching]
 

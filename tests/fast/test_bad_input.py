@@ -14,13 +14,15 @@ import numpy as np
 import pytest
 
 import qkv
-from qkv import explorer, interventions, scaling, toy, training
+from qkv import explorer, interventions, patching, scaling, toy, training
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(3, 8))  # three tokens, d_model = 8
 P = qkv.Projections.random(RNG, d_model=8, d_k=4)
 W = qkv.MultiHeadWeights.random(RNG, d_model=8, n_heads=2)
 WEIGHTS = qkv.softmax(RNG.normal(size=(2, 5)))
+TINY = patching._tiny(seed=0)  # a SmolLM2-shaped model of width 8, 10 tokens
+RUN_A, RUN_B = patching.record(TINY, [1, 2, 3]), patching.record(TINY, [1, 5, 3])
 
 
 def _append_strings():
@@ -302,6 +304,38 @@ CASES = [
         lambda: interventions.HeadsOff([[True, False]], fill=np.zeros((2, 4))),
         r"fill must be \(n_variants, n_heads, d_head\) with \(n_variants, n_heads\) = \(1, 2\)",
     ),
+    (patching.record, lambda: patching.record(TINY, [1, 10]), "token id 10 at position 1 is out of range"),
+    (patching.record_batch, lambda: patching.record_batch(TINY, [1, 2]), r"ids must be \(n_texts, T\)"),
+    (
+        patching.rerun,
+        lambda: patching.rerun(TINY, RUN_A, 0, RUN_A.streams[0], 0, [2], [1]),
+        r"x must be \(n_variants, T - since, d_model\) = \(n_variants, 3, 8\), got shape \(3, 8\)",
+    ),
+    (
+        patching.rerun,
+        lambda: patching.rerun(TINY, RUN_A, 0, RUN_A.streams[None, 0], 0, [3], [1]),
+        r"rows \[3\] must be positions 0\.\.2",
+    ),
+    (
+        patching.patch_stream,
+        lambda: patching.patch_stream(TINY, RUN_A, patching.record(TINY, [1, 5]), 0, [[1, 1]], [1], [0]),
+        "clean and corrupt must have as many tokens",
+    ),
+    (
+        patching.patch_stream,
+        lambda: patching.patch_stream(TINY, RUN_A, RUN_B, 0, [[1, 1]], [2], [0]),
+        r"where must be \(n_variants, T\) = \(n_variants, 3\), got shape \(1, 2\)",
+    ),
+    (
+        patching.patch_heads,
+        lambda: patching.patch_heads(TINY, RUN_A, RUN_B, np.ones((1, 2, 2)), [0], [0]),
+        r"rows \[0\] must be positions 1\.\.2",
+    ),
+    (
+        patching.log_prob,
+        lambda: patching.log_prob(TINY, RUN_A, [3], [0]),
+        r"rows \[3\] must be positions 0\.\.2",
+    ),
 ]
 
 
@@ -330,6 +364,7 @@ NOTHING_TO_REFUSE = {
     "Sweep",
     "feature_embeddings",
     "hand_built_projections",
+    "Recorded",
 }
 
 
@@ -349,7 +384,7 @@ def public_callables(module) -> dict:
 
 def test_every_public_function_has_a_case():
     public = {}
-    for module in (qkv, toy, explorer, scaling, training):
+    for module in (qkv, toy, explorer, scaling, training, patching):
         public.update(public_callables(module))
     covered = {function for function, _, _ in CASES}
     missing = sorted(n for n, obj in public.items() if obj not in covered and n not in NOTHING_TO_REFUSE)

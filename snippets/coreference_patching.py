@@ -1,0 +1,303 @@
+"""Where in SmolLM2 is what the sentence adds? Activation patching on the coreference pairs.
+
+Shown on docs/coreference.md. Run it as `python snippets/coreference_patching.py` (it needs
+the model). Everything it chooses (pairs, layers, head window, null, k, draws, seed) is in
+the section "patching" of snippets/coreference_pairs.py, fixed before its first run.
+"""
+
+# --8<-- [start:setup]
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+threadpool_limits(1)  # small matrices: one BLAS thread is faster here
+try:  # run as a script: the file beside this one
+    from coreference_pairs import (
+        HEAD_WINDOW,
+        NULL_QUANTILE,
+        PAIRS,
+        PATCH_LAYERS,
+        PATCH_PAIRS,
+        RANDOM_DRAWS,
+        SEED,
+        SHUFFLES,
+        TOP_K,
+        TOP_K_VARIATION,
+        Pair,
+    )
+except ImportError:  # in the site's build, from the project's root
+    from snippets.coreference_pairs import (
+        HEAD_WINDOW,
+        NULL_QUANTILE,
+        PAIRS,
+        PATCH_LAYERS,
+        PATCH_PAIRS,
+        RANDOM_DRAWS,
+        SEED,
+        SHUFFLES,
+        TOP_K,
+        TOP_K_VARIATION,
+        Pair,
+    )
+from qkv import interventions, patching, smollm2
+
+model = smollm2.load()
+config = model.config
+KINDS = {"sentence": Pair.substituted, "clause alone": Pair.alone}
+
+
+class Texts:
+    """One pair, one kind of text: sentence k with noun j in the pronoun's place, and
+    the tokens scored (the rest from the deciding word on)."""
+
+    def __init__(self, pair, make):
+        prompts = [
+            [model.encode(make(pair, k, j)[0]) for j in (0, 1)] for k in (0, 1)
+        ]
+        rests = [model.encode(make(pair, k, 0)[1]) for k in (0, 1)]
+        self.ids = [
+            [np.concatenate([p, rests[k]]) for p in prompts[k]] for k in (0, 1)
+        ]
+        word = next(  # the first token where the two sentences' rests differ
+            t for t, (a, b) in enumerate(zip(*rests, strict=False)) if a != b
+        )
+        self.rows = [
+            len(prompts[k][0]) - 1 + np.arange(word, len(r))
+            for k, r in enumerate(rests)
+        ]
+        self.next = [r[word:] for r in rests]
+        a, b = self.ids[0]
+        self.aligned = len(a) == len(b) and len(prompts[0][0]) == len(
+            prompts[0][1]
+        )
+        differ = np.flatnonzero(a != b) if self.aligned else [0]
+        self.noun, self.after = differ[0], len(prompts[0][0])  # the nouns' tokens
+        self.runs, self.scores = {}, {}
+
+    def score(self, k, j):
+        if (k, j) not in self.scores:
+            run = self.runs[k, j]
+            self.scores[k, j] = patching.log_prob(
+                model, run, self.rows[k], self.next[k]
+            ).sum()
+        return self.scores[k, j]
+
+    def moved(self):
+        """Towards the meant noun: sentence k's preference for noun k, summed."""
+        return sum(self.score(k, k) - self.score(k, 1 - k) for k in (0, 1))
+
+    def restored(self, patch):
+        """What patch(clean, corrupt, k) (variants, rows) gives back, summed, (variants,)."""
+        total = 0.0
+        for k in (0, 1):
+            clean, corrupt = self.runs[k, k], self.runs[k, 1 - k]
+            got = patch(clean, corrupt, k).sum(axis=1)
+            total = total + got - self.score(k, 1 - k)
+        return total
+
+
+def record(candidates):
+    """Run every text of these pairs, texts of one length as one batch."""
+    by_length = {}
+    for c in candidates:
+        for t in c.values():
+            for k in (0, 1):
+                for j in (0, 1):
+                    by_length.setdefault(len(t.ids[k][j]), []).append((t, k, j))
+    for todo in by_length.values():
+        runs = patching.record_batch(
+            model, np.stack([t.ids[k][j] for t, k, j in todo])
+        )
+        for (t, k, j), run in zip(todo, runs, strict=True):
+            t.runs[k, j] = run
+
+
+candidates = [
+    {name: Texts(pair, make) for name, make in KINDS.items()} for pair in PAIRS
+]
+candidates = [c for c in candidates if all(t.aligned for t in c.values())]
+chosen, start = [], 0
+while len(chosen) < PATCH_PAIRS and start < len(candidates):  # in file order
+    batch = candidates[start : start + PATCH_PAIRS]
+    record(batch)
+    for c in batch:
+        if c["sentence"].moved() - c["clause alone"].moved() > 0:
+            chosen.append(c)
+    start += PATCH_PAIRS
+chosen = chosen[:PATCH_PAIRS]
+n = len(chosen)
+moved = {name: np.array([c[name].moved() for c in chosen]) for name in KINDS}
+adds = moved["sentence"] - moved["clause alone"]
+print(f"{n} pairs; towards the meant noun, mean over them:")
+for name in KINDS:
+    print(f"  {name:<13} {moved[name].mean():+.2f} nats")
+print(f"  the sentence adds {adds.mean():+.2f} nats")
+# --8<-- [end:setup]
+
+
+# --8<-- [start:stream]
+def stream_scan(t):
+    """(layers, 2) nats restored by copying the clean stream entering a layer, at the
+    noun and at every position after it: one batch, every layer and both places."""
+    length, half = len(t.ids[0][0]), len(PATCH_LAYERS) // 2
+    restored = []
+    for layers in (PATCH_LAYERS[:half], PATCH_LAYERS[half:]):  # two batches
+        where = np.zeros((2 * len(layers), length), dtype=bool)
+        where[0::2, t.noun : t.after], where[1::2, t.after :] = True, True
+        restored.append(
+            t.restored(
+                lambda clean, corrupt, k, layers=layers, where=where: (
+                    patching.patch_stream(
+                        model,
+                        clean,
+                        corrupt,
+                        np.repeat(layers, 2),
+                        where,
+                        t.rows[k],
+                        t.next[k],
+                    )
+                )
+            )
+        )
+    return np.concatenate(restored).reshape(len(PATCH_LAYERS), 2)
+
+
+def share(restored, total):
+    """Restored over what there is to restore, pairs pointing either way: (layers, 2)."""
+    sign = np.sign(total)[:, None, None]
+    return (restored * sign).sum(axis=0) / np.abs(total).sum()
+
+
+scan = {name: np.array([stream_scan(c[name]) for c in chosen]) for name in KINDS}
+adds_scan = scan["sentence"] - scan["clause alone"]
+shares = {name: share(scan[name], moved[name]) for name in KINDS}
+shares["adds"] = share(adds_scan, adds)
+print(
+    "share restored by copying the clean stream entering a layer, at the noun / after it"
+)
+print("layer      sentence    clause alone    what the sentence adds")
+for i, layer in enumerate(PATCH_LAYERS):
+    cells = [f"{shares[s][i, 0]:5.2f} / {shares[s][i, 1]:5.2f}" for s in shares]
+    print(f"{layer + 1:5d}   " + "    ".join(cells))
+# --8<-- [end:stream]
+
+# --8<-- [start:heads]
+# where the share after the noun rises most: the heads just before carry it there
+rise = np.diff(shares["sentence"][:, 1], prepend=0.0)
+top_layer = PATCH_LAYERS[int(np.argmax(rise))]
+window = list(range(max(0, top_layer - HEAD_WINDOW), top_layer))
+heads = [(layer, h) for layer in window for h in range(config.n_heads)]
+which = np.zeros((len(heads), config.n_layers, config.n_heads), dtype=bool)
+for b, (layer, h) in enumerate(heads):
+    which[b, layer, h] = True
+# (pairs, heads): nats restored, one head at a time, all heads in one batch
+effect = np.array(
+    [
+        c["sentence"].restored(
+            lambda clean, corrupt, k, t=c["sentence"]: patching.patch_heads(
+                model, clean, corrupt, which, t.rows[k], t.next[k]
+            )
+        )
+        for c in chosen
+    ]
+)
+rng = np.random.default_rng(SEED)
+signs = rng.choice([-1.0, 1.0], size=(SHUFFLES, n))
+# the largest |mean effect| over heads, per random flip of the pairs' signs
+null = np.abs(signs @ effect / n).max(axis=1)
+threshold = np.quantile(null, NULL_QUANTILE)
+mean = effect.mean(axis=0)
+order = np.argsort(-mean)
+print(
+    f"heads of layers {window[0] + 1}-{window[-1] + 1}, each patched alone, restore"
+    f" (of the sentence's {moved['sentence'].mean():+.2f} nats):"
+)
+for i in order[:TOP_K]:
+    layer, h = heads[i]
+    print(f"  layer {layer + 1:2d} head {h + 1}: {mean[i]:+.3f} nats")
+print(
+    f"max-statistic threshold ({NULL_QUANTILE:.0%} of {SHUFFLES} sign flips): "
+    f"{threshold:.3f}; heads above it: {int((mean > threshold).sum())}"
+)
+for name, part in (("first", effect[: n // 2]), ("last", effect[n // 2 :])):
+    best = np.argsort(-part.mean(axis=0))[:2]  # the pairs apart: the same heads?
+    strongest = ", ".join(
+        f"layer {heads[i][0] + 1} head {heads[i][1] + 1} ({part[:, i].mean():+.2f})"
+        for i in best
+    )
+    print(f"  {name} {len(part)} pairs alone, strongest: {strongest}")
+# --8<-- [end:heads]
+
+
+# --8<-- [start:ablation]
+def off_sets():
+    """The heads switched off, per variant: top k, top k (mean), top 3, random k."""
+    top = [heads[i] for i in order[:TOP_K]]
+    draws = [
+        [heads[i] for i in rng.choice(len(heads), TOP_K, replace=False)]
+        for _ in range(RANDOM_DRAWS)
+    ]
+    small = [heads[i] for i in order[:TOP_K_VARIATION]]
+    return [top, top, small, *draws]
+
+
+sets = off_sets()
+fill = np.zeros((len(sets), config.n_layers, config.n_heads, config.d_head))
+outputs = [
+    r.heads[:, :, t.noun :]
+    for c in chosen
+    for t in c.values()
+    for r in t.runs.values()
+]
+# variant 1: mean ablation, each head's mean output at the positions rerun
+fill[1] = np.mean([o.mean(axis=2) for o in outputs], axis=0)
+edits = interventions.heads_off(
+    config, sets + sets, fill=np.concatenate([fill, fill])
+)
+first, v = min(edits), len(sets)
+
+
+def ablated(t):
+    """(variants,): towards the meant noun with the heads off at the noun and after;
+    both nouns of a sentence in one batch (the tokens before the noun are the same)."""
+    total = 0.0
+    for k in (0, 1):
+        x = np.concatenate(
+            [
+                np.broadcast_to(
+                    t.runs[k, j].streams[first, t.noun :],
+                    (v, len(t.ids[k][j]) - t.noun, config.d_model),
+                )
+                for j in (0, 1)
+            ]
+        )
+        got = patching.rerun(
+            model, t.runs[k, 0], first, x, t.noun, t.rows[k], t.next[k], edits
+        ).sum(axis=1)
+        total = total + (got[:v] - got[v:]) * (1 if k == 0 else -1)
+    return total
+
+
+after = {name: np.array([ablated(c[name]) for c in chosen]) for name in KINDS}
+lost = {name: moved[name].mean() - after[name].mean(axis=0) for name in KINDS}
+lost["adds"] = lost["sentence"] - lost["clause alone"]  # (variants,)
+print(
+    "heads off at the noun and after it: nats lost by the sentence "
+    f"({moved['sentence'].mean():+.2f}), the clause alone "
+    f"({moved['clause alone'].mean():+.2f}), what the sentence adds ({adds.mean():+.2f})"
+)
+names = [
+    f"top {TOP_K} (zero)",
+    f"top {TOP_K} (mean)",
+    f"top {TOP_K_VARIATION} (zero)",
+]
+for b, name in enumerate(names):
+    cells = "  ".join(f"{lost[s][b]:+6.2f}" for s in lost)
+    print(f"  {name:<22} {cells}")
+cells = "  ".join(f"{lost[s][3:].mean():+6.2f}" for s in lost)
+label = f"{RANDOM_DRAWS} random sets of {TOP_K}"
+print(f"  {label:<22} {cells}  (mean)")
+print(
+    f"  what the sentence adds, random sets: {lost['adds'][3:].min():+.2f} to "
+    f"{lost['adds'][3:].max():+.2f}"
+)
+# --8<-- [end:ablation]
