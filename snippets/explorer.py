@@ -78,3 +78,10 @@ def explorer_state(
         output=output[0],
     )
     # --8<-- [end:explorer_state]
+
+
+if (
+    __name__ == "__main__"
+):  # run as a script: the default state of the explorer page
+    she = explorer_state("she", d_k=16, scale=True)
+    print("she, d_k = 16, scaled: weights", np.round(she.weights, 4))
