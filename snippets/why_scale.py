@@ -70,21 +70,9 @@ for d_k in [16, 256]:
 
 
 # --8<-- [start:settings]
-from qkv.training import Sweep, train
+from qkv.training import SWEEP, train
 
-SWEEP = Sweep(  # fixed before the first run
-    d_ks=(16, 64, 256),
-    lengths=(16, 64),  # T: pairs per sequence
-    seeds=(0, 1, 2),
-    learning_rates=(0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
-    steps=300,
-    batch_size=32,
-    d_model=16,  # ≤ every d_k, so W_Qᵀ W_K can reach every matrix at every d_k
-    d_v=16,
-    eval_every=10,
-    n_eval=512,
-)
-for name, value in SWEEP._asdict().items():
+for name, value in SWEEP._asdict().items():  # fixed before the first run
     print(f"{name:15} {value}")
 # --8<-- [end:settings]
 

@@ -23,11 +23,11 @@ import inspect
 import numpy as np
 import pytest
 from prose import check_prose, claim_sentence, written_numbers
-from qkv_site.figures.scale_training import SWEEP
 from support import median_query_gradient_ratio, numbers
 
 import qkv
 from qkv.scaling import draw_queries_keys, saturation, scale_effect, score_samples, score_std
+from qkv.training import SWEEP
 
 Z = 5  # standard errors allowed
 DIMS = [2**i for i in range(10)]  # the page's table: d_k = 1, 2, 4, ..., 512

@@ -97,7 +97,7 @@ def expected_tables(name: str) -> list[list[list]]:
             ]
         ]
     if name == "scale-training":
-        from qkv_site.figures.scale_training import SWEEP
+        from qkv.training import SWEEP
 
         rates = SWEEP.learning_rates
         summary = [

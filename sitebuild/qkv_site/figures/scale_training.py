@@ -1,44 +1,15 @@
-"""One attention head trained on associative recall, with and without √d_k: learning curves.
-
-The sweep's settings are the page's content, fixed in the page's own code
-(``snippets/why_scale.py``, section ``settings``, which the page shows and runs): they are
-read from there (:func:`page_sweep`), so there is one source, and the figure's cache entry
-depends on that file (:data:`READS`).
-"""
+"""One attention head trained on associative recall, with and without √d_k: learning curves."""
 
 from __future__ import annotations
 
-import ast
 from functools import cache
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from qkv.training import Sweep, run_sweep
+from qkv.training import SWEEP, run_sweep
 from qkv_site.figures._table import Table
-
-PAGE_CODE = Path(__file__).resolve().parents[3] / "snippets" / "why_scale.py"
-READS = (PAGE_CODE,)  # read without importing it (importing would run the page's code)
-
-
-def page_sweep() -> Sweep:
-    """The ``Sweep(...)`` the page's code assigns to ``SWEEP`` (literal arguments)."""
-    tree = ast.parse(PAGE_CODE.read_text(encoding="utf-8"), filename=str(PAGE_CODE))
-    for node in tree.body:
-        if (
-            isinstance(node, ast.Assign)
-            and [getattr(t, "id", None) for t in node.targets] == ["SWEEP"]
-            and isinstance(node.value, ast.Call)
-            and getattr(node.value.func, "id", None) == "Sweep"
-            and not node.value.args
-        ):
-            return Sweep(**{kw.arg: ast.literal_eval(kw.value) for kw in node.value.keywords})
-    raise LookupError(f"{PAGE_CODE} assigns no Sweep(...) of literal arguments to SWEEP")
-
-
-SWEEP = page_sweep()
 
 ALT = (
     "Six panels of learning curves, one per head width dₖ (16, 64, 256) and number of "
