@@ -1,22 +1,23 @@
-"""Root pytest configuration: run the ``>>>`` examples inside the Markdown chapters.
+"""Root pytest configuration: run the ``>>>`` examples inside the Markdown chapters, and
+give tests what a page's executed blocks print.
 
 Sybil collects fenced blocks whose info string is exactly ``python`` or ``pycon`` and that
-start with ``>>>``, and checks their shown output (this is how a page's PyTorch tabs are
-checked: the docs build installs no torch, the test extra does). Blocks shown with a
-``title=`` are left to the build and to tests/fast/test_snippets.py.
-
-A ``>>>`` block may use what the page's earlier blocks defined, as a reader pasting the page
-in order would. So on a page that has such a block, the blocks the build runs
-(markdown-exec's ``exec="on"``, their ``--8<--`` lines resolved as pymdownx.snippets does)
-run first, in page order, in the same namespace. Because they share one namespace, a page's
-examples are one test (``docs/PAGE.md::examples``), not one test each as Sybil's own pytest
-plugin makes them: pytest-xdist hands out tests, and two examples of one page given to two
-workers would each miss what the other defined.
+start with ``>>>``, and checks their shown output, one test per page
+(``docs/PAGE.md::examples``: pytest-xdist hands out tests, and two examples of one page given
+to two workers would each miss what the other defined). Blocks shown with a ``title=`` are
+left to the build and to tests/fast/test_snippets.py. A page that also executes blocks at
+build time (``exec="on"``: the PyTorch tabs of the chapters, which use the arrays the
+chapter's code made) is left to tests/site/test_copy_paste.py, which runs every block of
+the built page in order, as a reader pasting them does, and checks the ``>>>`` blocks'
+output there; running the page's code a third time here would check nothing more.
 
 The ``page_output`` fixture gives tests what a page shows: the text each of its executed
-blocks prints, as the build prints it (tests/site/test_page_output.py checks it against the
-built pages). Tests compare that text with facts they derive from qkv's public API; no test
-reads a name a page's code defines.
+blocks prints, as the build prints it. It is read from the build's artifact cache by the
+build's own keys, and a block the cache lacks is run by the build's own runner into that
+cache (:func:`run_page_blocks`), so the build and the tests run a page's code once between
+them (tests/site/test_page_output.py checks it against the built pages). Tests compare that
+text with facts they derive from qkv's public API; no test reads a name a page's code
+defines.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import markdown
 import pytest
-from sybil import Document, Lexeme, Region, Sybil
+from sybil import Document, Sybil
 from sybil.evaluators.doctest import NUMBER
 from sybil.evaluators.python import PythonEvaluator
 from sybil.example import SybilFailure
@@ -57,31 +58,12 @@ class PyconParser(PythonCodeBlockParser):
         self.codeblock_parser = CodeBlockParser("pycon", PythonEvaluator())
 
 
-class BuildBlockParser:
-    """The blocks the build executes (``exec="on"``), run as plain code before a page's
-    ``>>>`` blocks; only on pages that have one, since elsewhere the build already ran them."""
+class ExecBlocks:
+    """Where the blocks the build executes (``exec="on"``) are in a page's text."""
 
     lexer = RawFencedCodeBlockLexer(
         info_pattern=re.compile(r'python\b[^\n]*\bexec="(?:on|1|true)"[^\n]*$\n', re.MULTILINE)
     )
-
-    def __init__(self):
-        self.evaluator = PythonEvaluator()
-
-    @functools.cached_property
-    def snippets(self):
-        """pymdownx.snippets as mkdocs.yml configures it, to resolve ``--8<--`` lines."""
-        md = markdown.Markdown(
-            extensions=["pymdownx.snippets"],
-            extension_configs={
-                "pymdownx.snippets": {
-                    "base_path": [str(ROOT / "snippets"), str(ROOT)],
-                    "check_paths": True,
-                    "dedent_subsections": True,
-                }
-            },
-        )
-        return md.preprocessors["snippet"]
 
     def regions(self, document: Document):
         """The blocks the build runs: not those shown as examples inside a longer fence
@@ -91,19 +73,10 @@ class BuildBlockParser:
             if not any(start < region.start < end for start, end in examples):
                 yield region
 
-    def __call__(self, document: Document):
-        if not _DOCTEST_FENCE.search(document.text):
-            return
-        for region in self.regions(document):
-            source = region.lexemes["source"]
-            code = "\n".join(self.snippets.run(source.splitlines())) + "\n"
-            yield Region(
-                region.start, region.end, Lexeme(code, source.offset, source.line_offset), self.evaluator
-            )
 
+BUILD_BLOCKS = ExecBlocks()
 
 PARSERS = [
-    BuildBlockParser(),
     PythonCodeBlockParser(doctest_optionflags=doctest.NORMALIZE_WHITESPACE | NUMBER),
     PyconParser(doctest_optionflags=doctest.NORMALIZE_WHITESPACE | NUMBER),
     SkipParser(),
@@ -135,6 +108,8 @@ class PageExamples(pytest.Item):
 class MarkdownPage(pytest.File):
     def collect(self):
         document = SYBIL.parse(self.path)
+        if any(BUILD_BLOCKS.regions(document)):
+            return  # its examples build on its executed blocks: tests/site/test_copy_paste.py
         if next(iter(document.examples()), None) is not None:
             yield PageExamples.from_parent(self, name="examples", document=document)
 
@@ -195,27 +170,93 @@ _INCLUDE = re.compile(r'^\s*--8<--\s+"(?:snippets/)?([^"]+)"\s*$')
 _SESSION = re.compile(r'\bsession="([^"]*)"')
 
 
-def run_page_blocks(name: str) -> PageOutput:
-    """Run the blocks ``docs/NAME`` executes at build time, in page order, each session in
-    its own namespace (a block without a session in a fresh one), printing captured as the
-    build captures it (:func:`qkv_site.artifacts.session.run_block`)."""
-    from qkv_site.artifacts.session import run_block
+@functools.cache
+def _site_markdown() -> tuple[list, dict]:
+    """mkdocs.yml's Markdown extensions and their settings, with the ``python`` fence of the
+    build (markdown-exec's validator) recording the blocks it would run instead of running
+    them, so a page's blocks are found and written exactly as the build hands them over."""
+    import markdown_exec
+    import yaml
 
-    document = Document.parse(str(DOCS / name), *PARSERS)
-    parser = PARSERS[0]
-    namespaces: dict[str, dict] = {}
-    blocks = []
-    for number, region in enumerate(parser.regions(document), start=1):
+    loader = type("Loader", (yaml.SafeLoader,), {})
+    loader.add_constructor("!ENV", lambda *_: None)
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=loader)
+    names, settings = [], {}
+    for entry in config["markdown_extensions"]:
+        name, options = next(iter(entry.items())) if isinstance(entry, dict) else (entry, {})
+        names.append(name)
+        settings[name] = dict(options or {})
+    settings["pymdownx.snippets"]["base_path"] = [str(ROOT / "snippets"), str(ROOT)]
+
+    def record(source, language, css_class, options, md, **kwargs):
+        def run(code, session=None, **_):
+            md.qkv_blocks.append((code, session or None))
+            return ""
+
+        return markdown_exec.base_format(language="python", run=run, code=source, md=md, **options)
+
+    fence = {"validator": markdown_exec.validator, "format": record}
+    settings["pymdownx.superfences"] = {
+        **settings.get("pymdownx.superfences", {}),
+        "custom_fences": [{"name": n, "class": n, **fence} for n in ("python", "py")],
+    }
+    return names, settings
+
+
+def build_blocks(name: str) -> list[tuple[str, str | None]]:
+    """The code of every block the build runs on ``docs/NAME`` (``exec="on"``), in page
+    order, as the build's fence receives it, with its session (None: a block alone)."""
+    from mkdocs.utils import meta
+
+    names, settings = _site_markdown()
+    md = markdown.Markdown(extensions=names, extension_configs=settings)
+    md.qkv_blocks = []
+    md.convert(meta.get_data((DOCS / name).read_text(encoding="utf-8"))[0])
+    return md.qkv_blocks
+
+
+def run_page_blocks(name: str) -> PageOutput:
+    """What the blocks ``docs/NAME`` executes printed, as the build prints them: each block
+    is looked up in the build's artifact cache (the tree's ``.cache/artifacts``, or
+    ``QKV_CACHE``) by the build's own key, and only a block the cache does not hold is run,
+    by the build's own snippet runner (:mod:`qkv_site.artifacts.snippets`) into that cache,
+    where the next build finds it. So a page's code runs once for the build and these tests,
+    not once for each."""
+    from types import SimpleNamespace
+
+    from qkv_site.artifacts.runner import Runner
+    from qkv_site.artifacts.snippets import Snippets
+
+    document = Document.parse(str(DOCS / name))
+    raw = []  # (section, session) of each block, from the page's own text
+    for region in BUILD_BLOCKS.regions(document):
         info = document.text[region.start : document.text.index("\n", region.start)]
         session = (m.group(1) if (m := _SESSION.search(info)) else None) or None
-        source = region.lexemes["source"]
-        lines = [line for line in source.splitlines() if line.strip()]
+        lines = [line for line in region.lexemes["source"].splitlines() if line.strip()]
         section = m.group(1) if len(lines) == 1 and (m := _INCLUDE.match(lines[0])) else None
-        code = "\n".join(parser.snippets.run(source.splitlines())) + "\n"
-        namespace = namespaces.setdefault(session, {}) if session else {}
-        namespace.setdefault("__name__", "__snippet__")
-        blocks.append(Shown(section, session, code, run_block(namespace, number, code)))
-    return PageOutput(name, blocks)
+        raw.append((section, session))
+    built = build_blocks(name)
+    if [session for _, session in raw] != [session for _, session in built]:
+        raise AssertionError(f"docs/{name}: the page's exec blocks {raw} are not the build's {built}")
+    cache = ROOT / os.environ.get("QKV_CACHE", ".cache/artifacts")  # mkdocs.yml's cache_dir
+    runner = Runner(ROOT, cache, concurrency=1)
+    plugin = SimpleNamespace(
+        runner=runner, config=SimpleNamespace(enabled=True), page_inputs=SimpleNamespace(used=lambda _: None)
+    )
+    snippets = Snippets(plugin)
+    snippets.page = name
+    try:
+        texts = [snippets.run(code, session=session) for code, session in built]
+    finally:
+        snippets.on_shutdown()
+        runner.close()
+    return PageOutput(
+        name,
+        [
+            Shown(section, session, code, text)
+            for (section, _), (code, session), text in zip(raw, built, texts, strict=True)
+        ],
+    )
 
 
 @pytest.fixture(scope="session")
@@ -229,9 +270,10 @@ def run_folder(tmp_path_factory) -> Path:
 def page_output(run_folder):
     """``page_output("traps.md")``: what the page's executed blocks print (:class:`PageOutput`).
 
-    Once per run, not once per pytest-xdist worker: the first worker to ask for a page runs
-    it and writes what it printed to the folder the workers share; the others wait for it
-    (a lock per page) and read it. The trained-model pages take 15 to 30 s to run."""
+    Once per run, not once per pytest-xdist worker: the first worker to ask for a page reads
+    it (:func:`run_page_blocks`: from the build's cache, running what it lacks) and writes it
+    to the folder the workers share; the others wait for it (a lock per page) and read it.
+    The trained-model pages take 15 to 30 s to run when the cache lacks them."""
     shared = run_folder / "page-output"
     shared.mkdir(exist_ok=True)
 

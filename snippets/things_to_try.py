@@ -1,14 +1,21 @@
 """The numbers behind the five experiments of chapter 7, from the explorer's own data.
 
-Every state comes from qkv.explorer.explorer_state, the function that also fills the
-attention explorer page, so the text and the explorer show the same numbers.
+Every state comes from explorer_state (snippets/explorer.py, shown on the page),
+the function that also fills the attention explorer page, so the text and the
+explorer show the same numbers.
 """
+
+# --8<-- [start:import]
+try:  # run as a script: the file beside this one (the page shows it)
+    from explorer import explorer_state
+except ImportError:  # in the site's build, from the project's root
+    from snippets.explorer import explorer_state
+# --8<-- [end:import]
 
 # --8<-- [start:setup]
 import numpy as np
 
 import qkv
-from qkv.explorer import explorer_state
 from qkv.toy import SENTENCE
 
 WORDS = SENTENCE  # she drank milk from a cup

@@ -119,6 +119,49 @@ for name, aims in (
     )
 # --8<-- [end:sink_position]
 
+
+# --8<-- [start:start_token]
+eot = model.tokenizer.token_to_id("<|endoftext|>")  # id 0: the start token
+shares, moved, loss, off = [], [], [], []
+for t in texts:
+    ids = np.concatenate([[eot], t.ids])
+    # as run; the start token's value removed; the first word's value removed
+    tried = interventions.PerVariant(
+        [smollm2.Edit(), interventions.ValueOff(0), interventions.ValueOff(1)]
+    )
+    run = interventions.run_edited(
+        model, ids, dict.fromkeys(range(L), tried), rows=slice(1, None)
+    )
+    w = np.stack([s.weights[0] for s in run.seen])  # (L, H, T + 1, T + 1)
+    # on the start token and on the first word, from query 3 on: (L, 2)
+    shares.append(w[:, :, 2:, :2].mean(axis=(1, 2)))
+    as_run = run.logits[0]  # after each word of the text: (T, vocabulary)
+    moved.append(interventions.kl_divergence(t.logits, as_run).mean())
+    loss.append(
+        [
+            interventions.next_token_loss(t.logits[:-1], t.ids[1:]).mean(),
+            interventions.next_token_loss(as_run[:-1], t.ids[1:]).mean(),
+        ]
+    )
+    # predictions after words 2..T, as in the table above
+    off.append(
+        interventions.kl_divergence(as_run[1:], run.logits[1:, 1:]).mean(axis=-1)
+    )
+shares, off = np.mean(shares, axis=0), np.mean(off, axis=0)
+print(f"with {model.decode([eot])!r} first, mean over the 30 layers and 9 heads:")
+print(
+    f"  weight on it {shares[:, 0].mean():.2f}, on the first word {shares[:, 1].mean():.2f} "
+    f"(over half on it in {(shares[:, 0] > 0.5).sum()} layers)"
+)
+print(
+    f"  predictions move by {np.mean(moved):.2f} nats (KL); loss on the next word "
+    f"{np.mean(loss, 0)[0]:.2f} without it, {np.mean(loss, 0)[1]:.2f} with it"
+)
+print(
+    f"  its value removed: {off[0]:.2f} nats; the first word's value removed: {off[1]:.2f}"
+)
+# --8<-- [end:start_token]
+
 # --8<-- [start:sink_ablation]
 # each text's first token's value in every layer: (texts, L, 3, d_head)
 firsts = np.stack([t.v[:, :, 0] for t in texts])
@@ -194,47 +237,6 @@ print(
 )
 # --8<-- [end:value_norms]
 
-# --8<-- [start:start_token]
-eot = model.tokenizer.token_to_id("<|endoftext|>")  # id 0: the start token
-shares, moved, loss, off = [], [], [], []
-for t in texts:
-    ids = np.concatenate([[eot], t.ids])
-    # as run; the start token's value removed; the first word's value removed
-    tried = interventions.PerVariant(
-        [smollm2.Edit(), interventions.ValueOff(0), interventions.ValueOff(1)]
-    )
-    run = interventions.run_edited(
-        model, ids, dict.fromkeys(range(L), tried), rows=slice(1, None)
-    )
-    w = np.stack([s.weights[0] for s in run.seen])  # (L, H, T + 1, T + 1)
-    # on the start token and on the first word, from query 3 on: (L, 2)
-    shares.append(w[:, :, 2:, :2].mean(axis=(1, 2)))
-    as_run = run.logits[0]  # after each word of the text: (T, vocabulary)
-    moved.append(interventions.kl_divergence(t.logits, as_run).mean())
-    loss.append(
-        [
-            interventions.next_token_loss(t.logits[:-1], t.ids[1:]).mean(),
-            interventions.next_token_loss(as_run[:-1], t.ids[1:]).mean(),
-        ]
-    )
-    # predictions after words 2..T, as in the table above
-    off.append(
-        interventions.kl_divergence(as_run[1:], run.logits[1:, 1:]).mean(axis=-1)
-    )
-shares, off = np.mean(shares, axis=0), np.mean(off, axis=0)
-print(f"with {model.decode([eot])!r} first, mean over the 30 layers and 9 heads:")
-print(
-    f"  weight on it {shares[:, 0].mean():.2f}, on the first word {shares[:, 1].mean():.2f} "
-    f"(over half on it in {(shares[:, 0] > 0.5).sum()} layers)"
-)
-print(
-    f"  predictions move by {np.mean(moved):.2f} nats (KL); loss on the next word "
-    f"{np.mean(loss, 0)[0]:.2f} without it, {np.mean(loss, 0)[1]:.2f} with it"
-)
-print(
-    f"  its value removed: {off[0]:.2f} nats; the first word's value removed: {off[1]:.2f}"
-)
-# --8<-- [end:start_token]
 
 # --8<-- [start:head_types]
 scores, even = {}, {}

@@ -25,8 +25,10 @@ from pathlib import Path
 Recipe = Callable[[], tuple[Path, dict[str, str]]]
 
 # Runs the build and writes its exit code; it holds the lock (its inherited descriptor).
-# With ``after``, it first waits for that build to end and copies that build's artifact cache
-# into this one's (only into an empty cache: a cache in use is never overwritten).
+# With ``after``, it first waits for that build to end and copies the entries of that build's
+# artifact cache that this one's lacks (the tests' ``page_output`` may have filled some of it
+# meanwhile); an entry is copied beside its place and renamed into it, so nothing reading the
+# cache sees half an entry, and an entry already there is never overwritten.
 _RUN_AND_RECORD = r"""
 import fcntl, json, os, shutil, subprocess, sys
 log, returncode, after, cwd, *argv = sys.argv[1:]
@@ -35,8 +37,19 @@ if after := json.loads(after):
     fcntl.flock(lock, fcntl.LOCK_EX)
     os.close(lock)
     source, target = after["cache"], after["into"]
-    if os.path.isdir(source) and not (os.path.isdir(target) and os.listdir(target)):
-        shutil.copytree(source, target, dirs_exist_ok=True)
+    kinds = os.listdir(source) if os.path.isdir(source) else []
+    for kind in kinds:
+        os.makedirs(os.path.join(target, kind), exist_ok=True)
+        for key in os.listdir(os.path.join(source, kind)):
+            entry = os.path.join(target, kind, key)
+            if key.startswith(".") or os.path.exists(entry):
+                continue
+            scratch = os.path.join(target, kind, f".copying-{key}")
+            shutil.copytree(os.path.join(source, kind, key), scratch, dirs_exist_ok=True)
+            try:
+                os.rename(scratch, entry)
+            except OSError:  # the entry appeared meanwhile
+                shutil.rmtree(scratch, ignore_errors=True)
 with open(log, "wb") as out:
     code = subprocess.call(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
 with open(returncode, "w") as f:
@@ -55,8 +68,8 @@ class BackgroundBuild:
     def start(self, recipe: Recipe, after: tuple[BackgroundBuild, Path, Path] | None = None) -> None:
         """Start the build ``recipe`` gives unless this run has started it already.
 
-        ``after=(build, its_cache, this_cache)``: wait for ``build`` to end, then copy its
-        artifact cache into this build's cache if that is empty, then build."""
+        ``after=(build, its_cache, this_cache)``: wait for ``build`` to end, then copy the
+        entries of its artifact cache that this build's cache lacks, then build."""
         self.folder.mkdir(parents=True, exist_ok=True)
         lock = os.open(self.folder / "running.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:

@@ -1,4 +1,5 @@
-"""The attention explorer's data: every state of :mod:`qkv.explorer`, packed as JSON.
+"""The attention explorer's data: every state of ``explorer_state`` (``snippets/explorer.py``,
+the page's own code), packed as JSON.
 
 The site build writes :func:`explorer_json` to ``explorer/data.json``; the page only looks
 numbers up in it. Numbers are stored as integer millionths (:data:`DECIMALS`), so the
@@ -13,9 +14,9 @@ import numpy as np
 
 from qkv import toy
 from qkv.diagnostics import entropy
-from qkv.explorer import explorer_state
 from qkv.projections import project
 from qkv.toy import D_K_MAX, D_V
+from snippets.explorer import explorer_state
 
 DEFAULTS = {"stage": 3, "query": "she", "dk": 16, "scale": 1}
 """The state the page shows when its URL names none (the keys of its URL query)."""

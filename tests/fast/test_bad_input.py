@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import qkv
-from qkv import explorer, interventions, patching, scaling, toy, training
+from qkv import interventions, patching, scaling, toy, training
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(3, 8))  # three tokens, d_model = 8
@@ -227,9 +227,6 @@ CASES = [
     (toy.embeddings, lambda: toy.embeddings(d_model=0), "d_model must be a whole number >= 1"),
     (toy.projections, lambda: toy.projections(2.5), "d_k must be a whole number"),
     (toy.projections, lambda: toy.projections(8, d_v=65), "d_v must be between 1 and 64"),
-    (explorer.explorer_state, lambda: explorer.explorer_state("tea", 4, True), "query must be one of"),
-    (explorer.explorer_state, lambda: explorer.explorer_state("she", 65, True), "d_k must be an integer"),
-    (explorer.explorer_state, lambda: explorer.explorer_state("she", 4, "yes"), "scale must be True"),
     (scaling.draw_queries_keys, lambda: next(scaling.draw_queries_keys(0, 10)), "d_k must be a positive"),
     (scaling.score_samples, lambda: scaling.score_samples(0), "d_k must be a whole number >= 1"),
     (scaling.score_std, lambda: scaling.score_std(4, n_draws=0), "n_draws must be a positive"),
@@ -384,7 +381,7 @@ def public_callables(module) -> dict:
 
 def test_every_public_function_has_a_case():
     public = {}
-    for module in (qkv, toy, explorer, scaling, training, patching):
+    for module in (qkv, toy, scaling, training, patching):
         public.update(public_callables(module))
     covered = {function for function, _, _ in CASES}
     missing = sorted(n for n, obj in public.items() if obj not in covered and n not in NOTHING_TO_REFUSE)

@@ -1,8 +1,8 @@
 """The explorer's exported data is qkv's computation, and the five experiments hold on it.
 
 The reference here recomputes every state from qkv's public API, all six queries at once,
-independently of ``qkv.explorer`` and ``qkv_site.explorer_data``; the exported JSON must
-match it to its 6 decimals.
+independently of ``explorer_state`` (``snippets/explorer.py``, the page's own code) and
+``qkv_site.explorer_data``; the exported JSON must match it to its 6 decimals.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from support import median_query_gradient_ratio
 
 import qkv
 from qkv import toy
-from qkv.explorer import explorer_state
 from qkv.scaling import saturation, score_std
 from qkv.toy import D_K_MAX, D_V
+from snippets.explorer import explorer_state
 
 WORDS = toy.SENTENCE
 HALF_UNIT = 0.5e-6 + 1e-12  # rounding to 6 decimals moves a number by at most this

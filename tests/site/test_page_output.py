@@ -1,9 +1,10 @@
 """The text the fast tests read as "what a page shows" is what the built page shows.
 
-Tests in tests/fast/ check a page's claims against ``page_output(page)``: the blocks the
-build executes, run in page order, their printing captured (root conftest.py). Here every
-page's ``page_output`` is compared with the output blocks of the built page, in order, so a
-test cannot pass on text that readers never see.
+Tests in tests/fast/ check a page's claims against ``page_output(page)``: what the blocks
+the build executes printed, in page order, read from the build's artifact cache by the
+build's keys or run into it (root conftest.py). Here every page's ``page_output`` is compared
+with the output blocks of the built page, in order, so a test cannot pass on text that
+readers never see (a block attributed to the wrong section, a cache entry not the page's).
 """
 
 from __future__ import annotations
