@@ -5,11 +5,16 @@ the model). Everything it chooses (pairs, layers, head window, null, k, draws, s
 the section "patching" of snippets/coreference_pairs.py, fixed before its first run.
 """
 
-# --8<-- [start:setup]
-import numpy as np
+# Not shown on the page, whose session has already set it (coreference.py, "threads"):
+# small matrices, so one BLAS thread is faster here.
+import numpy  # noqa: F401  (first: the limit applies to the BLAS library NumPy loads)
 from threadpoolctl import threadpool_limits
 
-threadpool_limits(1)  # small matrices: one BLAS thread is faster here
+threadpool_limits(1)
+
+# --8<-- [start:setup]
+import numpy as np
+
 try:  # run as a script: the file beside this one
     from coreference_pairs import (
         HEAD_WINDOW,

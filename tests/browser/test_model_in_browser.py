@@ -301,14 +301,14 @@ def assert_predictions(got: dict, probs: np.ndarray, model) -> None:
 
 @pytest.mark.parametrize("text", RUN_TEXTS[:5], ids=range(1, 6))
 @pytest.mark.claim("explorer-lab-predictions")
-@pytest.mark.claim("explorer-wasm-product")
+@pytest.mark.claim("explorer-js-mirrors-python")
 def test_next_token_predictions_equal_qkvs(worker_page, model, text):
     got = worker_page.evaluate(RUN, [RUN_TEXTS.index(text) + 200, text, MAX_TOKENS])
     ids = model.tokenizer.encode(text, add_special_tokens=False).ids[:MAX_TOKENS]
     assert_predictions(got["predictions"], next_probs(smollm2.forward(model, ids).logits[-1]), model)
 
 
-@pytest.mark.claim("explorer-wasm-product")
+@pytest.mark.claim("explorer-js-mirrors-python")
 def test_the_javascript_product_gives_qkvs_predictions_too(context, model_site, index, model):
     """Without WebAssembly (wasm: false, as in a browser without SIMD) the worker keeps its
     JavaScript matrix product, and the predictions are still qkv's."""
