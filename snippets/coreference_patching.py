@@ -5,16 +5,14 @@ the model). Everything it chooses (pairs, layers, head window, null, k, draws, s
 the section "patching" of snippets/coreference_pairs.py, fixed before its first run.
 """
 
-# Not shown on the page, whose session has already set it (coreference.py, "threads"):
-# small matrices, so one BLAS thread is faster here.
+# --8<-- [start:imports]
+# Run on the page without being shown, as coreference.py's "threads" is: a reader who copies
+# the page has run coreference_pairs.py itself (shown whole above), so its names exist.
+# Small matrices: one BLAS thread is faster here.
 import numpy  # noqa: F401  (first: the limit applies to the BLAS library NumPy loads)
 from threadpoolctl import threadpool_limits
 
 threadpool_limits(1)
-
-# --8<-- [start:setup]
-import numpy as np
-
 try:  # run as a script: the file beside this one
     from coreference_pairs import (
         HEAD_WINDOW,
@@ -43,6 +41,11 @@ except ImportError:  # in the site's build, from the project's root
         TOP_K_VARIATION,
         Pair,
     )
+# --8<-- [end:imports]
+
+# --8<-- [start:setup]
+import numpy as np
+
 from qkv import interventions, patching, smollm2
 
 model = smollm2.load()
