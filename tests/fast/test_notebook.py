@@ -9,6 +9,8 @@ checked in tests/site/test_notebook_page.py).
 from __future__ import annotations
 
 import base64
+import inspect
+import json
 
 import nbformat
 import pytest
@@ -34,26 +36,6 @@ def test_stored_notebook_is_valid_and_has_no_outputs():
     assert nb.metadata.get("description"), "the page's <meta description> comes from here"
 
 
-def test_notebook_covers_the_whole_computation():
-    """Projections, scores, scaling, softmax, output, masks, heads, cross-attention, cache."""
-    source = "\n".join(c.source for c in nbformat.read(NOTEBOOK, as_version=4).cells)
-    for call in (
-        "qkv.project(",
-        "qkv.scale_factor(",
-        "qkv.softmax(",
-        "qkv.attention(",
-        "qkv.causal_mask(",
-        "qkv.padding_mask(",
-        "qkv.multi_head_attention(",
-        "qkv.cross_attention(",
-        "qkv.decode_with_cache(",
-        "qkv.decode_without_cache(",
-        "qkv.WorkCounter(",
-        "qkv.kv_cache_bytes(",
-    ):
-        assert call in source, call
-
-
 def test_every_figure_cell_gives_alt_text():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     drawing = [c for c in nb.cells if c.cell_type == "code" and "plt.show()" in c.source]
@@ -61,18 +43,66 @@ def test_every_figure_cell_gives_alt_text():
     assert [c.id for c in drawing if not c.metadata.get("alt")] == []
 
 
-def test_notebook_runs_top_to_bottom(tmp_path):
-    """A fresh kernel executes every cell without an error; its asserts check its prose."""
+# The notebook's computation, whole: projections, scores, scaling, softmax, output, masks,
+# heads, cross-attention and the cache. The run below records which of these it calls.
+WHOLE_COMPUTATION = (
+    "project",
+    "scale_factor",
+    "softmax",
+    "attention",
+    "causal_mask",
+    "padding_mask",
+    "multi_head_attention",
+    "cross_attention",
+    "decode_with_cache",
+    "decode_without_cache",
+    "WorkCounter",
+    "kv_cache_bytes",
+)
+
+# Run in the kernel before the notebook's first cell (not stored in the notebook): every
+# Python function that starts running is recorded by its file, first line and name.
+_RECORD_CALLS = """
+import sys
+_qkv_calls = set()
+def _qkv_record(frame, event, arg):
+    if event == "call":
+        code = frame.f_code
+        _qkv_calls.add((code.co_filename, code.co_firstlineno, code.co_name))
+sys.setprofile(_qkv_record)
+"""
+_REPORT_CALLS = "import json, sys; sys.setprofile(None); print(json.dumps(sorted(_qkv_calls)))"
+
+
+def _code_of(name: str):
+    """The code that runs when the notebook calls ``qkv.NAME``: the function's, or a class's
+    ``__init__``."""
+    import qkv
+
+    target = getattr(qkv, name)
+    code = (target.__init__ if isinstance(target, type) else inspect.unwrap(target)).__code__
+    return (code.co_filename, code.co_firstlineno, code.co_name)
+
+
+def test_notebook_runs_top_to_bottom_and_calls_the_whole_computation(tmp_path):
+    """A fresh kernel executes every cell without an error (its asserts check its prose),
+    draws every figure it shows, and calls each function of the computation."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
+    stored = len(nb.cells)
+    nb.cells = [nbformat.v4.new_code_cell(_RECORD_CALLS), *nb.cells, nbformat.v4.new_code_cell(_REPORT_CALLS)]
     client = NotebookClient(
         nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )
     client.execute()
-    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert len(nb.cells) == stored + 2
+    outputs = [o for c in nb.cells[1:-1] if c.cell_type == "code" for o in c.outputs]
     assert [o for o in outputs if o.output_type == "error"] == []
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     drawing = [c for c in nb.cells if c.cell_type == "code" and "plt.show()" in c.source]
     assert len(images) == len(drawing)
+    called = {tuple(c) for c in json.loads(nb.cells[-1].outputs[0]["text"])}
+    missing = [name for name in WHOLE_COMPUTATION if _code_of(name) not in called]
+    assert missing == [], f"the notebook never calls these qkv functions: {missing}"
 
 
 # ---- qkv_site.notebook_page -----------------------------------------------------------------
