@@ -578,9 +578,18 @@ def _assemble(tensors, meta, tokenizer, sha256: str) -> Model:
         )
     if "output.weight" in tensors:
         raise ValueError("this file has a separate output matrix; SmolLM2 ties it to the token embeddings")
-    return Model(
-        config, tensors["token_embd.weight"], tuple(layers), tensors["output_norm.weight"], tokenizer, sha256
-    )
+    embedding = tensors["token_embd.weight"]
+    if embedding.shape != (config.vocab_size, config.d_model):
+        raise ValueError(
+            f"the token embeddings are {embedding.shape}; the file's metadata says "
+            f"({config.vocab_size}, {config.d_model}) (vocab_size, embedding_length)"
+        )
+    # A token id the embedding has no row for would index past it, far from the cause.
+    if (n_tokens := tokenizer.get_vocab_size()) > config.vocab_size:
+        raise ValueError(
+            f"the tokenizer has {n_tokens} tokens, the embedding rows for only {config.vocab_size}"
+        )
+    return Model(config, embedding, tuple(layers), tensors["output_norm.weight"], tokenizer, sha256)
 
 
 _LOADED: dict[tuple, Model] = {}

@@ -305,3 +305,40 @@ def test_import_qkv_loads_neither_reader():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def tiny_file(vocab_size: int, embedding_rows: int):
+    """What read_weights gives for a one-layer model of width 8 (two heads of 4)."""
+    meta = {
+        "general.architecture": "llama",
+        "llama.block_count": 1,
+        "llama.embedding_length": 8,
+        "llama.attention.head_count": 2,
+        "llama.attention.head_count_kv": 1,
+        "llama.feed_forward_length": 16,
+        "llama.vocab_size": vocab_size,
+        "llama.rope.freq_base": 1e4,
+        "llama.rope.dimension_count": 4,
+        "llama.attention.layer_norm_rms_epsilon": 1e-5,
+        "llama.context_length": 32,
+    }
+    shapes = {  # GGUF's (out, in)
+        "attn_q": (8, 8), "attn_k": (4, 8), "attn_v": (4, 8), "attn_output": (8, 8),
+        "ffn_gate": (16, 8), "ffn_up": (16, 8), "ffn_down": (8, 16), "attn_norm": (8,), "ffn_norm": (8,),
+    }  # fmt: skip
+    tensors = {f"blk.0.{name}.weight": np.ones(shape, np.float32) for name, shape in shapes.items()}
+    tensors["token_embd.weight"] = np.ones((embedding_rows, 8), np.float32)
+    tensors["output_norm.weight"] = np.ones(8, np.float32)
+    tokenizer = smollm2_file.build_tokenizer(["a", "b", "ab", "<|x|>"], ["a b"], [1, 1, 1, 3])
+    return tensors, meta, tokenizer, "0" * 64
+
+
+def test_a_tokenizer_larger_than_the_embedding_is_refused_when_loading():
+    model = smollm2._assemble(*tiny_file(vocab_size=4, embedding_rows=4))  # four tokens, four rows
+    assert model.embedding.shape == (4, 8) and model.encode("ab").tolist() == [2]
+    with pytest.raises(ValueError, match="the tokenizer has 4 tokens, the embedding rows for only 3"):
+        smollm2._assemble(*tiny_file(vocab_size=3, embedding_rows=3))
+    with pytest.raises(
+        ValueError, match=r"the token embeddings are \(5, 8\); the file's metadata says \(4, 8\)"
+    ):
+        smollm2._assemble(*tiny_file(vocab_size=4, embedding_rows=5))
