@@ -202,3 +202,13 @@ def test_the_model_tier_holds_the_tests_that_run_the_model_and_no_other():
     assert any(i.startswith("tests/fast/test_interventions.py::") for i in ids)
     assert "tests/fast/test_snippets.py::test_snippet_runs_and_prints[trained_model.py]" in ids
     assert not any("[soft_lookup.py]" in i or i.startswith("tests/fast/test_attention.py") for i in ids)
+
+
+def test_lock_installs_only_the_pins_so_a_lock_older_than_pyproject_can_be_rewritten(dev):
+    # ./dev check installs the project and checks the lock against pyproject.toml, which fails
+    # once a dependency is added there; ./dev lock must still reach the resolver then.
+    assert dev("lock", "--upgrade").returncode == 0
+    *installs, resolve = dev.calls()
+    assert [c for c in installs if "-e ." in c or "--group" in c] == []
+    assert installs[-1].endswith("--require-hashes --no-deps -r requirements/test.txt")
+    assert resolve == "requirements/lock.py --upgrade"
