@@ -104,7 +104,12 @@ def compile_lock(requirements: list[str], out: Path, *options: str) -> None:
     if done.returncode != 0:
         sys.exit(f"pip-compile failed for {out.name}:\n{done.stdout}\n{done.stderr}")
     header = "# Written by `./dev lock` (requirements/lock.py) from the declared dependencies: do not edit.\n"
-    out.write_text(header + out.read_text(encoding="utf-8"), encoding="utf-8")
+    # pip-compile's "via" comments name the files it read by absolute path: the temporary
+    # input and the constraint file. Relative names keep a lock's bytes the same wherever
+    # and whenever it is written, so its diff shows only what changed.
+    text = out.read_text(encoding="utf-8").replace(f"{source.parent}{os.sep}", "")
+    text = text.replace(f"{HERE.parent}{os.sep}", "")
+    out.write_text(header + text, encoding="utf-8")
 
 
 def _sha256(path: Path) -> str:
