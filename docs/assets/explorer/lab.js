@@ -291,6 +291,7 @@ export function buildLab(h, index, lab, ctx) {
     onFocus: (L, H) => { lab.pairFocus = [L, H]; drawPairReadout(); },
   });
   lab.pairReadout = el("p", { class: "qx-map-readout", "data-testid": "pair-readout" });
+  lab.pairLegend = el("div", { class: "qx-legend", "aria-hidden": "true" });
   lab.pairPart = el("section", { class: "qx-lab-part", "aria-labelledby": id("pair-title") }, [
     el("h2", { id: id("pair-title"), text: "A minimal pair" }),
     el("p", { class: "qx-note", text: "Two texts that differ where you choose, and two continuations. For each " +
@@ -299,7 +300,7 @@ export function buildLab(h, index, lab, ctx) {
       "tokenized on its own). Positive: the model prefers continuation 1. Heads switched off above apply here too." }),
     el("div", { class: "qx-controls qx-lab-controls" }, [lab.fText2.box, lab.fCont1.box, lab.fCont2.box]),
     el("div", { class: "qx-own-actions" }, [lab.pairRun]), lab.pairStatus, lab.prefs,
-    lab.pairNote, lab.pairMap.grid, lab.pairReadout,
+    lab.pairNote, lab.pairLegend, lab.pairMap.grid, lab.pairReadout,
   ]);
   lab.pairRun.addEventListener("click", () => {
     lab.text2 = lab.fText2.input.value;
@@ -483,6 +484,7 @@ export function buildLab(h, index, lab, ctx) {
     h.replaceChildren(lab.prefs, []);
     lab.pairStatus.textContent = text;
     lab.pairMap.grid.hidden = true;
+    lab.pairLegend.textContent = "";
     lab.pairNote.textContent = "";
     lab.pairReadout.textContent = "";
   };
@@ -499,10 +501,15 @@ export function buildLab(h, index, lab, ctx) {
     const m = lab.paired;
     if (!m) return;
     lab.pairMap.grid.hidden = false;
-    const P = pairQuery(), t = m.texts;
+    const P = pairQuery(), t = m.texts, at = (l, k) => m.moved[(l * m.n_heads + k) * m.T + P - 1];
+    // Colour up to the largest move at this query, not to 1: moves are mostly under 0.1, and
+    // on a 0-to-1 scale every head would look the same.
+    let top = 0;
+    for (let l = 0; l < m.n_layers; l++) for (let k = 0; k < m.n_heads; k++) top = Math.max(top, at(l, k));
+    top = top > 0 ? top : 1;
     lab.pairMap.cells.forEach((line, l) => line.forEach((cell, k) => {
-      const x = m.moved[(l * m.n_heads + k) * m.T + P - 1], text = h.fmt(x, GRID_DECIMALS);
-      cell.style.backgroundColor = ramp(x);
+      const x = at(l, k), text = h.fmt(x, GRID_DECIMALS);
+      cell.style.backgroundColor = ramp(x / top);
       cell.setAttribute("data-value", text);
       cell.setAttribute("aria-label", "Layer " + (l + 1) + ", head " + (k + 1) + ": " + text);
       cell.setAttribute("aria-selected", String(actions.selected()[0] === l + 1 && actions.selected()[1] === k + 1));
@@ -510,7 +517,10 @@ export function buildLab(h, index, lab, ctx) {
     lab.pairNote.textContent = "How far each head's weights move between the two texts at query position " + P +
       " (\u201C" + t[0].labels[P - 1] + "\u201D in text 1, \u201C" + t[1].labels[P - 1] + "\u201D in text 2; " +
       "the Query token control above picks it, up to position " + m.T + "): half the sum of the differences " +
-      "of the two rows of weights, from 0 (the same weights, dark) to 1 (no key shared, light).";
+      "of the two rows of weights: 0 is the same weights, 1 no key shared. Colour runs from 0 (dark) to the " +
+      "largest move at this query, " + h.fmt(top, GRID_DECIMALS) + " (light).";
+    h.replaceChildren(lab.pairLegend, [el("span", { text: "0" }), el("span", { class: "qx-legend-ramp" }),
+                                       el("span", { text: h.fmt(top, GRID_DECIMALS) })]);
     drawPairReadout();
   }
   lab.drawPairMap = drawPairMap;
