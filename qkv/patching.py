@@ -11,14 +11,16 @@ part carried (Meng et al. 2022 call it causal tracing; Wang et al. 2022 patch he
 - :func:`patch_stream`: a batch of variants, each copying the clean stream at some positions
   of one layer into the corrupt run.
 - :func:`patch_heads`: a batch of variants, each copying some heads' outputs of one layer.
-- :func:`rerun`: what both use: a recorded run rerun from one layer on, at its later
-  positions only, with a changed stream or with :mod:`qkv.interventions` edits (heads
-  switched off, for a group ablation).
+- :func:`rerun`: a recorded run rerun from one layer on, at its later positions only, with
+  a changed stream or with :mod:`qkv.interventions` edits (heads switched off, for a group
+  ablation).
 
 Positions before the first token where the two texts differ are the same in both runs (a
 causal model's early positions never see later ones): they are not rerun, their keys and
-values are read from the record, and patching them changes nothing. Only the
-log-probabilities asked for are computed (the output matrix is the largest in the model).
+values are read from the record, and patching them changes nothing. Layers before the
+first one a variant changes are the corrupt run as recorded: a batch of variants patched
+at different layers runs each from its own layer on. Only the log-probabilities asked for
+are computed (the output matrix is the largest in the model).
 
 Examples
 --------
