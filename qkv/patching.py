@@ -11,14 +11,16 @@ part carried (Meng et al. 2022 call it causal tracing; Wang et al. 2022 patch he
 - :func:`patch_stream`: a batch of variants, each copying the clean stream at some positions
   of one layer into the corrupt run.
 - :func:`patch_heads`: a batch of variants, each copying some heads' outputs of one layer.
-- :func:`rerun`: what both use: a recorded run rerun from one layer on, at its later
-  positions only, with a changed stream or with :mod:`qkv.interventions` edits (heads
-  switched off, for a group ablation).
+- :func:`rerun`: a recorded run rerun from one layer on, at its later positions only, with
+  a changed stream or with :mod:`qkv.interventions` edits (heads switched off, for a group
+  ablation).
 
 Positions before the first token where the two texts differ are the same in both runs (a
 causal model's early positions never see later ones): they are not rerun, their keys and
-values are read from the record, and patching them changes nothing. Only the
-log-probabilities asked for are computed (the output matrix is the largest in the model).
+values are read from the record, and patching them changes nothing. Layers before the
+first one a variant changes are the corrupt run as recorded: a batch of variants patched
+at different layers runs each from its own layer on. Only the log-probabilities asked for
+are computed (the output matrix is the largest in the model).
 
 Examples
 --------
@@ -82,6 +84,9 @@ def record(model: Model, ids) -> Recorded:
 def record_batch(model: Model, ids) -> list[Recorded]:
     """:func:`record` for several texts of one length, (n_texts, T), run as one batch.
 
+    Texts that begin alike (one sentence with two nouns, say) share their beginning: it
+    runs once, and the rest of each text attends to its keys and values.
+
     Examples
     --------
     >>> model = _tiny(seed=0)
@@ -93,39 +98,88 @@ def record_batch(model: Model, ids) -> list[Recorded]:
     if ids.ndim != 2:
         raise ValueError(f"ids must be (n_texts, T), texts of one length, got shape {ids.shape}")
     ids = np.stack([check_ids(text, model.config) for text in ids])
-    x, positions = model.embedding[ids], np.arange(ids.shape[1])  # (n_texts, T, d_model)
+    found: list[Recorded | None] = [None] * len(ids)
+    by_length: dict[int, list[list[int]]] = {}
+    for shared, members in _families(ids):
+        by_length.setdefault(shared, []).append(members)
+    for shared, families in by_length.items():
+        members = [i for family in families for i in family]
+        family_of = np.repeat(np.arange(len(families)), [len(family) for family in families])
+        caches, before = None, None
+        if shared:  # each family's beginning, once: (families, P)
+            before = _record_rows(model, ids[[family[0] for family in families], :shared], 0)
+            caches = [_Cache(k[family_of], v[family_of]) for k, v in zip(before[1], before[2], strict=True)]
+        after = _record_rows(model, ids[members, shared:], shared, caches)
+        streams, keys, values, heads = after
+        if before is not None:  # the beginning's rows, each text its family's
+            streams = np.concatenate([before[0][:, family_of], streams], axis=2)
+            heads = np.concatenate([before[3][:, family_of], heads], axis=3)
+        for b, i in enumerate(members):  # keys and values: the caches hold every position
+            found[i] = Recorded(ids[i], streams[:, b], keys[:, b], values[:, b], heads[:, b])
+    return found
+
+
+def _families(ids: np.ndarray) -> list[tuple[int, list[int]]]:
+    """Texts (n_texts, T) that share a beginning, as (its length, the texts' indices).
+
+    Sorted, the texts of one family are neighbours; a text joins the family before it when
+    it shares that family's whole beginning (at least 2 tokens, never the whole text)."""
+    order = sorted(range(len(ids)), key=lambda i: tuple(ids[i]))
+    families: list[tuple[int, list[int]]] = []
+    for i in order:
+        if families:
+            shared, members = families[-1]
+            differ = np.flatnonzero(ids[members[0]] != ids[i])
+            common = min(int(differ[0]) if differ.size else ids.shape[1], ids.shape[1] - 1)
+            if (len(members) == 1 and common >= 2) or (len(members) > 1 and common >= shared):
+                families[-1] = (common if len(members) == 1 else shared, [*members, i])
+                continue
+        families.append((0, [i]))
+    return families
+
+
+def _record_rows(model: Model, ids, start: int, caches=None):
+    """Run token ids (texts, t) at positions ``start ..`` through every layer (attending to
+    ``caches``' earlier keys and values, one per layer, if given); keep the streams
+    (n_layers + 1, texts, t, d_model), the keys and values (n_layers, texts, n_kv_heads,
+    start + t, d_head) and the heads' outputs (n_layers, texts, n_heads, t, d_head)."""
+    x, positions = model.embedding[ids], np.arange(start, start + ids.shape[1])
     streams, keys, values, heads = [x], [], [], []
-    for layer in model.layers:
+    for i, layer in enumerate(model.layers):
         seen = _Recorder()
-        x, trace = decoder_layer(x, layer, model.config, positions, edit=seen)
+        cache = None if caches is None else caches[i]
+        x, trace = decoder_layer(x, layer, model.config, positions, cache, edit=seen)
         streams.append(x)
-        keys.append(trace.k)  # (n_texts, n_kv_heads, T, d_head)
+        keys.append(trace.k)  # (texts, n_kv_heads, start + t, d_head)
         values.append(trace.v)
-        heads.append(seen.heads)  # (n_texts, n_heads, T, d_head)
-    streams, keys, values, heads = (np.stack(a, axis=1) for a in (streams, keys, values, heads))
-    return [Recorded(*parts) for parts in zip(ids, streams, keys, values, heads, strict=True)]
+        heads.append(seen.heads)  # (texts, n_heads, t, d_head)
+    return tuple(np.stack(a) for a in (streams, keys, values, heads))
 
 
 class _Cache:
-    """One layer's keys and values for a batch of variants: the recorded ones of the
-    positions not rerun, then the rerun positions' own, appended by the layer."""
+    """One layer's keys and values for a batch (texts or variants): the earlier positions'
+    (batch, n_kv_heads, P, d_head), then the new positions' own, appended by the layer."""
 
-    def __init__(self, keys, values, n_variants: int):  # keys: (n_kv_heads, P, d_head)
-        self.keys = np.broadcast_to(keys, (n_variants, *keys.shape))
-        self.values = np.broadcast_to(values, (n_variants, *values.shape))
+    def __init__(self, keys, values):
+        self.keys, self.values = keys, values
 
-    def append(self, k, v):  # (n_variants, n_kv_heads, t, d_head)
+    def append(self, k, v):  # (batch, n_kv_heads, t, d_head)
         self.keys = np.concatenate([self.keys, k], axis=-2)
         self.values = np.concatenate([self.values, v], axis=-2)
 
 
 def _log_softmax_at(model: Model, x, next_ids) -> np.ndarray:
-    """log P(next_ids[r]) from streams x (..., n_rows, d_model): (..., n_rows), float64."""
-    logits = output_logits(model, x).astype(np.float64)  # (..., n_rows, vocab_size)
+    """log P(next_ids[r]) from streams x (..., n_rows, d_model): (..., n_rows), float64.
+
+    The logits stay float32 (what the model computes); each row's sum of exponentials is
+    added up in float64."""
+    logits = output_logits(model, x)  # (..., n_rows, vocab_size), float32
     top = logits.max(axis=-1, keepdims=True)
-    total = top[..., 0] + np.log(np.exp(logits - top).sum(axis=-1))
     picked = np.take_along_axis(logits, np.broadcast_to(next_ids, logits.shape[:-1])[..., None], axis=-1)
-    return picked[..., 0] - total
+    logits -= top  # in place: the largest becomes 0, so exp cannot overflow
+    np.exp(logits, out=logits)
+    total = top[..., 0].astype(np.float64) + np.log(logits.sum(axis=-1, dtype=np.float64))
+    return picked[..., 0].astype(np.float64) - total
 
 
 def _check_rows(rows, next_ids, since: int, n_tokens: int, config: Config):
@@ -210,20 +264,45 @@ def rerun(
     return _run_from(model, run, layer, x, since, rows, next_ids, edits)
 
 
-def _run_from(model, run, start, x, since, rows, next_ids, edits, before=None) -> np.ndarray:
+def _run_from(model, run, start, x, since, rows, next_ids, edits) -> np.ndarray:
     """Layers ``start`` and later on positions ``since ..`` up to the last row scored (later
-    ones cannot change it); ``before(i, x)``, if given, changes the stream entering layer
-    ``i``."""
+    ones cannot change it), every variant from layer ``start``."""
+    starts = np.full(len(x), start)
+
+    def edit_at(i, b):  # every variant is in the batch, in order
+        return edits.get(i)
+
+    return _run_staggered(model, run, starts, lambda i, b: x[b], since, rows, next_ids, edit_at)
+
+
+def _run_staggered(model, run, starts, enter, since, rows, next_ids, edit_at) -> np.ndarray:
+    """Variant ``b`` joins the batch at layer ``starts[b]`` with the stream ``enter(i, b)``
+    (b: the indices joining at layer i) and runs on from there; before it, it is the recorded
+    run, which needs no computing. ``edit_at(i, b)`` is the Edit of layer i for the variants
+    ``b`` in the batch (None: none). Variants that start at ``n_layers`` are the recorded
+    run itself. Returns (n_variants, len(rows)), as :func:`rerun`."""
+    n_layers, d_model = model.config.n_layers, model.config.d_model
     end = int(rows.max()) + 1
-    x, positions = x[:, : end - since], np.arange(since, end)
-    for i in range(start, model.config.n_layers):
-        if before is not None:
-            x = before(i, x)
+    positions = np.arange(since, end)
+    order = np.argsort(starts, kind="stable")  # the batch is always a prefix of this order
+    x = np.zeros((0, end - since, d_model), dtype=run.streams.dtype)
+    for i in range(int(starts.min()), n_layers):
+        joining = order[starts[order] == i]
+        if joining.size:
+            x = np.concatenate([x, enter(i, joining)[:, : end - since]])
         cache = None
         if since:
-            cache = _Cache(run.keys[i][:, :since], run.values[i][:, :since], len(x))
-        x, _ = decoder_layer(x, model.layers[i], model.config, positions, cache, edits.get(i, NO_EDIT))
-    return _log_softmax_at(model, x[:, rows - since], next_ids)
+            keys, values = run.keys[i][:, :since], run.values[i][:, :since]  # the recorded run's
+            shape = (len(x), *keys.shape)  # the same for every variant
+            cache = _Cache(np.broadcast_to(keys, shape), np.broadcast_to(values, shape))
+        edit = edit_at(i, order[: len(x)])
+        x, _ = decoder_layer(x, model.layers[i], model.config, positions, cache, edit or NO_EDIT)
+    out = np.empty((len(starts), len(rows)))
+    if len(x):
+        out[order[: len(x)]] = _log_softmax_at(model, x[:, rows - since], next_ids)
+    if len(x) < len(starts):  # variants that changed nothing: the recorded run's answer
+        out[order[len(x) :]] = _log_softmax_at(model, run.streams[-1, rows], next_ids)
+    return out
 
 
 def _first_difference(clean: Recorded, corrupt: Recorded) -> int:
@@ -275,15 +354,11 @@ def patch_stream(
         raise ValueError(f"layer must be in 0..{n_layers - 1}, got {layers.tolist()}")
     rows, next_ids = _check_rows(rows, next_ids, since, n_tokens, model.config)
     mine = where[:, since:, None]  # (n_variants, T - since, 1): positions before are equal
-    start = int(layers.min())
 
-    def copy_in(i, x):  # the variants patched at layer i take the clean stream there
-        t = x.shape[1]  # the positions rerun
-        here = mine[:, :t] & (layers == i)[:, None, None]
-        return np.where(here, clean.streams[i, since : since + t], x).astype(x.dtype) if here.any() else x
+    def enter(i, b):  # variants b start at layer i, with the clean stream where they copy it
+        return np.where(mine[b], clean.streams[i, since:], corrupt.streams[i, since:])
 
-    x = np.broadcast_to(corrupt.streams[start, since:], (len(where), n_tokens - since, model.config.d_model))
-    return _run_from(model, corrupt, start, x, since, rows, next_ids, {}, copy_in)
+    return _run_staggered(model, corrupt, layers, enter, since, rows, next_ids, lambda i, b: None)
 
 
 class _HeadsFrom(Edit):
@@ -326,14 +401,18 @@ def patch_heads(model: Model, clean: Recorded, corrupt: Recorded, which, rows, n
             f"{config.n_heads}), got shape {which.shape}"
         )
     rows, next_ids = _check_rows(rows, next_ids, since, n_tokens, config)
-    touched = np.flatnonzero(which.any(axis=(0, 2)))
-    if touched.size == 0:  # nothing copied: every variant is the corrupt run
-        x = corrupt.streams[-1, rows][None]
-        return np.broadcast_to(_log_softmax_at(model, x, next_ids), (len(which), len(rows))).copy()
-    edits = {int(i): _HeadsFrom(which[:, i], clean.heads[i][:, since:]) for i in touched}
-    start = int(touched[0])
-    x = np.broadcast_to(corrupt.streams[start, since:], (len(which), n_tokens - since, config.d_model))
-    return _run_from(model, corrupt, start, x, since, rows, next_ids, edits)
+    marked = which.any(axis=2)  # (n_variants, n_layers)
+    # each variant runs from the first layer it changes; one that copies nothing is the corrupt run
+    starts = np.where(marked.any(axis=1), marked.argmax(axis=1), config.n_layers)
+    outputs = clean.heads[:, :, since:]  # (n_layers, n_heads, T - since, d_head)
+
+    def enter(i, b):
+        return np.broadcast_to(corrupt.streams[i, since:], (len(b), n_tokens - since, config.d_model))
+
+    def edit_at(i, b):
+        return _HeadsFrom(which[b, i], outputs[i]) if which[b, i].any() else None
+
+    return _run_staggered(model, corrupt, starts, enter, since, rows, next_ids, edit_at)
 
 
 def log_prob(model: Model, run: Recorded, rows, next_ids) -> np.ndarray:

@@ -68,6 +68,7 @@ __all__ = [
     "forward",
     "generate",
     "gguf_path",
+    "linear",
     "load",
     "output_logits",
     "rms_norm",
@@ -267,6 +268,32 @@ def silu(x) -> np.ndarray:
     return x * 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
+def linear(x, w) -> np.ndarray:
+    """``x @ w`` for a stream ``x`` (..., T, d_in) and a weight matrix ``w`` (d_in, d_out),
+    computed as one matrix product: (..., T, d_out).
+
+    With leading axes (a batch of texts or variants), NumPy's ``@`` multiplies each text's
+    few rows by ``w`` on its own and reads all of ``w`` once per text; folding the rows into
+    one matrix (batch · T, d_in) reads it once, about twice as fast for the batches here.
+    The result is ``x @ w``, up to float rounding.
+
+    Examples
+    --------
+    >>> x, w = np.arange(12.0).reshape(2, 3, 2), np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 1.0]])
+    >>> bool(np.array_equal(linear(x, w), x @ w)), linear(x, w).shape
+    (True, (2, 3, 3))
+    """
+    x, w = np.asarray(x), np.asarray(w)
+    if x.ndim < 1 or w.ndim != 2 or x.shape[-1] != w.shape[0]:
+        raise ValueError(
+            f"x must be (..., d_in) and w (d_in, d_out) with the same d_in, got x {x.shape}, w {w.shape}"
+        )
+    if x.ndim <= 2:
+        return x @ w
+    rows = x.reshape(-1, x.shape[-1]) @ w  # (batch * T, d_out)
+    return rows.reshape(*x.shape[:-1], w.shape[1])
+
+
 class LayerTrace(NamedTuple):
     """What one layer computed for the trace."""
 
@@ -328,9 +355,9 @@ def decoder_layer(
     w = layer.attention  # 9 query heads, 3 key/value heads, d_head 64
     # the stream that Q, K and V read: x for each, unless an experiment changes one
     h_q, h_k, h_v = (rms_norm(s, layer.attn_norm, config.norm_eps) for s in edit.inputs(x))
-    q = split_heads(h_q @ w.w_q, w.n_heads)  # (9, T, 64)
-    k = split_heads(h_k @ w.w_k, w.n_kv_heads)  # (3, T, 64)
-    v = split_heads(h_v @ w.w_v, w.n_kv_heads)  # (3, T, 64)
+    q = split_heads(linear(h_q, w.w_q), w.n_heads)  # (9, T, 64); linear(h, w) is h @ w
+    k = split_heads(linear(h_k, w.w_k), w.n_kv_heads)  # (3, T, 64)
+    v = split_heads(linear(h_v, w.w_v), w.n_kv_heads)  # (3, T, 64)
     # position enters by rotating queries and keys; values are never rotated
     positions = edit.positions(positions)  # the same, unless an experiment turns RoPE off
     q = rope(q, positions, config.rope_base)
@@ -342,10 +369,10 @@ def decoder_layer(
     # each group of 3 query heads reads one key/value head; scores are scaled by 1/√64
     weights, heads = grouped_attention(q, k, v, mask=mask)  # (9, T, Tk), (9, T, 64)
     weights, heads = edit.attention(weights, v, heads)  # the same, unless an experiment
-    x = x + merge_heads(heads) @ w.w_o  # (T, d_model): back into the residual stream
+    x = x + linear(merge_heads(heads), w.w_o)  # (T, d_model): back into the residual stream
     h = rms_norm(x, layer.mlp_norm, config.norm_eps)  # (T, d_model)
-    gate, up = silu(h @ layer.w_gate), h @ layer.w_up  # (T, d_mlp) each: SwiGLU
-    x = x + (gate * up) @ layer.w_down  # (T, d_model)
+    gate, up = silu(linear(h, layer.w_gate)), linear(h, layer.w_up)  # (T, d_mlp) each: SwiGLU
+    x = x + linear(gate * up, layer.w_down)  # (T, d_model)
     return x, LayerTrace(q, k, v, weights)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import qkv
-from qkv import interventions, patching, scaling, toy, training
+from qkv import interventions, patching, scaling, smollm2, toy, training
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(3, 8))  # three tokens, d_model = 8
@@ -300,6 +300,11 @@ CASES = [
         interventions.HeadsOff,
         lambda: interventions.HeadsOff([[True, False]], fill=np.zeros((2, 4))),
         r"fill must be \(n_variants, n_heads, d_head\) with \(n_variants, n_heads\) = \(1, 2\)",
+    ),
+    (
+        smollm2.linear,
+        lambda: smollm2.linear(np.ones((2, 3, 8)), np.ones((4, 2))),
+        r"x must be \(\.\.\., d_in\) and w \(d_in, d_out\) with the same d_in, got x \(2, 3, 8\), w \(4, 2\)",
     ),
     (patching.record, lambda: patching.record(TINY, [1, 10]), "token id 10 at position 1 is out of range"),
     (patching.record_batch, lambda: patching.record_batch(TINY, [1, 2]), r"ids must be \(n_texts, T\)"),

@@ -71,6 +71,22 @@ def test_a_record_holds_the_streams_and_heads_of_a_plain_run(tiny):
     )
 
 
+def test_texts_recorded_together_share_their_beginning_and_each_is_its_plain_run(tiny):
+    model = tiny
+    # the third text shares 6 tokens with CLEAN (a family), CORRUPT only 3 with them, the last none
+    texts = [CLEAN, CORRUPT, [3, 1, 4, 1, 5, 9, 7], [2, 7, 1, 8, 2, 8, 1]]
+    families = sorted((shared, sorted(members)) for shared, members in patching._families(np.array(texts)))
+    assert families == [(0, [1]), (0, [3]), (6, [0, 2])]
+    for text, run in zip(texts, patching.record_batch(model, texts), strict=True):
+        streams, heads, _ = by_hand(model, text)
+        _, seen = smollm2.run_layers(model, model.embedding[text], np.arange(len(text)))  # all at once
+        np.testing.assert_array_equal(run.ids, text)
+        np.testing.assert_allclose(run.streams[:-1], streams, atol=1e-10)
+        np.testing.assert_allclose(run.heads, heads, atol=1e-10)
+        np.testing.assert_allclose(run.keys, [s.k for s in seen], atol=1e-10)
+        np.testing.assert_allclose(run.values, [s.v for s in seen], atol=1e-10)
+
+
 def test_patching_everything_at_layer_0_is_the_clean_run_and_nothing_the_corrupt(tiny):
     model = tiny
     clean, corrupt = patching.record(model, CLEAN), patching.record(model, CORRUPT)
