@@ -76,9 +76,9 @@ def spread_table(shown):
 
 
 @pytest.fixture(scope="module")
-def raw_scores():
+def raw_scores(once_per_run):
     """The page's draws: N raw scores per d_k, seed 0, as its table's score_std calls."""
-    return {d: score_samples(d, scale=False) for d in DIMS}
+    return once_per_run("why-scale-raw", lambda: {d: score_samples(d, scale=False) for d in DIMS})
 
 
 @pytest.fixture(scope="module")
@@ -94,9 +94,12 @@ def saturation_table(shown):
 
 
 @pytest.fixture(scope="module")
-def sat():
+def sat(once_per_run):
     """The page's saturation draws: (d_k, scaled) -> saturation(d_k, scale=scaled)."""
-    return {(d, s): saturation(d, scale=s) for d in (1, 64, 256, 512) for s in (True, False)}
+    return once_per_run(
+        "why-scale-saturation",
+        lambda: {(d, s): saturation(d, scale=s) for d in (1, 64, 256, 512) for s in (True, False)},
+    )
 
 
 def lower(x):  # the mean minus Z standard errors
@@ -455,14 +458,18 @@ WIDTH_DRAWS = 300  # the "How far does this hold?" table at d_k = 16 and 256
 COPY = 0.95  # "more than 0.95 of the weight on one key"
 
 
-@pytest.fixture(scope="module")
-def by_keys():
+def scale_effects():
     """(d_k, n_keys) -> scale_effect, for the page's draws (seed 0)."""
     found = {(64, n): scale_effect(64, n, threshold=COPY, n_draws=N_KEYS_DRAWS) for n in KEYS}
     found.update(
         {(d, n): scale_effect(d, n, threshold=COPY, n_draws=WIDTH_DRAWS) for d in (16, 256) for n in KEYS}
     )
     return found
+
+
+@pytest.fixture(scope="module")
+def by_keys(once_per_run):
+    return once_per_run("why-scale-by-keys", scale_effects)
 
 
 @pytest.fixture(scope="module")
@@ -597,11 +604,12 @@ LEARNED = 0.9  # "learned": recall accuracy above 90 % on the held-out queries
 
 
 @pytest.fixture(scope="module")
-def sweep():
-    """The figure's sweep: (d_k, T) -> loss and accuracy arrays (seeds, arm, rate, eval)."""
+def sweep(once_per_run):
+    """The figure's sweep: (d_k, T) -> loss and accuracy arrays (seeds, arm, rate, eval);
+    one run (10 s) for this module, test_figures.py and tests/site/test_figure_data.py."""
     from qkv_site.figures import scale_training
 
-    return scale_training.data()
+    return once_per_run("figure-data-scale-training", scale_training.data)
 
 
 def rates_that_learn(accuracy, arm, every_seed=True):
