@@ -385,7 +385,12 @@ def test_median_query_gradient_collapses_unscaled_at_256_and_512(sat, gradient_t
         assert ratios[d_k] > 20  # collapsed, not merely smaller
         shown_scaled, shown_raw, *_ = gradient_table[d_k]  # 4 decimals: take the worst case
         assert (shown_scaled - 0.00005) / (shown_raw + 0.00005) > 20
-        assert 1 / median_query_gradient_ratio(d_k) > 20  # computed without qkv, as well
+        # computed without qkv, on draws of its own: collapsed as well, and the same median
+        # ratio up to the spread between seeds (the ratio spans 0.9 at 64 to 0.0016 at 512,
+        # so 30 % apart is a real disagreement)
+        independent = median_query_gradient_ratio(d_k)
+        assert 1 / independent > 20
+        assert independent == pytest.approx(1 / ratios[d_k], rel=0.3)
     check_prose("scale-query-gradient-collapses", 256, ratios[256], 512, ratios[512])
 
 
