@@ -222,12 +222,11 @@ def kl_edits(model, texts):
 def with_start(model, texts):
     """Each text with the start token in front: weight on it and on the first word
     (queries 3.., all heads, by layer), KL between the predictions after each word with and
-    without it, the loss on the next words both ways, and the KL of removing the start
-    token's / the first word's value in every layer (predictions after words 2..T)."""
-    on_start, on_word, moved, losses, removed = [], [], [], [], []
+    without it, and the loss on the next words both ways. (What removing its value does is
+    read from the page, whose run of the same texts prints these numbers too.)"""
+    on_start, on_word, moved, losses = [], [], [], []
     for t in texts:
-        ids = np.concatenate([[START], t.ids])
-        trace = smollm2.forward(model, ids)
+        trace = smollm2.forward(model, np.concatenate([[START], t.ids]))
         w = trace.weights.astype(np.float64)
         on_start.append(w[:, :, 2:, 0].mean(axis=(1, 2)))
         on_word.append(w[:, :, 2:, 1].mean(axis=(1, 2)))
@@ -235,17 +234,11 @@ def with_start(model, texts):
         nxt = t.ids[1:]
         lp0, lp1 = log_softmax(t.logits[:-1]), log_softmax(trace.logits[1:-1])
         losses.append([-lp0[np.arange(len(nxt)), nxt].mean(), -lp1[np.arange(len(nxt)), nxt].mean()])
-        row = []
-        for key in (0, 1):
-            edited = interventions.run_edited(model, ids, interventions.value_off(model.config, key))
-            row.append(kl(trace.logits[2:], edited.logits[0, 2:]).mean())
-        removed.append(row)
     return {
         "on start": np.mean(on_start, 0),
         "on word": np.mean(on_word, 0),
         "moved": float(np.mean(moved)),
         "loss": np.mean(losses, 0),
-        "removed": np.mean(removed, 0),
     }
 
 
@@ -393,9 +386,11 @@ def test_with_a_start_token_the_sink_moves_onto_it(with_start):
 
 
 @pytest.mark.claim("trained-start-token")
-def test_the_start_token_helps_and_carries_the_bias(with_start):
+def test_the_start_token_helps_and_carries_the_bias(with_start, shown):
     without, with_token = with_start["loss"]
-    start_off, word_off = with_start["removed"]
+    # removing the start token's value / the first word's in every layer: the page's run
+    line = shown.line("trained_model.py:start_token", "its value removed:")
+    start_off, word_off = numbers(line)
     assert with_token < without and start_off > 2 * word_off
     check_prose("trained-start-token", without, with_token, start_off, word_off)
 
@@ -470,68 +465,51 @@ def test_switching_off_induction_or_previous_token_heads_breaks_copying(
 
 
 @once_per_run_fixture
-def induction_variations(model, texts, repeats):
-    """Loss on the repeated half (as run, induction heads off, previous-token heads off,
-    the page's four random draws off) under the page's variations: mean ablation (each
-    head's mean output over the ten texts' positions), four new texts (seed 1), and the
-    start token in front; and the induction heads' scores on the new texts."""
-    rng = np.random.default_rng(0)
-    others = [(ly, h) for ly in range(30) for h in range(9) if (ly, h) not in INDUCTION | PREVIOUS]
-    controls = [{others[i] for i in rng.choice(len(others), 5, replace=False)} for _ in range(4)]
-    rows = np.arange(HALF, 2 * HALF - 1)
-
-    def losses(ids, variants, rows, fill=None):
-        edits = interventions.heads_off(model.config, variants, fill=fill)
-        run = interventions.run_edited(model, ids, edits, rows=rows)
-        lp = log_softmax(run.logits)
-        nxt = ids[:, rows + 1]
-        t_idx, r_idx = np.meshgrid(np.arange(len(ids)), np.arange(len(rows)), indexing="ij")
-        return np.array([-lp[v][t_idx, r_idx, nxt].mean() for v in range(len(variants))]), run
-
-    # mean output of each head: its weighted sum of values, over every position of the texts
-    outputs = []
-    for t in texts:
-        v = t.v.astype(np.float64)[:, [h // 3 for h in range(9)]]  # (30, 9, T, 64)
-        outputs.append(np.einsum("lhij,lhjd->lhid", t.weights.astype(np.float64), v))
-    mean = np.concatenate(outputs, axis=2).mean(axis=2).astype(np.float32)  # (30, 9, 64)
-    mean_loss, _ = losses(repeats, [INDUCTION, PREVIOUS], rows, fill=mean)
-    unseen = head_scores.repeated_random_tokens(4, HALF, seed=1)
-    unseen_loss, run = losses(unseen, [set(), INDUCTION, PREVIOUS, *controls], rows)
-    on_unseen = {
-        (ly, h): np.mean(
-            [
-                np.mean([run.seen[ly].weights[0][t, h, i, i - HALF + 1] for i in range(HALF, 2 * HALF)])
-                for t in range(4)
-            ]
-        )
-        for ly, h in INDUCTION
+def on_unseen(model):
+    """Each induction head's score on four new texts of random tokens (seed 1), as run."""
+    runs = [smollm2.forward(model, ids) for ids in head_scores.repeated_random_tokens(4, HALF, seed=1)]
+    return {
+        (ly, h): np.mean([on_after_copy(t.weights[ly, h].astype(float)) for t in runs]) for ly, h in INDUCTION
     }
-    ids = np.concatenate([np.full((4, 1), START), repeats], axis=1)
-    start_loss, _ = losses(ids, [set(), INDUCTION, PREVIOUS], rows + 1)
-    return {"mean": mean_loss, "unseen": unseen_loss, "start": start_loss, "on unseen": on_unseen}
 
 
 @pytest.mark.claim("trained-induction-unseen")
-def test_the_induction_heads_hold_on_new_texts(induction_variations, kinds):
-    on_unseen = induction_variations["on unseen"]
+def test_the_induction_heads_hold_on_new_texts(on_unseen, kinds, shown):
     assert above(kinds["induction"][0]) == INDUCTION
     weakest = min(on_unseen, key=on_unseen.get)
     assert weakest == (18, 7) and on_unseen[weakest] < THRESHOLD
     assert all(s > THRESHOLD for head, s in on_unseen.items() if head != weakest)
+    line = shown.line("trained_model.py:induction_variations", f"the {len(INDUCTION)} induction heads")
+    lowest, highest = numbers(line)[2:4]  # the page's run of the same texts
+    assert [lowest, highest] == pytest.approx([min(on_unseen.values()), max(on_unseen.values())], abs=0.005)
     check_prose("trained-induction-unseen", min(on_unseen.values()), max(on_unseen.values()), 19, 8)
 
 
+def printed_ablations(shown) -> dict[str, list[float]]:
+    """The page's table of losses with either group off under each variation: {row: its
+    numbers} (induction off, previous off, random heads at most, as run, as printed)."""
+    rows = {}
+    for line in shown["trained_model.py:induction_variations"].splitlines():
+        if line.startswith(("zero ablation", "mean ablation")):
+            name, rest = re.split(r"\s{2,}", line.strip(), maxsplit=1)
+            rows[name] = numbers(rest)
+    return rows
+
+
 @pytest.mark.claim("trained-induction-variations")
-def test_either_group_off_costs_more_than_random_heads_in_every_variation(
-    induction_losses, induction_variations
-):
+def test_either_group_off_costs_more_than_random_heads_in_every_variation(induction_losses, shown):
+    """The variations are the page's runs (printed); its row for its own texts agrees with
+    ``induction_losses``, computed here."""
     loss, _ = induction_losses
-    v = induction_variations
+    rows = printed_ablations(shown)
+    zero, mean = rows["zero ablation, these texts"], rows["mean ablation, these texts"]
+    new, start = rows["zero ablation, 4 new texts"], rows["zero ablation, start token"]
+    assert zero == pytest.approx([loss[1], loss[2], loss[3:].max(), loss[0]], abs=0.005 + 1e-9)
     rises = [loss[1] - loss[0], loss[2] - loss[0]]  # zero ablation, the page's texts
-    rises += [v["mean"][0] - loss[0], v["mean"][1] - loss[0]]  # mean ablation
-    rises += [v["unseen"][1] - v["unseen"][0], v["unseen"][2] - v["unseen"][0]]  # new texts
-    rises += [v["start"][1] - v["start"][0], v["start"][2] - v["start"][0]]  # start token
-    random = list(loss[3:] - loss[0]) + list(v["unseen"][3:] - v["unseen"][0])
+    rises += [mean[0] - loss[0], mean[1] - loss[0]]  # mean ablation
+    rises += [new[0] - new[3], new[1] - new[3]]  # new texts
+    rises += [start[0] - start[2], start[1] - start[2]]  # start token
+    random = [*(loss[3:] - loss[0]), new[2] - new[3]]  # the new texts: the largest of four
     assert min(rises) > max(random)  # the direction, in every variation
     check_prose("trained-induction-variations", min(rises), max(random))
 
@@ -950,17 +928,18 @@ def test_the_page_prints_what_the_tests_compute(
         assert own < 1.1 * kinds["previous"][1] and everywhere < 1.1 * kinds["previous"][1]
 
 
-def test_the_page_prints_the_start_token_runs(shown, with_start, induction_variations):
-    """The start token on the page is <|endoftext|> in both experiments: its printed runs
-    are the ones computed here with it."""
-
+def test_the_page_prints_the_start_token_runs(shown, with_start):
+    """The start token on the page is <|endoftext|>: its printed runs are the ones computed
+    here with it."""
     text = shown["trained_model.py:start_token"]
     assert "'<|endoftext|>' first" in text
+    line = shown.line("trained_model.py:start_token", "weight on it")
+    on_start, on_word = with_start["on start"], with_start["on word"]
+    assert numbers(line) == pytest.approx(
+        [on_start.mean(), on_word.mean(), (on_start > 0.5).sum()], abs=0.005
+    )
     line = shown.line("trained_model.py:start_token", "predictions move by")
-    assert numbers(line)[-2:] == pytest.approx(list(with_start["loss"]), abs=0.005)
-    line = shown.line("trained_model.py:induction_variations", "zero ablation, start token")
-    start = induction_variations["start"]
-    assert numbers(line) == pytest.approx([start[1], start[2], start[0]], abs=0.005)
+    assert numbers(line) == pytest.approx([with_start["moved"], *with_start["loss"]], abs=0.005)
 
 
 def kinds_above(ordinary, repeated_runs, threshold=THRESHOLD, offset=0):
