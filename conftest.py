@@ -26,8 +26,8 @@ import dataclasses
 import doctest
 import fcntl
 import functools
-import json
 import os
+import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -267,24 +267,45 @@ def run_folder(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def page_output(run_folder):
+def once_per_run(run_folder):
+    """``once_per_run("name", compute)``: ``compute()``, run once per test run, not once per
+    pytest-xdist worker (--dist worksteal splits a module's tests between the workers, and
+    each worker would build the module's fixtures again).
+
+    The first worker to ask for ``name`` runs ``compute`` and pickles its result into the
+    folder the workers share; the others wait for it (a lock per name) and read it. For
+    slow, deterministic computations (a page's run, the training sweep of chapter 6)."""
+    shared = run_folder / "once-per-run"
+    shared.mkdir(exist_ok=True)
+    found = {}
+
+    def get(name: str, compute):
+        if name not in found:
+            stored = shared / (name.replace("/", "--") + ".pickle")
+            with open(stored.with_suffix(".lock"), "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+                if not stored.exists():
+                    stored.write_bytes(pickle.dumps(compute()))
+            found[name] = pickle.loads(stored.read_bytes())
+        return found[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def page_output(once_per_run):
     """``page_output("traps.md")``: what the page's executed blocks print (:class:`PageOutput`).
 
-    Once per run, not once per pytest-xdist worker: the first worker to ask for a page reads
-    it (:func:`run_page_blocks`: from the build's cache, running what it lacks) and writes it
-    to the folder the workers share; the others wait for it (a lock per page) and read it.
-    The trained-model pages take 15 to 30 s to run when the cache lacks them."""
-    shared = run_folder / "page-output"
-    shared.mkdir(exist_ok=True)
+    Once per run (``once_per_run``): read from the build's cache by :func:`run_page_blocks`,
+    which runs what the cache lacks. The trained-model pages take 15 to 30 s to run when the
+    cache lacks them."""
 
-    @functools.cache
     def output(name: str) -> PageOutput:
-        stored = shared / (name.replace("/", "--") + ".json")
-        with open(stored.with_suffix(".lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-            if not stored.exists():
-                blocks = [dataclasses.asdict(block) for block in run_page_blocks(name).blocks]
-                stored.write_text(json.dumps(blocks), encoding="utf-8")
-        return PageOutput(name, [Shown(**block) for block in json.loads(stored.read_text("utf-8"))])
+        # plain dicts: what conftest.py defines pickles by a module name pytest may reuse
+        blocks = once_per_run(
+            f"page-output-{name}",
+            lambda: [dataclasses.asdict(block) for block in run_page_blocks(name).blocks],
+        )
+        return PageOutput(name, [Shown(**block) for block in blocks])
 
     return output

@@ -12,19 +12,100 @@ import qkv
 
 # --8<-- [end:setup]
 
-# --8<-- [start:names]
+
+# --8<-- [start:cosine]
+rng = np.random.default_rng(3)
+
+
+def cosine_scores(q, k):
+    """Cosine of every query with every key: (Tq, d), (Tk, d) -> (Tq, Tk)."""
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    k = k / np.linalg.norm(k, axis=-1, keepdims=True)
+    return q @ k.T
+
+
+T, d = 6, 64
+q, k = rng.normal(size=(T, d)), rng.normal(size=(T, d))
+cos = cosine_scores(q, k)
+print(
+    f"random vectors: cosines in [{cos.min():.2f}, {cos.max():.2f}],"
+    f" largest weight {qkv.softmax(cos).max():.3f}"
+)
+ceiling = np.e**2 / (np.e**2 + T - 1)  # one key at +1, five at -1
+lined_up = np.vstack([q[0], -np.repeat(q[:1], T - 1, axis=0)])
+best_case = cosine_scores(q[:1], lined_up)  # key 0 with q[0], rest against
+print(
+    f"best case: largest weight {qkv.softmax(best_case).max():.3f}, ceiling {ceiling:.3f}"
+)
+sharp = qkv.softmax(best_case / 0.05).max()
+print(f"best case, temperature 0.05: largest weight {sharp:.3f}")
+
+louder = 3 * q[:1]  # the same direction, three times the norm
+h_1 = qkv.entropy(qkv.softmax(q[:1] @ k.T / np.sqrt(d)))[0]
+h_3 = qkv.entropy(qkv.softmax(louder @ k.T / np.sqrt(d)))[0]
+print(f"dot product, query x3: entropy {h_1:.3f} -> {h_3:.3f} nats")
+same = np.allclose(
+    qkv.softmax(cosine_scores(q[:1], k)), qkv.softmax(cosine_scores(louder, k))
+)
+print("cosine,      query x3: weights unchanged:", same)
+# --8<-- [end:cosine]
+
+
+# --8<-- [start:cosine_variations]
 rng = np.random.default_rng(0)
-keys = rng.normal(size=(5, 8))  # five entries' labels
-values = rng.normal(size=(5, 3))  # and their contents
-query = keys[2] + 0.5 * rng.normal(size=8)  # near entry 2's label, not on it
-best = int(np.argmax(keys @ query))
-print("best-matching key:", best)
-print(f"query    weights{'':<28}|output - values[{best}]|")
-for sharpness in (1, 4, 16):  # the same direction, a larger norm
-    weights, out = qkv.attention(sharpness * query[None], keys, values)
-    miss = np.linalg.norm(out[0] - values[best])
-    print(f"x{sharpness:<7}{weights[0].round(3)!s:<35}{miss:.3f}")
-# --8<-- [end:names]
+print("keys  width  ceiling  largest weight seen  draws above half the ceiling")
+for T in (6, 64):
+    ceiling = np.e**2 / (np.e**2 + T - 1)
+    for d in (4, 16, 64, 512):
+        largest = np.array(
+            [
+                qkv.softmax(cosine_scores(*rng.normal(size=(2, T, d)))).max()
+                for _ in range(200)
+            ]
+        )
+        print(
+            f"{T:4}  {d:5}  {ceiling:7.3f}  {largest.max():19.3f}  "
+            f"{np.mean(largest > ceiling / 2):28.1%}"
+        )
+# --8<-- [end:cosine_variations]
+
+
+# --8<-- [start:nothing]
+rng = np.random.default_rng(5)
+useless = rng.normal(size=(1, 8)) - 1000  # every score near -1,000
+weights = qkv.softmax(useless)
+print("scores:", useless.round(1))
+print("weights:", weights.round(3), " sum:", weights.sum().round(12))
+# --8<-- [end:nothing]
+
+
+# --8<-- [start:quadratic]
+w = qkv.MultiHeadWeights.random(np.random.default_rng(6), d_model=64, n_heads=8)
+for T in (64, 128, 256):
+    x = np.random.default_rng(T).normal(size=(T, 64))
+    maps = qkv.multi_head_attention(x, x, w).weights  # (8, T, T)
+    flops = qkv.attention_flops(T, T, w.d_head, w.d_head, w.n_heads)
+    print(
+        f"T = {T:>3}: attention flops {flops:>11,}",
+        f"  weight maps {maps.nbytes:>9,} bytes",
+    )
+# --8<-- [end:quadratic]
+
+
+# --8<-- [start:d_k]
+for m in qkv.MODELS:
+    root = np.sqrt(m.d_head)
+    print(f"{m.name:<13} d_k = {m.d_head:>3}, sqrt(d_k) = {root:.2f}")
+rng = np.random.default_rng(7)
+layer_w = qkv.MultiHeadWeights.random(rng, d_model=512, n_heads=8)
+x = rng.normal(size=(6, 512))  # six tokens
+q_h = qkv.split_heads(x @ layer_w.w_q, 8)  # (8, 6, 64)
+k_h = qkv.split_heads(x @ layer_w.w_k, 8)
+by_head = qkv.softmax(q_h @ k_h.swapaxes(-1, -2) / np.sqrt(64))
+layer = qkv.multi_head_attention(x, x, layer_w).weights
+print("the 512-wide layer divides by sqrt(64):", np.allclose(layer, by_head))
+# --8<-- [end:d_k]
+
 
 # --8<-- [start:sizes]
 rng = np.random.default_rng(1)
@@ -38,6 +119,7 @@ try:
 except ValueError as err:
     print(textwrap.fill(f"ValueError: {err}", 72))
 # --8<-- [end:sizes]
+
 
 # --8<-- [start:weights]
 rng = np.random.default_rng(2)
@@ -84,74 +166,6 @@ print(
 )
 # --8<-- [end:weight_shapes]
 
-# --8<-- [start:d_k]
-for m in qkv.MODELS:
-    root = np.sqrt(m.d_head)
-    print(f"{m.name:<13} d_k = {m.d_head:>3}, sqrt(d_k) = {root:.2f}")
-rng = np.random.default_rng(7)
-layer_w = qkv.MultiHeadWeights.random(rng, d_model=512, n_heads=8)
-x = rng.normal(size=(6, 512))  # six tokens
-q_h = qkv.split_heads(x @ layer_w.w_q, 8)  # (8, 6, 64)
-k_h = qkv.split_heads(x @ layer_w.w_k, 8)
-by_head = qkv.softmax(q_h @ k_h.swapaxes(-1, -2) / np.sqrt(64))
-layer = qkv.multi_head_attention(x, x, layer_w).weights
-print("the 512-wide layer divides by sqrt(64):", np.allclose(layer, by_head))
-# --8<-- [end:d_k]
-
-# --8<-- [start:cosine]
-rng = np.random.default_rng(3)
-
-
-def cosine_scores(q, k):
-    """Cosine of every query with every key: (Tq, d), (Tk, d) -> (Tq, Tk)."""
-    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
-    k = k / np.linalg.norm(k, axis=-1, keepdims=True)
-    return q @ k.T
-
-
-T, d = 6, 64
-q, k = rng.normal(size=(T, d)), rng.normal(size=(T, d))
-cos = cosine_scores(q, k)
-print(
-    f"random vectors: cosines in [{cos.min():.2f}, {cos.max():.2f}],"
-    f" largest weight {qkv.softmax(cos).max():.3f}"
-)
-ceiling = np.e**2 / (np.e**2 + T - 1)  # one key at +1, five at -1
-lined_up = np.vstack([q[0], -np.repeat(q[:1], T - 1, axis=0)])
-best_case = cosine_scores(q[:1], lined_up)  # key 0 with q[0], rest against
-print(
-    f"best case: largest weight {qkv.softmax(best_case).max():.3f}, ceiling {ceiling:.3f}"
-)
-sharp = qkv.softmax(best_case / 0.05).max()
-print(f"best case, temperature 0.05: largest weight {sharp:.3f}")
-
-louder = 3 * q[:1]  # the same direction, three times the norm
-h_1 = qkv.entropy(qkv.softmax(q[:1] @ k.T / np.sqrt(d)))[0]
-h_3 = qkv.entropy(qkv.softmax(louder @ k.T / np.sqrt(d)))[0]
-print(f"dot product, query x3: entropy {h_1:.3f} -> {h_3:.3f} nats")
-same = np.allclose(
-    qkv.softmax(cosine_scores(q[:1], k)), qkv.softmax(cosine_scores(louder, k))
-)
-print("cosine,      query x3: weights unchanged:", same)
-# --8<-- [end:cosine]
-
-# --8<-- [start:cosine_variations]
-rng = np.random.default_rng(0)
-print("keys  width  ceiling  largest weight seen  draws above half the ceiling")
-for T in (6, 64):
-    ceiling = np.e**2 / (np.e**2 + T - 1)
-    for d in (4, 16, 64, 512):
-        largest = np.array(
-            [
-                qkv.softmax(cosine_scores(*rng.normal(size=(2, T, d)))).max()
-                for _ in range(200)
-            ]
-        )
-        print(
-            f"{T:4}  {d:5}  {ceiling:7.3f}  {largest.max():19.3f}  "
-            f"{np.mean(largest > ceiling / 2):28.1%}"
-        )
-# --8<-- [end:cosine_variations]
 
 # --8<-- [start:other_source]
 rng = np.random.default_rng(4)
@@ -183,22 +197,17 @@ except ValueError as err:
     print(textwrap.fill(f"ValueError: {err}", 72))
 # --8<-- [end:other_source]
 
-# --8<-- [start:nothing]
-rng = np.random.default_rng(5)
-useless = rng.normal(size=(1, 8)) - 1000  # every score near -1,000
-weights = qkv.softmax(useless)
-print("scores:", useless.round(1))
-print("weights:", weights.round(3), " sum:", weights.sum().round(12))
-# --8<-- [end:nothing]
 
-# --8<-- [start:quadratic]
-w = qkv.MultiHeadWeights.random(np.random.default_rng(6), d_model=64, n_heads=8)
-for T in (64, 128, 256):
-    x = np.random.default_rng(T).normal(size=(T, 64))
-    maps = qkv.multi_head_attention(x, x, w).weights  # (8, T, T)
-    flops = qkv.attention_flops(T, T, w.d_head, w.d_head, w.n_heads)
-    print(
-        f"T = {T:>3}: attention flops {flops:>11,}",
-        f"  weight maps {maps.nbytes:>9,} bytes",
-    )
-# --8<-- [end:quadratic]
+# --8<-- [start:names]
+rng = np.random.default_rng(0)
+keys = rng.normal(size=(5, 8))  # five entries' labels
+values = rng.normal(size=(5, 3))  # and their contents
+query = keys[2] + 0.5 * rng.normal(size=8)  # near entry 2's label, not on it
+best = int(np.argmax(keys @ query))
+print("best-matching key:", best)
+print(f"query    weights{'':<28}|output - values[{best}]|")
+for sharpness in (1, 4, 16):  # the same direction, a larger norm
+    weights, out = qkv.attention(sharpness * query[None], keys, values)
+    miss = np.linalg.norm(out[0] - values[best])
+    print(f"x{sharpness:<7}{weights[0].round(3)!s:<35}{miss:.3f}")
+# --8<-- [end:names]

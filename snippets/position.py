@@ -22,6 +22,7 @@ same_out = np.abs(shuffled.output[back] - plain.output).max()
 print(f"weights, unshuffled, differ by {same_w:.1e}; outputs by {same_out:.1e}")
 # --8<-- [end:shuffle]
 
+
 # --8<-- [start:causal_shuffle]
 causal = qkv.causal_mask(6)  # each word reads itself and the words before it
 in_order = qkv.self_attention(x, p, mask=causal)
@@ -31,6 +32,7 @@ for i, word in enumerate(toy.SENTENCE):
     forwards = in_order.output[i].round(2)
     print(f"{word:>6}  {forwards!s:<24} {backwards[i].round(2)}")
 # --8<-- [end:causal_shuffle]
+
 
 # --8<-- [start:counting]
 she, milk = toy.SENTENCE.index("she"), toy.SENTENCE.index("milk")
@@ -65,22 +67,6 @@ she_out = in_order.output[0].round(2)
 print("she's output (person, verb, dairy, container):", she_out)
 # --8<-- [end:rotate]
 
-# --8<-- [start:offset]
-rng = np.random.default_rng(0)
-q, k = rng.normal(size=(2, 1, toy.D_K))  # one query and one key, 8 wide
-
-
-def score(m, n):
-    """The query at position m dotted with the key at position n, both rotated."""
-    return (qkv.rope(q, [m]) @ qkv.rope(k, [n]).T).item()
-
-
-for m, n in [(3, 0), (10, 7), (500, 497), (3, 1), (10, 9)]:
-    print(
-        f"query at {m:>3}, key at {n:>3} (offset {m - n}):",
-        f"score {score(m, n):+.6f}",
-    )
-# --8<-- [end:offset]
 
 # --8<-- [start:layer_two]
 # Two layers on the random toy; each adds its output back to the tokens.
@@ -105,32 +91,24 @@ print(
 )
 # --8<-- [end:layer_two]
 
-# --8<-- [start:exercise_self]
-# the random toy (in the hand-built one, every own-key score is 0)
-random_head = toy.projections(toy.D_K, toy.D_V)
-queries, keys, _ = qkv.project(toy.embeddings(), random_head)
-plain_self = (queries * keys).sum(axis=-1)  # each word's query with its own key
-rotated_self = (qkv.rope(queries) * qkv.rope(keys)).sum(axis=-1)
-print("own-key scores, plain:  ", plain_self.round(4))
-print("own-key scores, rotated:", rotated_self.round(4))
-# --8<-- [end:exercise_self]
 
-# --8<-- [start:exercise_added]
-rng = np.random.default_rng(1)
-positions = rng.normal(0.0, 0.5, size=(6, x.shape[1]))  # one per slot
-milk = toy.SENTENCE.index("milk")
-reversed_at = order.index(milk)  # where milk sits in the reversed sentence
-v_in_order = (x + positions) @ p.w_v  # position added to the embeddings
-v_reversed = (x[order] + positions) @ p.w_v
-print("milk's value in order: ", v_in_order[milk].round(2))
-print("milk's value reversed: ", v_reversed[reversed_at].round(2))
-# --8<-- [end:exercise_added]
+# --8<-- [start:offset]
+rng = np.random.default_rng(0)
+q, k = rng.normal(size=(2, 1, toy.D_K))  # one query and one key, 8 wide
 
-# --8<-- [start:exercise_long]
-long = x[[she] + [milk] * 99]  # she, then 99 copies of milk
-last = qkv.self_attention(long, p, mask=qkv.causal_mask(100)).weights[-1]
-print(f"the last copy's weight on she: {last[0]:.4f}")
-# --8<-- [end:exercise_long]
+
+def score(m, n):
+    """The query at position m dotted with the key at position n, both rotated."""
+    return (qkv.rope(q, [m]) @ qkv.rope(k, [n]).T).item()
+
+
+for m, n in [(3, 0), (10, 7), (500, 497), (3, 1), (10, 9)]:
+    print(
+        f"query at {m:>3}, key at {n:>3} (offset {m - n}):",
+        f"score {score(m, n):+.6f}",
+    )
+# --8<-- [end:offset]
+
 
 # --8<-- [start:sinusoid_shift]
 pe = qkv.sinusoidal_positions(6000, 16)  # (6000, 16): one row per position
@@ -154,6 +132,7 @@ rotation[1::2, 1::2] = np.diag(c)
 print(f"M_50 against the rotation by 50 ω_i: {np.abs(m_k - rotation).max():.0e}")
 # --8<-- [end:sinusoid_shift]
 
+
 # --8<-- [start:alibi]
 slopes = qkv.alibi_slopes(8)
 bias = qkv.alibi_bias(8, 8)  # (heads, 8, 8): minus slope times distance
@@ -169,6 +148,7 @@ for h in (0, 3, 7):
         f"weight on itself {w[last]:.3f}",
     )
 # --8<-- [end:alibi]
+
 
 # --8<-- [start:receptive]
 t, window = 40, 4
@@ -186,6 +166,37 @@ mistral = (4096 - 1) * 32 + 1  # Mistral 7B: 32 layers, window 4096
 print(f"Mistral 7B, 32 layers of window 4,096: {mistral:,} tokens")
 # --8<-- [end:receptive]
 
+
+# --8<-- [start:exercise_long]
+long = x[[she] + [milk] * 99]  # she, then 99 copies of milk
+last = qkv.self_attention(long, p, mask=qkv.causal_mask(100)).weights[-1]
+print(f"the last copy's weight on she: {last[0]:.4f}")
+# --8<-- [end:exercise_long]
+
+
+# --8<-- [start:exercise_self]
+# the random toy (in the hand-built one, every own-key score is 0)
+random_head = toy.projections(toy.D_K, toy.D_V)
+queries, keys, _ = qkv.project(toy.embeddings(), random_head)
+plain_self = (queries * keys).sum(axis=-1)  # each word's query with its own key
+rotated_self = (qkv.rope(queries) * qkv.rope(keys)).sum(axis=-1)
+print("own-key scores, plain:  ", plain_self.round(4))
+print("own-key scores, rotated:", rotated_self.round(4))
+# --8<-- [end:exercise_self]
+
+
+# --8<-- [start:exercise_added]
+rng = np.random.default_rng(1)
+positions = rng.normal(0.0, 0.5, size=(6, x.shape[1]))  # one per slot
+milk = toy.SENTENCE.index("milk")
+reversed_at = order.index(milk)  # where milk sits in the reversed sentence
+v_in_order = (x + positions) @ p.w_v  # position added to the embeddings
+v_reversed = (x[order] + positions) @ p.w_v
+print("milk's value in order: ", v_in_order[milk].round(2))
+print("milk's value reversed: ", v_reversed[reversed_at].round(2))
+# --8<-- [end:exercise_added]
+
+
 # --8<-- [start:exercise_window]
 t, window, n_layers = 120, 8, 6
 step = qkv.sliding_window_mask(t, window).astype(int)
@@ -196,6 +207,7 @@ sources = np.flatnonzero(reach[100])  # what position 100's top output draws on
 print(f"position 100 draws on positions {sources[0]} to {sources[-1]},")
 print(f"{len(sources)} tokens; a rolling cache holds {window} per layer")
 # --8<-- [end:exercise_window]
+
 
 # --8<-- [start:exercise_sinusoid_dot]
 pe = qkv.sinusoidal_positions(300, 64)

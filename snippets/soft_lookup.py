@@ -32,6 +32,7 @@ print("sum of weights:", weights.sum().round(6))
 print("answer:", answer[0].round(3), " an RGB colour no entry holds")
 # --8<-- [end:soft]
 
+
 # --8<-- [start:sharpen]
 for factor in (1, 4, 16, 64):
     w, a = qkv.attention(query * factor, keys, values)
@@ -43,6 +44,7 @@ print(
     f"{np.float32(blue):.2g} as float32, {np.float16(blue)} as float16",
 )
 # --8<-- [end:sharpen]
+
 
 # --8<-- [start:hard]
 print("palette['orange'] ->", palette["orange"])
@@ -66,39 +68,6 @@ soft_before = qkv.attention(before, keys, values).output[0]
 soft_after = qkv.attention(after, keys, values).output[0]
 print("average:   ", soft_before.round(3), "->", soft_after.round(3))
 # --8<-- [end:nudge]
-
-# --8<-- [start:exercise_bright]
-bright = np.array([[0.0, 1.0]])  # "something bright"
-print("scores:", keys @ bright[0])
-w, a = qkv.attention(bright, keys, values)
-for name, weight in sorted(
-    zip(names, w[0], strict=True), key=lambda pair: -pair[1]
-):
-    print(f"  weight on {name:<6} {weight:.3f}")
-print("answer:", a[0].round(3))
-# --8<-- [end:exercise_bright]
-
-# --8<-- [start:exercise_factor]
-factor = 1
-while (
-    qkv.attention(query * factor, keys, values).weights[0, names.index("red")]
-    <= 0.99
-):
-    factor += 1
-print("smallest whole factor with red above 0.99:", factor)
-# --8<-- [end:exercise_factor]
-
-# --8<-- [start:exercise_blue]
-# a long query pointing straight at blue
-at_blue = 64 * keys[names.index("blue")][None]
-w, a = qkv.attention(at_blue, keys, values)
-print(f"weight on blue {w[0, names.index('blue')]:.6f}   answer {a[0]}")
-print(
-    f"weight left for the other three: {1 - w[0, names.index('blue')]:.2g}",
-    f"(summed: {np.delete(w[0], names.index('blue')).sum():.2g})",
-)
-print("red channel above zero:", a[0, 0] > 0)
-# --8<-- [end:exercise_blue]
 
 
 # --8<-- [start:kernel]
@@ -151,3 +120,39 @@ for factor in (1, 10, 1000):
 print(f"additive scores never pass sum|w| = {bound:.2f}")
 print("additive builds", (len(query), len(keys), hidden), "before its scores")
 # --8<-- [end:additive]
+
+
+# --8<-- [start:exercise_bright]
+bright = np.array([[0.0, 1.0]])  # "something bright"
+print("scores:", keys @ bright[0])
+w, a = qkv.attention(bright, keys, values)
+for name, weight in sorted(
+    zip(names, w[0], strict=True), key=lambda pair: -pair[1]
+):
+    print(f"  weight on {name:<6} {weight:.3f}")
+print("answer:", a[0].round(3))
+# --8<-- [end:exercise_bright]
+
+
+# --8<-- [start:exercise_factor]
+factor = 1
+while (
+    qkv.attention(query * factor, keys, values).weights[0, names.index("red")]
+    <= 0.99
+):
+    factor += 1
+print("smallest whole factor with red above 0.99:", factor)
+# --8<-- [end:exercise_factor]
+
+
+# --8<-- [start:exercise_blue]
+# a long query pointing straight at blue
+at_blue = 64 * keys[names.index("blue")][None]
+w, a = qkv.attention(at_blue, keys, values)
+print(f"weight on blue {w[0, names.index('blue')]:.6f}   answer {a[0]}")
+print(
+    f"weight left for the other three: {1 - w[0, names.index('blue')]:.2g}",
+    f"(summed: {np.delete(w[0], names.index('blue')).sum():.2g})",
+)
+print("red channel above zero:", a[0, 0] > 0)
+# --8<-- [end:exercise_blue]

@@ -41,6 +41,19 @@ for d_k in [1, 64]:
 # --8<-- [end:saturation]
 
 
+# --8<-- [start:query_gradient]
+print("        median |dw/dq|        mean |dw/dq|")
+print(" d_k   scaled  unscaled     scaled  unscaled")
+for d_k in [64, 256, 512]:
+    scaled = saturation(d_k, scale=True).query_gradient_norm
+    raw = saturation(d_k, scale=False).query_gradient_norm
+    print(
+        f"{d_k:4}  {np.median(scaled):7.4f}  {np.median(raw):8.4f}",
+        f"  {scaled.mean():8.3f}  {raw.mean():8.3f}",
+    )
+# --8<-- [end:query_gradient]
+
+
 # --8<-- [start:keys]
 from qkv.scaling import scale_effect
 
@@ -54,19 +67,6 @@ for n_keys in [6, 64, 512]:
         f"        {e.median_query_gradient[0]:8.4f}  {e.median_query_gradient[1]:6.4f}",
     )
 # --8<-- [end:keys]
-
-
-# --8<-- [start:keys_widths]
-# the same measurement at d_k = 16 and 256, 300 draws each
-print(" d_k  n_keys  copying: unscaled  scaled   |dw/dq|: unscaled  scaled")
-for d_k in [16, 256]:
-    for n_keys in [6, 64, 512]:
-        e = scale_effect(d_k=d_k, n_keys=n_keys, n_draws=300)
-        print(
-            f"{d_k:4}  {n_keys:6}  {e.copying[0]:17.1%}  {e.copying[1]:6.1%}",
-            f"  {e.median_query_gradient[0]:17.4f}  {e.median_query_gradient[1]:6.4f}",
-        )
-# --8<-- [end:keys_widths]
 
 
 # --8<-- [start:settings]
@@ -98,6 +98,19 @@ for i, rate in enumerate(SWEEP.learning_rates):
 # --8<-- [end:training]
 
 
+# --8<-- [start:keys_widths]
+# the same measurement at d_k = 16 and 256, 300 draws each
+print(" d_k  n_keys  copying: unscaled  scaled   |dw/dq|: unscaled  scaled")
+for d_k in [16, 256]:
+    for n_keys in [6, 64, 512]:
+        e = scale_effect(d_k=d_k, n_keys=n_keys, n_draws=300)
+        print(
+            f"{d_k:4}  {n_keys:6}  {e.copying[0]:17.1%}  {e.copying[1]:6.1%}",
+            f"  {e.median_query_gradient[0]:17.4f}  {e.median_query_gradient[1]:6.4f}",
+        )
+# --8<-- [end:keys_widths]
+
+
 # --8<-- [start:d_k_one]
 print("scale factor at d_k=1:", qkv.scale_factor(True, 1))
 rng = np.random.default_rng(0)
@@ -108,19 +121,6 @@ without = qkv.attention(q, k, v, scale=False).weights
 same = np.array_equal(with_scale, without)
 print("weights with and without scaling are identical:", same)
 # --8<-- [end:d_k_one]
-
-
-# --8<-- [start:query_gradient]
-print("        median |dw/dq|        mean |dw/dq|")
-print(" d_k   scaled  unscaled     scaled  unscaled")
-for d_k in [64, 256, 512]:
-    scaled = saturation(d_k, scale=True).query_gradient_norm
-    raw = saturation(d_k, scale=False).query_gradient_norm
-    print(
-        f"{d_k:4}  {np.median(scaled):7.4f}  {np.median(raw):8.4f}",
-        f"  {scaled.mean():8.3f}  {raw.mean():8.3f}",
-    )
-# --8<-- [end:query_gradient]
 
 
 # --8<-- [start:assumptions]

@@ -197,8 +197,8 @@ def test_vanishing_gradient_shrinks_without_scaling():
     assert scaled[at_512] / raw[at_512] > 1000
 
 
-def test_scale_training_alt_states_what_the_curves_show():
-    d = scale_training.data()
+def test_scale_training_alt_states_what_the_curves_show(once_per_run):
+    d = once_per_run("figure-data-scale-training", scale_training.data)  # one run (10 s) for all
     for (d_k, t), loss in d.loss.items():
         unscaled, scaled = d.best_rate(d_k, t)
         mean = loss.mean(axis=0)  # (arm, rate, eval)
@@ -207,7 +207,6 @@ def test_scale_training_alt_states_what_the_curves_show():
         assert mean[0, scaled, -1] > 0.1
         if d_k == 256:
             assert mean[0, scaled, -1] > 1.8
-    assert len(scale_training.tables()) == 1 + len(d.loss)
 
 
 def _shapes(text: str) -> list[tuple[int, ...]]:

@@ -28,9 +28,21 @@ def test_every_snippet_is_shown_on_a_page_and_every_page_shows_a_snippet_that_ex
 
 
 _MARKER = re.compile(r"^# --8<-- \[(start|end):(\w+)\]\n", re.M)
-_BLOCK = re.compile(
-    r'^\s*```python [^\n]*exec="on"[^\n]*session="([^"]+)"[^\n]*\n\s*--8<-- "snippets/([^":]+):(\w+)"', re.M
+_EXEC = re.compile(
+    r'^([ \t]*)```python [^\n]*exec="on"[^\n]*session="([^"]+)"[^\n]*\n(.*?)^\1```', re.M | re.S
 )
+_INCLUDE = re.compile(r'^\s*--8<--\s+"snippets/([^":]+):(\w+)"\s*$')
+
+
+def page_runs(page) -> list[tuple[str, str, str]]:
+    """(session, script, section) of every snippet section the page's executed blocks
+    include, in page order (a block may include several)."""
+    return [
+        (block.group(2), *include.groups())
+        for block in _EXEC.finditer(page.read_text(encoding="utf-8"))
+        for line in block.group(3).splitlines()
+        if (include := _INCLUDE.match(line))
+    ]
 
 
 def sections_and_rest(script) -> tuple[list[str], str]:
@@ -50,8 +62,9 @@ def sections_and_rest(script) -> tuple[list[str], str]:
 
 def page_running_whole(script) -> str | None:
     """The page that runs all of ``script``, if one does: every section in file order, in
-    one session, and nothing outside the sections but the docstring. That page's run
-    (``page_output``) is then a run of the script."""
+    one session, with no other script's section between them, and nothing outside the
+    sections but the docstring. That page's run (``page_output``) is then a run of the
+    script."""
     names, rest = sections_and_rest(script)
     body = ast.parse(rest).body
     if body and not (
@@ -59,9 +72,11 @@ def page_running_whole(script) -> str | None:
     ):
         return None
     for page in sorted((ROOT / "docs").glob("*.md")):
-        runs = [m.groups() for m in _BLOCK.finditer(page.read_text(encoding="utf-8"))]
+        runs = page_runs(page)
         for session in {s for s, _, _ in runs}:
-            if [n for s, f, n in runs if s == session and f == script.name] == names:
+            files = [(f, n) for s, f, n in runs if s == session]
+            mine = [i for i, (f, _) in enumerate(files) if f == script.name]
+            if mine and [n for _, n in files[mine[0] : mine[-1] + 1]] == names and len(mine) == len(names):
                 return page.name
     return None
 
@@ -78,8 +93,20 @@ def test_a_page_that_runs_all_of_a_script_is_found_and_no_other(tmp_path):
     extra = "# --8<-- [start:more]\nprint('more')\n# --8<-- [end:more]\n"
     (tmp_path / script.name).write_text(script.read_text(encoding="utf-8") + extra)
     assert page_running_whole(tmp_path / script.name) is None
-    # the page runs two of its sections in the other order
-    assert page_running_whole(ROOT / "snippets" / "why_scale.py") is None
+    # the page runs all its sections, but two of them in the other order
+    script = ROOT / "snippets" / "why_scale.py"
+    names, _ = sections_and_rest(script)
+    assert page_running_whole(script) == "why-scale.md"
+    text = script.read_text(encoding="utf-8")
+    first, second = (
+        re.search(rf"# --8<-- \[start:{n}\]\n.*?\[end:{n}\]\n", text, re.S)[0] for n in names[:2]
+    )
+    (tmp_path / script.name).write_text(text.replace(first, "@").replace(second, first).replace("@", second))
+    assert page_running_whole(tmp_path / script.name) is None
+    # a block that includes two sections counts both; another script's section in between
+    # (hand_built.py, on why-three-projections.md) breaks the run
+    assert page_running_whole(ROOT / "snippets" / "kv_cache.py") == "kv-cache.md"
+    assert page_running_whole(ROOT / "snippets" / "tie_query_key.py") is None
 
 
 def _marked(script):
@@ -93,12 +120,17 @@ def test_snippet_runs_and_prints(script, page_output):
     """A script that a page runs whole was run with that page (``page_output``, once per
     test run): the trained model's experiments take 15 to 30 s each time they run."""
     if page := page_running_whole(script):
-        shown = page_output(page)
+        text = script.read_text(encoding="utf-8")
+        bodies = [
+            m[2].strip()
+            for m in re.finditer(r"# --8<-- \[start:(\w+)\]\n(.*?)# --8<-- \[end:\1\]", text, re.S)
+        ]
+        # the blocks that run its sections (a block may include several): one printed
         assert any(
             block.text.strip()
-            for block in shown.blocks
-            if block.section and block.section.startswith(script.name)
-        )
+            for block in page_output(page).blocks
+            if any(b and b in block.code for b in bodies)
+        ), f"{script.name} printed nothing on {page}; a snippet shows its result"
         return
     done = subprocess.run(
         [sys.executable, str(script.relative_to(ROOT))], cwd=ROOT, capture_output=True, text=True, timeout=300

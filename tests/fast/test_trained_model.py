@@ -8,15 +8,24 @@ loss far past random heads, "a position, not a word" on every first word winning
 number a guarded sentence writes is compared with the computed value by check_prose. The
 trace itself is checked against transformers in test_smollm2.py; the edits in
 test_interventions.py.
+
+The variations of an experiment (other thresholds, other texts, a start token in front) are
+the page's code applied to other inputs: their guards read what the page prints
+(``page_output``, the build's run) and check the direction there, after checking that the
+page's numbers for its own texts, or for one variation, agree with the ones computed here.
+The slow fixtures run once per test run (``once_per_run``), not once per xdist worker.
 """
 
 from __future__ import annotations
+
+import inspect
+import re
 
 import numpy as np
 import pytest
 from prose import check_prose
 from qkv_site.figures._trained import TEXTS
-from support import softmax_by_hand
+from support import numbers, softmax_by_hand
 
 from qkv import head_scores, interventions, smollm2, smollm2_file
 
@@ -28,6 +37,23 @@ INDUCTION = {(17, 3), (17, 4), (17, 5), (18, 6), (18, 7)}  # as the page finds t
 PREVIOUS = {(1, 2), (2, 1), (11, 1), (16, 0)}
 
 pytestmark = pytest.mark.model
+
+
+def once_per_run_fixture(compute):
+    """A module fixture computed once per test run, not once per pytest-xdist worker (the
+    workers share this module's tests, and these take 10 to 60 s each): the worker that
+    computes it sets up the fixtures ``compute`` names; the other reads its result."""
+
+    @pytest.fixture(scope="module", name=compute.__name__)
+    def fixture(request, once_per_run):
+        needs = inspect.signature(compute).parameters
+        return once_per_run(
+            f"trained-model-{compute.__name__}",
+            lambda: compute(*(request.getfixturevalue(name) for name in needs)),
+        )
+
+    fixture.__doc__ = compute.__doc__
+    return fixture
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +99,7 @@ def on_after_copy(w):  # ... and the token that followed the copy, at i - HALF +
     return np.mean([w[..., i, i - HALF + 1] for i in range(HALF, 2 * HALF)], axis=0)
 
 
-@pytest.fixture(scope="module")
+@once_per_run_fixture
 def kinds(texts, repeated):
     """{kind: ((layers, heads) scores, even-spread baseline)}, as the page defines them."""
     n = [len(t.ids) for t in texts]
@@ -102,7 +128,7 @@ def above(scores) -> set[tuple[int, int]]:
     return {(int(ly), int(h)) for ly, h in np.argwhere(scores > THRESHOLD)}
 
 
-@pytest.fixture(scope="module")
+@once_per_run_fixture
 def induction_losses(model, kinds, repeats):
     """Loss on the repeated half as run, with the induction heads off, with the
     previous-token heads off, and with four draws of as many other heads off (the page's
@@ -131,7 +157,7 @@ def induction_losses(model, kinds, repeats):
     return loss, controls
 
 
-@pytest.fixture(scope="module")
+@once_per_run_fixture
 def first_time_loss(repeated):
     losses = []
     for t in repeated:
@@ -153,7 +179,7 @@ def kl(p_logits, q_logits):  # KL(p || q) per row, written here
     return (np.exp(lp) * (lp - lq)).sum(-1)
 
 
-@pytest.fixture(scope="module")
+@once_per_run_fixture
 def kl_edits(model, texts):
     """Mean KL over predictions 3..T, per text, of five edits of the first two tokens in
     every layer, as the page defines them: the first / second token's value removed, the
@@ -192,16 +218,15 @@ def kl_edits(model, texts):
     return np.array(out)  # (texts, 5)
 
 
-@pytest.fixture(scope="module")
+@once_per_run_fixture
 def with_start(model, texts):
     """Each text with the start token in front: weight on it and on the first word
     (queries 3.., all heads, by layer), KL between the predictions after each word with and
-    without it, the loss on the next words both ways, and the KL of removing the start
-    token's / the first word's value in every layer (predictions after words 2..T)."""
-    on_start, on_word, moved, losses, removed = [], [], [], [], []
+    without it, and the loss on the next words both ways. (What removing its value does is
+    read from the page, whose run of the same texts prints these numbers too.)"""
+    on_start, on_word, moved, losses = [], [], [], []
     for t in texts:
-        ids = np.concatenate([[START], t.ids])
-        trace = smollm2.forward(model, ids)
+        trace = smollm2.forward(model, np.concatenate([[START], t.ids]))
         w = trace.weights.astype(np.float64)
         on_start.append(w[:, :, 2:, 0].mean(axis=(1, 2)))
         on_word.append(w[:, :, 2:, 1].mean(axis=(1, 2)))
@@ -209,21 +234,15 @@ def with_start(model, texts):
         nxt = t.ids[1:]
         lp0, lp1 = log_softmax(t.logits[:-1]), log_softmax(trace.logits[1:-1])
         losses.append([-lp0[np.arange(len(nxt)), nxt].mean(), -lp1[np.arange(len(nxt)), nxt].mean()])
-        row = []
-        for key in (0, 1):
-            edited = interventions.run_edited(model, ids, interventions.value_off(model.config, key))
-            row.append(kl(trace.logits[2:], edited.logits[0, 2:]).mean())
-        removed.append(row)
     return {
         "on start": np.mean(on_start, 0),
         "on word": np.mean(on_word, 0),
         "moved": float(np.mean(moved)),
         "loss": np.mean(losses, 0),
-        "removed": np.mean(removed, 0),
     }
 
 
-@pytest.fixture(scope="module")
+@once_per_run_fixture
 def saturation(texts):
     """Within-row and pooled spread of raw scores, and largest weights with/without 1/8."""
     within, pooled, top = [], [], {8.0: [], 1.0: []}
@@ -367,9 +386,11 @@ def test_with_a_start_token_the_sink_moves_onto_it(with_start):
 
 
 @pytest.mark.claim("trained-start-token")
-def test_the_start_token_helps_and_carries_the_bias(with_start):
+def test_the_start_token_helps_and_carries_the_bias(with_start, shown):
     without, with_token = with_start["loss"]
-    start_off, word_off = with_start["removed"]
+    # removing the start token's value / the first word's in every layer: the page's run
+    line = shown.line("trained_model.py:start_token", "its value removed:")
+    start_off, word_off = numbers(line)
     assert with_token < without and start_off > 2 * word_off
     check_prose("trained-start-token", without, with_token, start_off, word_off)
 
@@ -443,74 +464,57 @@ def test_switching_off_induction_or_previous_token_heads_breaks_copying(
     )
 
 
-@pytest.fixture(scope="module")
-def induction_variations(model, texts, repeats):
-    """Loss on the repeated half (as run, induction heads off, previous-token heads off,
-    the page's four random draws off) under the page's variations: mean ablation (each
-    head's mean output over the ten texts' positions), four new texts (seed 1), and the
-    start token in front; and the induction heads' scores on the new texts."""
-    rng = np.random.default_rng(0)
-    others = [(ly, h) for ly in range(30) for h in range(9) if (ly, h) not in INDUCTION | PREVIOUS]
-    controls = [{others[i] for i in rng.choice(len(others), 5, replace=False)} for _ in range(4)]
-    rows = np.arange(HALF, 2 * HALF - 1)
-
-    def losses(ids, variants, rows, fill=None):
-        edits = interventions.heads_off(model.config, variants, fill=fill)
-        run = interventions.run_edited(model, ids, edits, rows=rows)
-        lp = log_softmax(run.logits)
-        nxt = ids[:, rows + 1]
-        t_idx, r_idx = np.meshgrid(np.arange(len(ids)), np.arange(len(rows)), indexing="ij")
-        return np.array([-lp[v][t_idx, r_idx, nxt].mean() for v in range(len(variants))]), run
-
-    # mean output of each head: its weighted sum of values, over every position of the texts
-    outputs = []
-    for t in texts:
-        v = t.v.astype(np.float64)[:, [h // 3 for h in range(9)]]  # (30, 9, T, 64)
-        outputs.append(np.einsum("lhij,lhjd->lhid", t.weights.astype(np.float64), v))
-    mean = np.concatenate(outputs, axis=2).mean(axis=2).astype(np.float32)  # (30, 9, 64)
-    mean_loss, _ = losses(repeats, [INDUCTION, PREVIOUS], rows, fill=mean)
-    unseen = head_scores.repeated_random_tokens(4, HALF, seed=1)
-    unseen_loss, run = losses(unseen, [set(), INDUCTION, PREVIOUS, *controls], rows)
-    on_unseen = {
-        (ly, h): np.mean(
-            [
-                np.mean([run.seen[ly].weights[0][t, h, i, i - HALF + 1] for i in range(HALF, 2 * HALF)])
-                for t in range(4)
-            ]
-        )
-        for ly, h in INDUCTION
+@once_per_run_fixture
+def on_unseen(model):
+    """Each induction head's score on four new texts of random tokens (seed 1), as run."""
+    runs = [smollm2.forward(model, ids) for ids in head_scores.repeated_random_tokens(4, HALF, seed=1)]
+    return {
+        (ly, h): np.mean([on_after_copy(t.weights[ly, h].astype(float)) for t in runs]) for ly, h in INDUCTION
     }
-    ids = np.concatenate([np.full((4, 1), START), repeats], axis=1)
-    start_loss, _ = losses(ids, [set(), INDUCTION, PREVIOUS], rows + 1)
-    return {"mean": mean_loss, "unseen": unseen_loss, "start": start_loss, "on unseen": on_unseen}
 
 
 @pytest.mark.claim("trained-induction-unseen")
-def test_the_induction_heads_hold_on_new_texts(induction_variations, kinds):
-    on_unseen = induction_variations["on unseen"]
+def test_the_induction_heads_hold_on_new_texts(on_unseen, kinds, shown):
     assert above(kinds["induction"][0]) == INDUCTION
     weakest = min(on_unseen, key=on_unseen.get)
     assert weakest == (18, 7) and on_unseen[weakest] < THRESHOLD
     assert all(s > THRESHOLD for head, s in on_unseen.items() if head != weakest)
+    line = shown.line("trained_model.py:induction_variations", f"the {len(INDUCTION)} induction heads")
+    lowest, highest = numbers(line)[2:4]  # the page's run of the same texts
+    assert [lowest, highest] == pytest.approx([min(on_unseen.values()), max(on_unseen.values())], abs=0.005)
     check_prose("trained-induction-unseen", min(on_unseen.values()), max(on_unseen.values()), 19, 8)
 
 
+def printed_ablations(shown) -> dict[str, list[float]]:
+    """The page's table of losses with either group off under each variation: {row: its
+    numbers} (induction off, previous off, random heads at most, as run, as printed)."""
+    rows = {}
+    for line in shown["trained_model.py:induction_variations"].splitlines():
+        if line.startswith(("zero ablation", "mean ablation")):
+            name, rest = re.split(r"\s{2,}", line.strip(), maxsplit=1)
+            rows[name] = numbers(rest)
+    return rows
+
+
 @pytest.mark.claim("trained-induction-variations")
-def test_either_group_off_costs_more_than_random_heads_in_every_variation(
-    induction_losses, induction_variations
-):
+def test_either_group_off_costs_more_than_random_heads_in_every_variation(induction_losses, shown):
+    """The variations are the page's runs (printed); its row for its own texts agrees with
+    ``induction_losses``, computed here."""
     loss, _ = induction_losses
-    v = induction_variations
+    rows = printed_ablations(shown)
+    zero, mean = rows["zero ablation, these texts"], rows["mean ablation, these texts"]
+    new, start = rows["zero ablation, 4 new texts"], rows["zero ablation, start token"]
+    assert zero == pytest.approx([loss[1], loss[2], loss[3:].max(), loss[0]], abs=0.005 + 1e-9)
     rises = [loss[1] - loss[0], loss[2] - loss[0]]  # zero ablation, the page's texts
-    rises += [v["mean"][0] - loss[0], v["mean"][1] - loss[0]]  # mean ablation
-    rises += [v["unseen"][1] - v["unseen"][0], v["unseen"][2] - v["unseen"][0]]  # new texts
-    rises += [v["start"][1] - v["start"][0], v["start"][2] - v["start"][0]]  # start token
-    random = list(loss[3:] - loss[0]) + list(v["unseen"][3:] - v["unseen"][0])
+    rises += [mean[0] - loss[0], mean[1] - loss[0]]  # mean ablation
+    rises += [new[0] - new[3], new[1] - new[3]]  # new texts
+    rises += [start[0] - start[2], start[1] - start[2]]  # start token
+    random = [*(loss[3:] - loss[0]), new[2] - new[3]]  # the new texts: the largest of four
     assert min(rises) > max(random)  # the direction, in every variation
     check_prose("trained-induction-variations", min(rises), max(random))
 
 
-@pytest.fixture(scope="module")
+@once_per_run_fixture
 def composition(model, repeats, repeated):
     """The previous-token heads' output (what they wrote through W_O, written here) taken
     out of what layers 18 and 19 read for their keys, queries or values only; and four
@@ -576,11 +580,12 @@ def test_induction_heads_read_the_previous_token_heads_through_their_keys(compos
     )
 
 
-@pytest.mark.claim("trained-copying")
-def test_the_induction_heads_copy_little_directly(model, repeated):
-    """The direct effect written out: each key's value through the head's rows of W_O,
-    scaled by the final norm's gain and the query's frozen 1/RMS, on the read token's
-    logit less the vocabulary's mean logit, weighted by the head's weight on the key."""
+@once_per_run_fixture
+def copying(model, repeated):
+    """Each head's direct effect on the logit of the token it reads, (30, 9), written out:
+    each key's value through the head's rows of W_O, scaled by the final norm's gain and
+    the query's frozen 1/RMS, on the read token's logit less the vocabulary's mean logit,
+    weighted by the head's weight on the key; mean over the repeated half's predictions."""
     mean_embedding = model.embedding.astype(np.float64).mean(0)
     scores = []
     for t in repeated:
@@ -598,7 +603,12 @@ def test_the_induction_heads_copy_little_directly(model, repeated):
                 w = t.weights[ly, h, HALF : 2 * HALF - 1].astype(np.float64)  # queries 13..23
                 s[ly, h] = np.mean(w @ per_key / rms[HALF : 2 * HALF - 1])
         scores.append(s)
-    s = np.mean(scores, 0)
+    return np.mean(scores, 0)
+
+
+@pytest.mark.claim("trained-copying")
+def test_the_induction_heads_copy_little_directly(model, repeated, copying):
+    s = copying
     np.testing.assert_allclose(
         np.mean([interventions.copy_scores(model, t, np.arange(HALF, 2 * HALF - 1)) for t in repeated], 0),
         s,
@@ -891,7 +901,6 @@ def shown(page_output):
 def test_the_page_prints_what_the_tests_compute(
     shown, kinds, kl_edits, induction_losses, first_time_loss, saturation
 ):
-    from support import numbers
 
     by_layer = kinds["first"][0].mean(axis=1)
     printed = numbers(shown["trained_model.py:sinks"].split("\n", 1)[1])  # "1:0.15  2:0.14 ..."
@@ -919,18 +928,18 @@ def test_the_page_prints_what_the_tests_compute(
         assert own < 1.1 * kinds["previous"][1] and everywhere < 1.1 * kinds["previous"][1]
 
 
-def test_the_page_prints_the_start_token_runs(shown, with_start, induction_variations):
-    """The start token on the page is <|endoftext|> in both experiments: its printed runs
-    are the ones computed here with it."""
-    from support import numbers
-
+def test_the_page_prints_the_start_token_runs(shown, with_start):
+    """The start token on the page is <|endoftext|>: its printed runs are the ones computed
+    here with it."""
     text = shown["trained_model.py:start_token"]
     assert "'<|endoftext|>' first" in text
+    line = shown.line("trained_model.py:start_token", "weight on it")
+    on_start, on_word = with_start["on start"], with_start["on word"]
+    assert numbers(line) == pytest.approx(
+        [on_start.mean(), on_word.mean(), (on_start > 0.5).sum()], abs=0.005
+    )
     line = shown.line("trained_model.py:start_token", "predictions move by")
-    assert numbers(line)[-2:] == pytest.approx(list(with_start["loss"]), abs=0.005)
-    line = shown.line("trained_model.py:induction_variations", "zero ablation, start token")
-    start = induction_variations["start"]
-    assert numbers(line) == pytest.approx([start[1], start[2], start[0]], abs=0.005)
+    assert numbers(line) == pytest.approx([with_start["moved"], *with_start["loss"]], abs=0.005)
 
 
 def kinds_above(ordinary, repeated_runs, threshold=THRESHOLD, offset=0):
@@ -959,28 +968,46 @@ def kinds_above(ordinary, repeated_runs, threshold=THRESHOLD, offset=0):
     }
 
 
-@pytest.mark.claim("trained-head-types-variations")
-def test_head_kinds_under_other_thresholds_a_start_token_and_other_texts(model, texts, repeated, repeats):
-    def with_start(ids):
-        return smollm2.forward(model, np.concatenate([[START], ids]))
+def printed_kinds(shown):
+    """The page's table of head kinds under each variation: {variation: {kind: the heads
+    above its threshold}}, from the page's own heads at 0.5 (INDUCTION, PREVIOUS, and the
+    duplicate heads printed above) and the heads each row prints as gained or lost."""
+    found = {"previous": set(PREVIOUS), "induction": set(INDUCTION)}
+    rows = {}
+    for line in shown["trained_model.py:head_types_variations"].splitlines()[1:]:
+        name, rest = line[:21].strip(), line[21:].split(maxsplit=4)
+        counts = dict(zip(("first", "previous", "duplicate", "induction"), map(int, rest[:4]), strict=True))
+        changes = {kind: {"+": set(), "-": set()} for kind in counts}
+        for change in rest[4].split(", ") if rest[4] != "none" else []:
+            kind, head = change[1:].split()
+            layer, number = map(int, head.split("."))
+            changes[kind][change[0]].add((layer - 1, number - 1))
+        rows[name] = (counts, changes)
+    return rows, found
 
-    other_seed = head_scores.repeated_random_tokens(4, HALF, seed=1)
-    tried = {
-        "threshold 0.4": kinds_above(texts, repeated, 0.4),
-        "threshold 0.6": kinds_above(texts, repeated, 0.6),
-        "start token": kinds_above(
-            [with_start(t.ids) for t in texts], [with_start(ids) for ids in repeats], offset=1
-        ),
-        "other texts": kinds_above(repeated, [smollm2.forward(model, ids) for ids in other_seed]),
-    }
-    first = [len(found["first"]) for found in tried.values()]
+
+@pytest.mark.claim("trained-head-types-variations")
+def test_head_kinds_under_other_thresholds_a_start_token_and_other_texts(texts, repeated, kinds, shown):
+    """The start token and the other texts are the page's runs (printed); the two other
+    thresholds are computed here as well, from the same traces, and agree with the page."""
+    rows, found = printed_kinds(shown)
+    assert above(kinds["previous"][0]) == PREVIOUS and above(kinds["induction"][0]) == INDUCTION
+    assert list(rows) == ["threshold 0.4", "threshold 0.6", "start token in front", "other texts"]
+    for name, threshold in (("threshold 0.4", 0.4), ("threshold 0.6", 0.6)):
+        here = kinds_above(texts, repeated, threshold)
+        counts, changes = rows[name]
+        assert counts == {kind: len(heads) for kind, heads in here.items()}, name
+        for kind in ("previous", "induction"):
+            assert changes[kind]["+"] == here[kind] - found[kind], (name, kind)
+            assert changes[kind]["-"] == found[kind] - here[kind], (name, kind)
+    first = [counts["first"] for counts, _ in rows.values()]
     assert min(first) > 270 / 2  # "most heads", in every variation
     weakest = (18, 7)  # layer 19 head 8, from 0
-    for name, found in tried.items():
-        assert PREVIOUS <= found["previous"], name  # the four stay above the threshold
-        missing = INDUCTION - found["induction"]
+    for name, (_, changes) in rows.items():
+        assert not changes["previous"]["-"], name  # the four stay above the threshold
+        missing = changes["induction"]["-"]
         assert missing == ({weakest} if name in ("threshold 0.6", "other texts") else set()), name
-    copies = [len(found["duplicate"]) for found in tried.values()]
+    copies = [counts["duplicate"] for counts, _ in rows.values()]
     check_prose(
         "trained-head-types-variations",
         min(first),
@@ -991,63 +1018,44 @@ def test_head_kinds_under_other_thresholds_a_start_token_and_other_texts(model, 
         0.6,
         min(copies),
         max(copies),
-        len(tried["other texts"]["previous"]),
+        rows["other texts"][0]["previous"],
     )
 
 
-def keys_without_previous(model, ids, offset=0):
-    """Induction score and loss on the repeated half of ``ids`` (n_texts, T), as run and with
-    what the previous-token heads wrote (through W_O, written here) taken out of what layers
-    18 and 19 read for their keys; ``offset`` 1: a start token in front."""
-    runs = [smollm2.forward(model, i) for i in ids]
-    wrote = np.zeros((len(ids), ids.shape[1], 576))
-    for t, trace in enumerate(runs):
-        for ly, h in PREVIOUS:
-            out = trace.weights[ly, h].astype(np.float64) @ trace.v[ly, h // 3].astype(np.float64)
-            wrote[t] += out @ model.layers[ly].attention.w_o[64 * h : 64 * h + 64]
-    patch = interventions.PerVariant(
-        [interventions.InputPatch(d.astype(np.float32), "k") for d in (0 * wrote, -wrote)]
-    )
-    rows = np.arange(HALF, 2 * HALF - 1) + offset
-    run = interventions.run_edited(model, ids, {17: patch, 18: patch}, rows=rows)
-    lp = log_softmax(run.logits)
-    nxt = ids[:, rows + 1]
-    n = len(ids)
-    loss = [-np.mean([lp[b, t, r, nxt[t, r]] for t in range(n) for r in range(len(rows))]) for b in range(2)]
-    score = [
-        np.mean(
-            [
-                run.seen[ly].weights[b][t, h, i, i - HALF + 1]
-                for ly, h in INDUCTION
-                for t in range(n)
-                for i in range(HALF + offset, 2 * HALF + offset)
-            ]
-        )
-        for b in range(2)
-    ]
-    return score, loss
+def printed_rows(text: str) -> dict[str, list[float]]:
+    """A printed table's rows: {the row's name: its numbers}, name and numbers set apart by
+    two or more spaces (lines that are not such a row are left out)."""
+    rows = {}
+    for line in text.splitlines():
+        name, *cells = re.split(r"\s{2,}", line.strip())
+        if cells and all(re.fullmatch(r"-?\d+(?:\.\d+)?%?", c) for c in cells):
+            rows[name] = [float(c.rstrip("%")) for c in cells]
+    return rows
 
 
 @pytest.mark.claim("trained-composition-variations")
 def test_keys_carry_the_previous_token_heads_output_on_new_texts_and_with_a_start_token(
-    model, repeats, induction_losses
+    composition, induction_losses, shown
 ):
+    """The page's runs of the two variations (printed); the page's code for them is its
+    code for its own texts, whose printed rows agree with ``composition``, computed here."""
+    rows = printed_rows(shown["trained_model.py:composition"])
+    loss, score = composition
+    for name, b in (("as run", 0), ("out of the keys only", 1)):
+        assert rows[name] == pytest.approx([score[b], loss[b]], abs=0.005 + 1e-9), name
     ablated, _ = induction_losses  # the rule of the page's own texts (trained-composition)
-    new = head_scores.repeated_random_tokens(4, HALF, seed=1)
-    with_start = np.concatenate([np.full((4, 1), START), repeats], axis=1)
-    scores, losses = zip(
-        *(keys_without_previous(model, new), keys_without_previous(model, with_start, offset=1)), strict=True
-    )
-    for (as_run, keys_out), (loss_run, loss_out) in zip(scores, losses, strict=True):
+    found = printed_rows(shown["trained_model.py:composition_variations"])
+    assert list(found) == ["4 new texts (seed 1)", "start token in front"]
+    for as_run, keys_out, loss_run, loss_out in found.values():
         # the direction, by the rule of the page's texts: out of the keys, the induction
         # pattern goes and the loss rises by more than half what the induction heads off cost
         assert keys_out < 0.1 * as_run and loss_out - loss_run > 0.5 * (ablated[1] - ablated[0])
     check_prose(
         "trained-composition-variations",
-        min(s[0] for s in scores),
-        max(s[1] for s in scores),
-        max(loss[0] for loss in losses),
-        min(loss[1] for loss in losses),
+        min(row[0] for row in found.values()),
+        max(row[1] for row in found.values()),
+        max(row[2] for row in found.values()),
+        min(row[3] for row in found.values()),
     )
 
 
@@ -1067,10 +1075,21 @@ def largest_weights(runs, first_query=1):
 
 
 @pytest.mark.claim("trained-scale-variations")
-def test_without_the_scale_most_rows_saturate_in_every_set_of_texts(model, texts, repeated):
-    started = [smollm2.forward(model, np.concatenate([[START], t.ids])) for t in texts]
-    sets = [largest_weights(texts), largest_weights(started, 2), largest_weights(repeated)]
-    share = {(at, d): [(top[d] > at).mean() for top in sets] for at in (0.99, 0.9) for d in (8.0, 1.0)}
+def test_without_the_scale_most_rows_saturate_in_every_set_of_texts(texts, repeated, shown):
+    """The page's table (printed, whole percents); its rows of the ten texts and of the
+    random tokens are computed here as well, from the same traces, and agree with it."""
+    rows = printed_rows(shown["trained_model.py:scale_variations"])
+    assert list(rows) == ["these ten texts", "start token in front", "random tokens"]
+    for name, runs in (("these ten texts", texts), ("random tokens", repeated)):
+        top = largest_weights(runs)
+        here = [100 * (top[d] > at).mean() for at in (0.99, 0.9) for d in (8.0, 1.0)]
+        np.testing.assert_allclose(rows[name], here, atol=0.5 + 1e-9, err_msg=name)
+    # percents: (> 0.99 scaled, raw, > 0.9 scaled, raw) for each set
+    share = {
+        (at, d): [row[2 * i + j] / 100 for row in rows.values()]
+        for i, at in enumerate((0.99, 0.9))
+        for j, d in enumerate((8.0, 1.0))
+    }
     # the direction in every set: without the scale most rows put nearly all on one key,
     # with it few; and at 0.9, the unscaled share is still far above the scaled one
     assert min(share[0.99, 1.0]) > 0.5 and max(share[0.99, 8.0]) < 0.1
@@ -1086,46 +1105,28 @@ def test_without_the_scale_most_rows_saturate_in_every_set_of_texts(model, texts
     )
 
 
-def direct_copying(model, runs, offset=0):
-    """Each head's direct effect on the logit of the token it reads (less the vocabulary's
-    mean), weighted by its weight, over the predictions of the repeated half; written out
-    as in test_the_induction_heads_copy_little_directly. (30, 9), averaged over ``runs``."""
-    mean_embedding = model.embedding.astype(np.float64).mean(0)
-    queries = slice(HALF + offset, 2 * HALF - 1 + offset)
-    scores = []
-    for t in runs:
-        x = model.embedding[t.ids]
-        for layer in model.layers:
-            x, _ = smollm2.decoder_layer(x, layer, model.config, np.arange(len(t.ids)))
-        rms = np.sqrt((x.astype(np.float64) ** 2).mean(-1) + model.config.norm_eps)
-        read = (model.embedding[t.ids].astype(np.float64) - mean_embedding) * model.final_norm
-        s = np.zeros((30, 9))
-        for ly in range(30):
-            w_o = model.layers[ly].attention.w_o.astype(np.float64)
-            for h in range(9):
-                written = t.v[ly, h // 3].astype(np.float64) @ w_o[64 * h : 64 * h + 64]
-                per_key = (written * read).sum(-1)
-                s[ly, h] = np.mean(t.weights[ly, h, queries].astype(np.float64) @ per_key / rms[queries])
-        scores.append(s)
-    return np.mean(scores, 0)
-
-
 @pytest.mark.claim("trained-copying-variations")
-def test_the_induction_heads_copy_little_on_new_texts_and_with_a_start_token(model, repeats):
-    new = head_scores.repeated_random_tokens(4, HALF, seed=1)
-    with_start = np.concatenate([np.full((4, 1), START), repeats], axis=1)
-    found = [
-        direct_copying(model, [smollm2.forward(model, i) for i in new]),
-        direct_copying(model, [smollm2.forward(model, i) for i in with_start], offset=1),
-    ]
+def test_the_induction_heads_copy_little_on_new_texts_and_with_a_start_token(shown, copying):
+    """The page's runs of the two variations (printed); the page's code for them is its
+    code for its own texts, whose printed numbers agree with ``copying``, computed here."""
+    text = shown["trained_model.py:copying"]
+    for ly, h in INDUCTION:
+        line = shown.line("trained_model.py:copying", f"induction head: layer {ly + 1} head {h + 1} ")
+        assert numbers(line)[-1] == pytest.approx(copying[ly, h], abs=0.005 + 1e-9)
+    highest = numbers(shown.line("trained_model.py:copying", "highest:"))
+    assert highest[2::3] == pytest.approx(sorted(copying.ravel())[::-1][:4], abs=0.005 + 1e-9)
+    assert numbers(text.splitlines()[-1])[-1] == pytest.approx(np.median(copying), abs=0.005 + 1e-9)
     induction, strongest, median = [], [], []
-    for s in found:
-        top = [divmod(int(i), 9) for i in np.argsort(-s, axis=None)[:3]]
+    lines = shown["trained_model.py:copying_variations"].splitlines()
+    assert [line.split(":")[0] for line in lines] == ["4 new texts (seed 1)", "start token in front"]
+    for line in lines:
+        at_most, top = re.search(r"at most (-?[\d.]+); highest: (.*); median", line).groups()
+        heads = [re.fullmatch(r"(\d+)\.(\d+) (-?[\d.]+)", h).groups() for h in top.split(", ")][:3]
         # the page's reading, under both variations: the three strongest direct copiers
         # are in layer 24, and each copies far more than any induction head
-        assert all(ly == 23 for ly, _ in top)
-        induction.append(max(s[ly, h] for ly, h in INDUCTION))
-        strongest += [s[ly, h] for ly, h in top]
-        median.append(np.median(s))
-        assert induction[-1] < 0.3 and min(s[ly, h] for ly, h in top) > 3 * induction[-1]
+        assert all(layer == "24" for layer, _, _ in heads)
+        induction.append(float(at_most))
+        strongest += [float(value) for *_, value in heads]
+        median.append(numbers(line)[-1])
+        assert induction[-1] < 0.3 and min(strongest[-3:]) > 3 * induction[-1]
     check_prose("trained-copying-variations", max(induction), 24, min(strongest), max(strongest), max(median))

@@ -25,9 +25,8 @@ pytestmark = pytest.mark.build
 RTOL = 1e-5  # the tables show 6 significant digits
 
 
-def expected_tables(name: str) -> list[list[list]]:
-    """Each table's body rows (row label first) from the figure's ``data()``."""
-    d = load(name).data()
+def expected_tables(name: str, d) -> list[list[list]]:
+    """Each table's body rows (row label first) from the figure's ``data()``, ``d``."""
     if name == "score-spread":
         return [[[int(k), u, s] for k, u, s in zip(d.dims, d.unscaled, d.scaled, strict=True)]]
     if name == "cross-attention":
@@ -150,6 +149,13 @@ def figure_blocks(site: Path) -> dict[str, tuple[Path, object]]:
 
 
 @pytest.fixture(scope="module")
+def figure_data(once_per_run):
+    """``figure_data(name)``: the figure's ``data()``, once per run (scale-training's sweep
+    takes 10 s; tests/fast/test_why_scale.py and test_figures.py read the same run)."""
+    return lambda name: once_per_run(f"figure-data-{name}", load(name).data)
+
+
+@pytest.fixture(scope="module")
 def blocks(built_site):
     return figure_blocks(built_site)
 
@@ -162,10 +168,10 @@ def test_every_figure_has_a_folded_data_block(blocks):
 
 
 @pytest.mark.parametrize("name", names())
-def test_table_numbers_are_the_data_behind_the_figure(blocks, name):
+def test_table_numbers_are_the_data_behind_the_figure(blocks, name, figure_data):
     _, block = blocks[name]
     tables = block.select("table.qkv-data")
-    want = expected_tables(name)
+    want = expected_tables(name, figure_data(name))
     assert len(tables) == len(want), f"{name}: {len(tables)} tables, expected {len(want)}"
     for i, (table, rows) in enumerate(zip(tables, want, strict=True)):
         assert table.caption and table.caption.get_text(strip=True), f"{name}: table {i} title"
@@ -200,15 +206,16 @@ def test_svg_downloads_resolve(blocks, name):
         assert target.is_file() and target.read_bytes().lstrip().startswith((b"<?xml", b"<svg"))
 
 
-def test_expected_tables_are_not_vacuous():
+def test_expected_tables_are_not_vacuous(figure_data):
     """The reference rows hold real numbers (a data() that returned nothing would pass)."""
-    counts = {n: sum(len(rows) for rows in expected_tables(n)) for n in names()}
+    expected = {n: expected_tables(n, figure_data(n)) for n in names()}
+    counts = {n: sum(len(rows) for rows in tables) for n, tables in expected.items()}
     assert all(c >= 2 for c in counts.values()), counts
     assert np.isfinite(
         [
             float(v)
-            for n in names()
-            for rows in expected_tables(n)
+            for tables in expected.values()
+            for rows in tables
             for row in rows
             for v in row[1:]
             if not isinstance(v, str)
