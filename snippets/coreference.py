@@ -6,29 +6,25 @@ thresholds are in snippets/coreference_pairs.py, fixed before the first run.
 """
 
 # --8<-- [start:threads]
+import sys
+
 import numpy  # noqa: F401  (first: the limit below applies to the BLAS library NumPy loads)
 from threadpoolctl import threadpool_limits
 
+# the page runs from the project's root; a script has its own folder on the path already
+sys.path.insert(0, "snippets")
+from coreference_pairs import (
+    ALPHA,
+    ASSOCIATION_PAIRS,
+    PAIRS,
+    QUESTION,
+    QUESTION_2,
+    WSC,
+    Pair,
+)
+
 # small matrices: one BLAS thread is faster than several here
 threadpool_limits(1)
-try:  # run as a script: the file beside this one (the page shows it, then runs this)
-    from coreference_pairs import (
-        ALPHA,
-        ASSOCIATION_PAIRS,
-        PAIRS,
-        QUESTION,
-        WSC,
-        Pair,
-    )
-except ImportError:  # in the site's build, from the project's root
-    from snippets.coreference_pairs import (
-        ALPHA,
-        ASSOCIATION_PAIRS,
-        PAIRS,
-        QUESTION,
-        WSC,
-        Pair,
-    )
 # --8<-- [end:threads]
 
 # --8<-- [start:pairs]
@@ -140,3 +136,68 @@ print(
     f"with {n} pairs, {stats.sign_test_power(16, rate, ALPHA):.2f} with 16"
 )
 # --8<-- [end:power]
+
+
+# --8<-- [start:variations]
+def neutral_substituted(pair, k, j):
+    """Sentence k's rest after a context in which the pronoun could be either noun,
+    noun j in its place: "The trophy and the suitcase were there, and the trophy"."""
+    first, second = pair.nouns
+    context = f"{first.capitalize()} and {second} were there, and {pair.nouns[j]}"
+    return context, pair.substituted(k, j)[1]
+
+
+neutral_full = substitution(PAIRS, neutral_substituted)
+asked_2 = answers([[p.question(k, QUESTION_2) for k in (0, 1)] for p in PAIRS])
+neutral_2 = answers(
+    [
+        [p.neutral(k) + QUESTION_2.format(pronoun=p.pronoun) for k in (0, 1)]
+        for p in PAIRS
+    ]
+)
+earlier_full = substitution(old, Pair.substituted)
+earlier_alone = substitution(old, Pair.alone)
+print("what the sentence adds, against another control or with another question:")
+summary("neutral control", added(full) - added(neutral_full))
+summary("question 2", added(asked_2) - added(neutral_2))
+print(f"substitution scoring on the earlier {len(old)} pairs:")
+summary("the sentence", added(earlier_full))
+summary("the clause alone", added(earlier_alone))
+summary("what the sentence adds", added(earlier_full) - added(earlier_alone))
+# --8<-- [end:variations]
+
+
+# --8<-- [start:every_pair]
+def table(columns, labels):
+    """One row per pair: its moves towards the meant noun, in nats."""
+    print("pair" + "".join(f"{name:>11}" for name in columns))
+    for i, label in enumerate(labels):
+        print(f"{label:>4}" + "".join(f"{c[i]:+11.4f}" for c in columns.values()))
+
+
+print("substitution (sentence, clause alone, neutral context) and question")
+print("(sentence, neutral context) and question 2 (the same two)")
+table(
+    {
+        "sentence": added(full),
+        "alone": added(alone),
+        "neutral": added(neutral_full),
+        "question": added(asked),
+        "q neutral": added(neutral),
+        "q2": added(asked_2),
+        "q2 neutral": added(neutral_2),
+    },
+    range(1, n + 1),
+)
+print(f"\nthe earlier {len(old)} pairs: substitution (sentence, clause alone)")
+print("and the old probe, word changed in the sentence or in the question")
+table(
+    {
+        "sentence": added(earlier_full),
+        "alone": added(earlier_alone),
+        "old sent.": by_sentence,
+        "old quest.": by_question,
+    },
+    range(1, len(old) + 1),
+)
+# --8<-- [end:every_pair]

@@ -8,39 +8,29 @@ the section "patching" of snippets/coreference_pairs.py, fixed before its first 
 # --8<-- [start:imports]
 # Run on the page without being shown, as coreference.py's "threads" is: a reader who copies
 # the page has run coreference_pairs.py itself (shown whole above), so its names exist.
-# Small matrices: one BLAS thread is faster here.
+import sys
+
 import numpy  # noqa: F401  (first: the limit applies to the BLAS library NumPy loads)
 from threadpoolctl import threadpool_limits
 
+# the page runs from the project's root; a script has its own folder on the path already
+sys.path.insert(0, "snippets")
+from coreference_pairs import (
+    HEAD_WINDOW,
+    NULL_QUANTILE,
+    PAIRS,
+    PATCH_LAYERS,
+    PATCH_PAIRS,
+    RANDOM_DRAWS,
+    SEED,
+    SHUFFLES,
+    TOP_K,
+    TOP_K_VARIATION,
+    Pair,
+)
+
+# Small matrices: one BLAS thread is faster here.
 threadpool_limits(1)
-try:  # run as a script: the file beside this one
-    from coreference_pairs import (
-        HEAD_WINDOW,
-        NULL_QUANTILE,
-        PAIRS,
-        PATCH_LAYERS,
-        PATCH_PAIRS,
-        RANDOM_DRAWS,
-        SEED,
-        SHUFFLES,
-        TOP_K,
-        TOP_K_VARIATION,
-        Pair,
-    )
-except ImportError:  # in the site's build, from the project's root
-    from snippets.coreference_pairs import (
-        HEAD_WINDOW,
-        NULL_QUANTILE,
-        PAIRS,
-        PATCH_LAYERS,
-        PATCH_PAIRS,
-        RANDOM_DRAWS,
-        SEED,
-        SHUFFLES,
-        TOP_K,
-        TOP_K_VARIATION,
-        Pair,
-    )
 # --8<-- [end:imports]
 
 # --8<-- [start:setup]
@@ -58,6 +48,7 @@ class Texts:
     the tokens scored (the rest from the deciding word on)."""
 
     def __init__(self, pair, make):
+        self.pair = pair
         prompts = [
             [model.encode(make(pair, k, j)[0]) for j in (0, 1)] for k in (0, 1)
         ]
@@ -135,7 +126,10 @@ chosen = chosen[:PATCH_PAIRS]
 n = len(chosen)
 moved = {name: np.array([c[name].moved() for c in chosen]) for name in KINDS}
 adds = moved["sentence"] - moved["clause alone"]
-print(f"{n} pairs; towards the meant noun, mean over them:")
+print(
+    f"{n} pairs (of the {len(candidates)} whose two nouns have as many tokens); "
+    "towards the meant noun, mean over them:"
+)
 for name in KINDS:
     print(f"  {name:<13} {moved[name].mean():+.2f} nats")
 print(f"  the sentence adds {adds.mean():+.2f} nats")
@@ -182,9 +176,9 @@ shares["adds"] = share(adds_scan, adds)
 print(
     "share restored by copying the clean stream entering a layer, at the noun / after it"
 )
-print("layer      sentence    clause alone    what the sentence adds")
+print("layer       sentence        clause alone     what the sentence adds")
 for i, layer in enumerate(PATCH_LAYERS):
-    cells = [f"{shares[s][i, 0]:5.2f} / {shares[s][i, 1]:5.2f}" for s in shares]
+    cells = [f"{shares[s][i, 0]:6.3f} / {shares[s][i, 1]:6.3f}" for s in shares]
     print(f"{layer + 1:5d}   " + "    ".join(cells))
 # --8<-- [end:stream]
 
@@ -224,7 +218,7 @@ for i in order[:TOP_K]:
     print(f"  layer {layer + 1:2d} head {h + 1}: {mean[i]:+.3f} nats")
 print(
     f"max-statistic threshold ({NULL_QUANTILE:.0%} of {SHUFFLES} sign flips): "
-    f"{threshold:.3f}; heads above it: {int((mean > threshold).sum())}"
+    f"{threshold:.4f}; heads above it: {int((mean > threshold).sum())}"
 )
 for name, part in (("first", effect[: n // 2]), ("last", effect[n // 2 :])):
     best = np.argsort(-part.mean(axis=0))[:2]  # the pairs apart: the same heads?
@@ -309,3 +303,35 @@ print(
     f"{lost['adds'][3:].max():+.2f}"
 )
 # --8<-- [end:ablation]
+
+
+# --8<-- [start:every_pair]
+number = [PAIRS.index(c["sentence"].pair) + 1 for c in chosen]  # counted from 1
+print("each patched pair, towards the meant noun (nats):")
+print(f"{'pair':>4} {'sentence':>12} {'clause alone':>12} {'adds':>12}")
+for i, pair_number in enumerate(number):
+    with_it, without = moved["sentence"][i], moved["clause alone"][i]
+    print(
+        f"{pair_number:4d} {with_it:+12.4f} {without:+12.4f}"
+        f" {with_it - without:+12.4f}"
+    )
+print(
+    f"\neach head patched alone in the sentence: nats restored, mean and per pair"
+    f" (threshold {threshold:.4f})"
+)
+print(
+    f"{'layer':>5} {'head':>4} {'mean':>7}" + "".join(f"{i:7d}" for i in number)
+)
+for b, (layer, h) in enumerate(heads):
+    cells = "".join(f"{e:+7.3f}" for e in effect[:, b])
+    print(f"{layer + 1:5d} {h + 1:4d} {mean[b]:+7.4f}{cells}")
+print(
+    "\nheads off at the noun and after it (layer.head): nats lost by the sentence,"
+    " the clause alone, what the sentence adds"
+)
+labels = [*names, *(f"random set {d + 1}" for d in range(RANDOM_DRAWS))]
+for b, (label, off) in enumerate(zip(labels, sets, strict=True)):
+    cells = " ".join(f"{lost[s][b]:+8.4f}" for s in lost)
+    which_heads = " ".join(f"{layer + 1}.{h + 1}" for layer, h in off)
+    print(f"  {label:<15} {cells}   {which_heads}")
+# --8<-- [end:every_pair]

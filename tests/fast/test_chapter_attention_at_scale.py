@@ -9,12 +9,12 @@ qkv.attention; the page's printed output (``page_output``) is then checked again
 from __future__ import annotations
 
 import math
-import tracemalloc
 
 import numpy as np
 import pytest
 from prose import check_prose
 from qkv_site.figures import tiled_memory
+from qkv_site.figures.tiled_memory import peak_mib
 from support import numbers
 
 import qkv
@@ -83,12 +83,7 @@ def test_the_memory_figure_attention_grows_as_t_squared_tiled_does_not():
     # measured again here, with tiled_attention's default blocks
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((t, tiled_memory.D), dtype=np.float32) for _ in range(3))
-    tracemalloc.start()
-    try:
-        qkv.tiled_attention(q, k, v)
-        again = tracemalloc.get_traced_memory()[1] / 2**20
-    finally:
-        tracemalloc.stop()
+    again = peak_mib(lambda: qkv.tiled_attention(q, k, v))
     assert abs(again - tiled) < 0.05
     # the direction: attention about x4 per doubling, tiled well under x2
     big = [i for i, n in enumerate(d.lengths) if n >= 2048]
@@ -126,15 +121,6 @@ def test_the_hand_written_online_softmax_matches_where_the_formula_overflows(sho
     check_prose("tiled-exercise-write", len(row), 1000, 1e-15)
 
 
-def _peak_mib(fn, *args, **kwargs) -> float:
-    tracemalloc.start()
-    try:
-        fn(*args, **kwargs)
-        return tracemalloc.get_traced_memory()[1] / 2**20
-    finally:
-        tracemalloc.stop()
-
-
 @pytest.mark.claim("tiled-memory-variations")
 def test_tiled_attention_saves_memory_under_every_variation_but_one_block(shown):
     t = 2048
@@ -155,8 +141,13 @@ def test_tiled_attention_saves_memory_under_every_variation_but_one_block(shown)
         mask = np.tril(np.ones((t, t), dtype=bool)) if causal else None
         peaks.append(
             (
-                _peak_mib(qkv.attention, q, k, v, mask=mask),
-                _peak_mib(qkv.tiled_attention, q, k, v, mask, block_q=bq, block_k=bk),
+                # the figure's measure (tracemalloc's peak, to 0.01 MiB), not the page's
+                peak_mib(lambda q=q, k=k, v=v, m=mask: qkv.attention(q, k, v, mask=m)),
+                peak_mib(
+                    lambda q=q, k=k, v=v, m=mask, bq=bq, bk=bk: qkv.tiled_attention(
+                        q, k, v, m, block_q=bq, block_k=bk
+                    )
+                ),
             )
         )
     blocked = [p for p, (*_, bq, bk) in zip(peaks, tried, strict=True) if bq * bk < t * t]

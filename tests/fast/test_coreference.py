@@ -2,10 +2,13 @@
 what the nouns' fit with the deciding word gives?
 
 The exact tests of qkv.stats are checked against enumeration and simulation, written apart
-from the module; qkv.scoring against a plain forward pass. The experiment is then computed
-here from snippets/coreference_pairs.py (the pairs, probes and controls fixed before the
-first run), each guarded sentence is compared with it by check_prose, and the verdict's
-guard fails if what the sentence adds changes sign under any variation the page lists.
+from the module; qkv.scoring against a plain forward pass. The experiment itself runs once,
+on the page (snippets/coreference.py, with the pairs, probes and controls of
+snippets/coreference_pairs.py fixed before the first run), which prints every pair's move
+under every scoring and control; the guards read those columns, check three pairs of them
+against a plain forward pass of each text alone, and compute each guarded sentence's counts,
+means and tests from them. The verdict's guard fails if what the sentence adds changes sign
+under any variation the page lists.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import math
 import numpy as np
 import pytest
 from prose import check_prose
+from support import numbers
 
 from qkv import scoring, smollm2, stats
 from snippets.coreference_pairs import (
@@ -24,8 +28,8 @@ from snippets.coreference_pairs import (
     OURS,
     PAIRS,
     QUESTION,
-    QUESTION_2,
     WSC,
+    Pair,
 )
 
 # ---- the exact tests, without the model ------------------------------------------------
@@ -103,6 +107,14 @@ def test_the_pairs_are_fixed_and_sourced():
 
 
 # ---- the model -------------------------------------------------------------------------
+#
+# The experiment runs once, on the page (snippets/coreference.py); its box "Every pair's
+# numbers" prints each pair's move under every scoring and control. The guards below read
+# those columns (``page_output``) and compute every count, mean and test from them with
+# qkv.stats; three pairs' moves are computed again here by a plain forward pass of each
+# text alone, so the columns are checked against the model, not only against themselves.
+
+PAGE = "coreference.md"
 
 
 def plain_logprobs(model, ids) -> np.ndarray:
@@ -112,23 +124,70 @@ def plain_logprobs(model, ids) -> np.ndarray:
     return logits - top - np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
 
 
+def plain_continuation(model, prompt, rest) -> float:
+    """log P(rest | prompt), summed over the rest's tokens, from one forward pass."""
+    p, c = model.encode(prompt), model.encode(rest)
+    logp = plain_logprobs(model, np.concatenate([p, c]))
+    return sum(logp[len(p) - 1 + t, token] for t, token in enumerate(c))
+
+
+def plain_move(model, pair, make) -> float:
+    """How far the preference for noun 1 over noun 2 moves between the pair's sentences,
+    written out: (sentence 1: noun 1 - noun 2) - (sentence 2: noun 1 - noun 2)."""
+    s = {(k, j): plain_continuation(model, *make(pair, k, j)) for k in (0, 1) for j in (0, 1)}
+    return (s[0, 0] - s[0, 1]) - (s[1, 0] - s[1, 1])
+
+
+def table(text: str) -> np.ndarray:
+    """The rows of a printed table whose first column is a pair's number: (rows, columns)."""
+    rows = [line.split() for line in text.splitlines()]
+    rows = [[float(x) for x in r[1:]] for r in rows if r and r[0].isdigit()]
+    return np.array(rows)
+
+
+@pytest.fixture(scope="module")
+def measured(page_output):
+    """Every measurement of the page and of its boxes, as (pairs,) moves in nats, read from
+    the box "Every pair's numbers"."""
+    shown = page_output(PAGE)
+    now, earlier = shown["coreference.py:every_pair"].split("\n\n")
+    cols = table(now)
+    assert cols.shape == (len(PAIRS), 7)
+    names = ["full", "alone", "neutral", "question", "question neutral", "question 2", "question 2 neutral"]
+    out = dict(zip(names, cols.T, strict=True))
+    cols = table(earlier)
+    assert cols.shape == (len(ASSOCIATION_PAIRS), 4)
+    names = ["earlier full", "earlier alone", "old by sentence", "old by question"]
+    out.update(zip(names, cols.T, strict=True))
+    out["shown"] = shown
+    return out
+
+
 @pytest.mark.model
-def test_scoring_equals_a_forward_pass_of_each_text_alone(model):
+def test_scoring_and_the_printed_moves_equal_a_forward_pass_of_each_text_alone(model, measured):
     pairs = [PAIRS[0], PAIRS[2], ASSOCIATION_PAIRS[0]]
     prompts, rests = zip(*[p.substituted(k, j) for p in pairs for k in (0, 1) for j in (0, 1)], strict=True)
     prompts, rests = [*prompts, "The cat"], [*rests, " sat."]  # a text with no family
     got = scoring.continuation_logprobs(model, prompts, rests)
     for value, prompt, rest in zip(got, prompts, rests, strict=True):
-        p, c = model.encode(prompt), model.encode(rest)
-        logp = plain_logprobs(model, np.concatenate([p, c]))
-        want = sum(logp[len(p) - 1 + t, token] for t, token in enumerate(c))
-        assert value == pytest.approx(want, abs=2e-3)
+        assert value == pytest.approx(plain_continuation(model, prompt, rest), abs=2e-3)
     asked = [p.question(k, QUESTION) for p in pairs for k in (0, 1)]
     got = scoring.answer_logprobs(model, asked, [p.answers() for p in pairs for _ in (0, 1)])
+    firsts = {}
     for row, text, pair in zip(got, asked, [p for p in pairs for _ in (0, 1)], strict=True):
         last = plain_logprobs(model, model.encode(text))[-1]
-        firsts = [model.encode(a)[0] for a in pair.answers()]
-        np.testing.assert_allclose(row, last[firsts], atol=2e-3)
+        firsts[text] = last[[model.encode(a)[0] for a in pair.answers()]]
+        np.testing.assert_allclose(row, firsts[text], atol=2e-3)
+    # the page's columns, for pairs 1 and 3 and the earlier pair 1 (batched float32 runs
+    # against single ones: a move sums four log-probabilities, each within 2e-3)
+    for i in (0, 2):
+        pair = PAIRS[i]
+        assert measured["full"][i] == pytest.approx(plain_move(model, pair, Pair.substituted), abs=5e-3)
+        assert measured["alone"][i] == pytest.approx(plain_move(model, pair, Pair.alone), abs=5e-3)
+        a, b = (firsts[pair.question(k, QUESTION)] for k in (0, 1))
+        assert measured["question"][i] == pytest.approx((a[0] - a[1]) - (b[0] - b[1]), abs=5e-3)
+    pair = ASSOCIATION_PAIRS[0]
+    assert measured["earlier full"][0] == pytest.approx(plain_move(model, pair, Pair.substituted), abs=5e-3)
 
 
 @pytest.mark.model
@@ -136,55 +195,6 @@ def test_each_pair_differs_in_one_token(model):
     for pair in PAIRS + ASSOCIATION_PAIRS:
         a, b = (model.encode(pair.text(k)) for k in (0, 1))
         assert len(a) == len(b) and (a != b).sum() == 1, pair.text(0)
-
-
-def moved(scores) -> np.ndarray:
-    """(pairs, k, j) -> preference for noun 1 in sentence 1 minus in sentence 2."""
-    return (scores[:, 0, 0] - scores[:, 0, 1]) - (scores[:, 1, 0] - scores[:, 1, 1])
-
-
-def substitution(model, pairs, make) -> np.ndarray:
-    texts = [make(p, k, j) for p in pairs for k in (0, 1) for j in (0, 1)]
-    prompts, rests = zip(*texts, strict=True)
-    return scoring.continuation_logprobs(model, prompts, rests).reshape(len(pairs), 2, 2)
-
-
-def asked(model, pairs, texts) -> np.ndarray:
-    """texts(pair, k) -> (pairs, k, noun j) log-probabilities of the nouns' first tokens."""
-    prompts = [texts(p, k) for p in pairs for k in (0, 1)]
-    answers = [p.answers() for p in pairs for _ in (0, 1)]
-    return scoring.answer_logprobs(model, prompts, answers).reshape(len(pairs), 2, 2)
-
-
-def neutral_substituted(pair, k, j):
-    _, rest = pair.substituted(k, j)
-    first, second = pair.nouns
-    return f"{first.capitalize()} and {second} were there, and {pair.nouns[j]}", rest
-
-
-@pytest.fixture(scope="module")
-def measured(model):
-    """Every measurement of the page and of its box, as (pairs,) moves in nats."""
-    out = {}
-    for name, pairs in (("", PAIRS), ("earlier ", ASSOCIATION_PAIRS)):
-        full = substitution(model, pairs, lambda p, k, j: p.substituted(k, j))
-        out[name + "full scores"] = full
-        out[name + "full"] = moved(full)
-        out[name + "alone"] = moved(substitution(model, pairs, lambda p, k, j: p.alone(k, j)))
-    out["neutral"] = moved(substitution(model, PAIRS, neutral_substituted))
-    for name, question in (("question", QUESTION), ("question 2", QUESTION_2)):
-        out[name] = moved(asked(model, PAIRS, lambda p, k, q=question: p.question(k, q)))
-        out[name + " neutral"] = moved(
-            asked(model, PAIRS, lambda p, k, q=question: p.neutral(k) + q.format(pronoun=p.pronoun))
-        )
-    old = ASSOCIATION_PAIRS
-    crossed = scoring.answer_logprobs(
-        model,
-        [p.old_question(s, q) for p in old for s in (0, 1) for q in (0, 1)],
-        [p.answers() for p in old for _ in range(4)],
-    ).reshape(len(old), 2, 2, 2)
-    out["old"] = crossed[..., 0] - crossed[..., 1]  # (pairs, sentence word, question word)
-    return out
 
 
 def count(d) -> int:
@@ -201,9 +211,10 @@ def test_thresholds_and_pair_counts():
 @pytest.mark.model
 @pytest.mark.claim("coref-substitution")
 def test_substitution_scoring_picks_the_meant_noun_more_often_than_a_coin(measured):
-    full = measured["full scores"]
-    right = int((full[:, 0, 0] > full[:, 0, 1]).sum() + (full[:, 1, 1] > full[:, 1, 0]).sum())
     n = len(PAIRS)
+    line = measured["shown"].line("coreference.py:substitution", "texts where the meant noun scores higher")
+    right, texts = numbers(line)
+    assert texts == 2 * n
     assert stats.sign_test(count(measured["full"]), n) < ALPHA  # the reading: beats a coin
     check_prose("coref-substitution", right, 2 * n, count(measured["full"]), n)
 
@@ -232,9 +243,7 @@ def test_the_sentence_adds_a_move_towards_the_meant_noun(measured):
 @pytest.mark.model
 @pytest.mark.claim("coref-old-probe")
 def test_the_old_probe_followed_its_question(measured):
-    old = measured["old"]
-    by_sentence = (old[:, 0, :] - old[:, 1, :]).mean(axis=1).mean()
-    by_question = (old[:, :, 0] - old[:, :, 1]).mean(axis=1).mean()
+    by_sentence, by_question = measured["old by sentence"].mean(), measured["old by question"].mean()
     assert abs(by_sentence) < 0.2 * by_question  # the question's word decides
     check_prose("coref-old-probe", by_sentence, by_question)
 
