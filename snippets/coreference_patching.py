@@ -364,7 +364,7 @@ one_head = slice(3, 3 + RANDOM_HEADS)
 head_sets = slice(3 + RANDOM_HEADS, None)
 
 
-def head_effects(c):
+def head_effects(c, marks):
     """(kinds, variants): nats towards the meant noun restored by each patch, in the
     sentence and in the clause alone; the layers rerun from the first patched one."""
     return np.array(
@@ -402,7 +402,8 @@ def label(patched):
     return f"layer {patched[0][0] + 1} head {patched[0][1] + 1}"
 
 
-held = np.array([head_effects(c) for c in held_out])  # (pairs, kinds, variants)
+# (pairs, kinds, variants)
+held = np.array([head_effects(c, marks) for c in held_out])
 m = len(held_out)
 moves = {name: np.array([c[name].moved() for c in held_out]) for name in KINDS}
 gain = moves["sentence"] - moves["clause alone"]
@@ -448,7 +449,8 @@ for name, part in (
         print(f"  random {what:<9} {means.min():+.2f} to {means.max():+.2f}")
 
 # (b) the 16 patched pairs: the same patches in the clause alone, with no pronoun
-found = np.array([head_effects(c) for c in chosen])  # (pairs, kinds, variants)
+# (pairs, kinds, 3): the two heads and the top set; no random ones needed here
+found = np.array([head_effects(c, marks[:3]) for c in chosen])
 direction = {name: np.sign(moved[name]) for name in KINDS}
 print(
     f"the {n} patched pairs, each patch in the sentence and in the clause alone:"
