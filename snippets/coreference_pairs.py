@@ -633,6 +633,43 @@ RANDOM_DRAWS = 8  # from the heads of the same layers
 SEED = 0
 # --8<-- [end:patching]
 
+# --8<-- [start:heldout]
+# The sceptic's next experiment on the heads (snippets/coreference_patching.py, section
+# "heldout"), fixed before its first run, after the section "patching" had found them.
+# Heads as (layer, head) counted from 0; the page counts from 1.
+NAMED_HEADS = ((16, 5), (17, 0))  # layer 17 head 6 and layer 18 head 1
+# the 5 strongest heads of the section "patching", patched together as one set
+TOP_SET = ((16, 5), (17, 0), (18, 1), (17, 4), (16, 2))
+HEAD_LAYERS = (16, 17, 18)  # layers 17 to 19, where they were found
+# (a) Held out: every pair whose two nouns have as many tokens (in the sentence and in
+# the clause alone) and that the section "patching" did not use, all of them, whatever
+# the sentence does in it (no selection by outcome). Each named head, the top set, and
+# random heads of the same layers are patched, from the clean sentence into the corrupt
+# one as before; the effect is the nats restored towards the meant noun, summed over
+# the pair's two sentences. The same patches are run in the clause alone.
+# random single heads of HEAD_LAYERS not in TOP_SET, drawn with HELD_OUT_SEED, and
+# random sets of len(TOP_SET) heads drawn from the same heads
+RANDOM_HEADS = 8
+RANDOM_SETS = 8
+HELD_OUT_SEED = 1
+# A head (or the top set) REPLICATES on the held-out pairs when all three hold:
+# - its effect in the sentence is positive in at least stats.chance_threshold(n, ALPHA)
+#   of the n held-out pairs (one-sided sign test below ALPHA);
+# - the signed-rank test of its effects is below ALPHA (one-sided, positive);
+# - its mean effect is larger than every random head's (every random set's, for the
+#   set).
+# The same three, on the effect in the sentence minus the effect in the clause alone,
+# say whether it carries what the sentence adds on the held-out pairs.
+# (b) The control on the 16 patched pairs: the same heads patched in the clause alone
+# ("The trophy" + " was too big.", no pronoun). A head carries the clause alone's fit
+# when its effect there follows the clause alone's own preference (its effect times the
+# sign of the clause alone's move) by both tests at ALPHA; it carries it "as much" when
+# its share there (as the page's share: sum of sign(move) x effect over sum of |move|)
+# is at least half its share in the sentence. The heads carry more of the sentence than
+# of the clause alone when the effect in the sentence minus the effect in the clause
+# alone passes both tests at ALPHA.
+# --8<-- [end:heldout]
+
 # --8<-- [start:count]
 if __name__ == "__main__":
     print(

@@ -335,3 +335,165 @@ for b, (label, off) in enumerate(zip(labels, sets, strict=True)):
     which_heads = " ".join(f"{layer + 1}.{h + 1}" for layer, h in off)
     print(f"  {label:<15} {cells}   {which_heads}")
 # --8<-- [end:every_pair]
+
+# --8<-- [start:heldout_imports]
+# Run on the page without being shown, as "imports" is: the held-out design's names.
+from coreference_pairs import (
+    ALPHA,
+    HEAD_LAYERS,
+    HELD_OUT_SEED,
+    NAMED_HEADS,
+    RANDOM_HEADS,
+    RANDOM_SETS,
+    TOP_SET,
+)
+
+from qkv import stats
+
+# --8<-- [end:heldout_imports]
+
+# --8<-- [start:heldout]
+# (a) every aligned pair the heads were not found on, whatever the sentence does in it
+held_out = [c for c in candidates if not any(c is d for d in chosen)]
+record([c for c in held_out if not c["sentence"].runs])
+draw = np.random.default_rng(HELD_OUT_SEED)
+others = [
+    (layer, h)
+    for layer in HEAD_LAYERS
+    for h in range(config.n_heads)
+    if (layer, h) not in TOP_SET
+]
+picked = draw.choice(len(others), RANDOM_HEADS, replace=False)
+variants = [[head] for head in NAMED_HEADS] + [list(TOP_SET)]
+variants += [[others[i]] for i in picked]
+variants += [
+    [others[i] for i in draw.choice(len(others), len(TOP_SET), replace=False)]
+    for _ in range(RANDOM_SETS)
+]
+marks = np.zeros((len(variants), config.n_layers, config.n_heads), dtype=bool)
+for b, patched in enumerate(variants):
+    for layer, h in patched:
+        marks[b, layer, h] = True
+# the variants: the 2 heads, the top set, random heads, random sets
+one_head = slice(3, 3 + RANDOM_HEADS)
+head_sets = slice(3 + RANDOM_HEADS, None)
+
+
+def head_effects(c, marks):
+    """(kinds, variants): nats towards the meant noun restored by each patch, in the
+    sentence and in the clause alone; the layers rerun from the first patched one."""
+    return np.array(
+        [
+            c[name].restored(
+                lambda clean, corrupt, k, t=c[name]: patching.patch_heads(
+                    model, clean, corrupt, marks, t.rows[k], t.next[k]
+                )
+            )
+            for name in KINDS
+        ]
+    )
+
+
+def both_tests(x):
+    """Positive in how many pairs; sign-test p, signed-rank p (one-sided)."""
+    up = int((x > 0).sum())
+    return up, stats.sign_test(up, len(x)), stats.signed_rank_test(x)
+
+
+def p_of(p):
+    return f"{p:.3f}" if p >= 0.001 else "< 0.001"
+
+
+def name_of(t):
+    """ "trophy/suitcase big/small": the two nouns, then the deciding words."""
+    nouns = [model.decode(t.ids[0][j][t.noun : t.after]).strip() for j in (0, 1)]
+    words = [model.decode(t.next[k][:1]).strip() for k in (0, 1)]
+    return "/".join(nouns) + " " + "/".join(words)
+
+
+def label(patched):
+    if len(patched) > 1:
+        return f"top {len(patched)} together"
+    return f"layer {patched[0][0] + 1} head {patched[0][1] + 1}"
+
+
+# (pairs, kinds, variants)
+held = np.array([head_effects(c, marks) for c in held_out])
+m = len(held_out)
+moves = {name: np.array([c[name].moved() for c in held_out]) for name in KINDS}
+gain = moves["sentence"] - moves["clause alone"]
+print(
+    f"{m} held-out pairs (aligned, not patched before, all of them): the sentence"
+    f" prefers the meant noun in {int((moves['sentence'] > 0).sum())}, what it adds"
+    f" is positive in {int((gain > 0).sum())} ({gain.mean():+.2f} nats on average)"
+)
+print(f"{'pair':<32} sentence   adds  L17H6  L18H1  top 5  (nats restored)")
+for c, effect, moved_, gained in zip(
+    held_out, held, moves["sentence"], gain, strict=True
+):
+    cells = "  ".join(f"{e:+5.2f}" for e in effect[0, :3])
+    print(f"{name_of(c['sentence']):<32} {moved_:+6.2f} {gained:+6.2f}  {cells}")
+need = stats.chance_threshold(m, ALPHA)
+print(
+    f"nats restored, mean over the {m} pairs (the sign test needs {need} of {m};"
+    f" alpha {ALPHA}):"
+)
+for name, part in (
+    ("sentence", held[:, 0]),
+    ("minus clause alone", held[:, 0] - held[:, 1]),
+):
+    print(f" {name}:")
+    for b, v in enumerate(variants[:3]):
+        base = (part[:, one_head] if len(v) == 1 else part[:, head_sets]).mean(
+            axis=0
+        )
+        up, p_sign, p_rank = both_tests(part[:, b])
+        rule = (
+            p_sign < ALPHA and p_rank < ALPHA and part[:, b].mean() > base.max()
+        )
+        print(
+            f"  {label(v):<16} {part[:, b].mean():+.2f}, positive in {up} of {m},"
+            f" sign p {p_of(p_sign)}, signed-rank p {p_of(p_rank)}:"
+            f" {'replicates' if rule else 'does not replicate'}"
+        )
+    for what, base in (
+        ("heads", part[:, one_head]),
+        ("sets", part[:, head_sets]),
+    ):
+        means = base.mean(axis=0)
+        print(f"  random {what:<9} {means.min():+.2f} to {means.max():+.2f}")
+
+# (b) the 16 patched pairs: the same patches in the clause alone, with no pronoun
+# (pairs, kinds, 3): the two heads and the top set; no random ones needed here
+found = np.array([head_effects(c, marks[:3]) for c in chosen])
+direction = {name: np.sign(moved[name]) for name in KINDS}
+print(
+    f"the {n} patched pairs, each patch in the sentence and in the clause alone:"
+)
+for b, v in enumerate(variants[:3]):
+    s, a = found[:, 0, b], found[:, 1, b]
+    share_s = (direction["sentence"] * s).sum() / np.abs(moved["sentence"]).sum()
+    a_sum = np.abs(moved["clause alone"]).sum()
+    share_a = (direction["clause alone"] * a).sum() / a_sum
+    up_a, p_sign_a, p_rank_a = both_tests(direction["clause alone"] * a)
+    up_d, p_sign_d, p_rank_d = both_tests(s - a)
+    fit = p_sign_a < ALPHA and p_rank_a < ALPHA
+    more = p_sign_d < ALPHA and p_rank_d < ALPHA
+    print(
+        f"  {label(v)}: sentence {s.mean():+.2f} (share {share_s:.2f}), clause"
+        f" alone {a.mean():+.2f} (share {share_a:.2f})"
+    )
+    print(
+        f"    follows the clause alone's own preference in {up_a} of {n}"
+        f" (sign p {p_of(p_sign_a)}, signed-rank p {p_of(p_rank_a)})"
+    )
+    print(
+        f"    larger in the sentence in {up_d} of {n}"
+        f" (sign p {p_of(p_sign_d)}, signed-rank p {p_of(p_rank_d)})"
+    )
+    print(
+        f"    carries the clause alone's fit: {'yes' if fit else 'no'}; as much as"
+        f" the sentence's: {'yes' if share_a >= share_s / 2 else 'no'};"
+        f" more of the sentence: {'yes' if more else 'no'}"
+    )
+# --8<-- [end:heldout]
