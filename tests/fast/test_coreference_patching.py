@@ -223,7 +223,7 @@ def test_the_strongest_heads_carry_more_than_random_heads_of_their_layers(printe
     top, draws = lost[0], lost[3:]
     assert top > draws.max() and top > 0  # the direction: more than any random set
     adds = printed["adds printed"].mean()
-    check_prose("coref-patch-ablation", TOP_K, top, adds, RANDOM_DRAWS, TOP_K, draws.min(), draws.max())
+    check_prose("coref-patch-ablation", TOP_K, top, adds, RANDOM_DRAWS, TOP_K, draws.max())
     # the verdict: the preference leaves the noun between 17 and 20 (both directions checked
     # in the stream and heads guards), and the top heads carry part of it
     share = printed["share"]["sentence"]
