@@ -281,7 +281,9 @@ CASES = [
     (training.train, lambda: training.train(16, 8, [1.0], seed=0, steps=0, batch_size=4), "steps must be"),
     (
         training.run_sweep,
-        lambda: training.run_sweep(training.Sweep(d_ks=(16,), lengths=(4,), seeds=(0,), steps=0)),
+        lambda: training.run_sweep(
+            training.Sweep(d_ks=(16,), lengths=(4,), seeds=(0,), learning_rates=(1.0,), steps=0)
+        ),
         "steps must be a whole number >= 1, got 0",
     ),
     # qkv.interventions: the edits an experiment builds from arrays (no model needed)

@@ -96,7 +96,7 @@ def expected_tables(name: str, d) -> list[list[list]]:
             ]
         ]
     if name == "scale-training":
-        from qkv.training import SWEEP
+        from snippets.why_scale_sweep import SWEEP
 
         rates = SWEEP.learning_rates
         summary = [
