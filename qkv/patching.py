@@ -44,6 +44,7 @@ from typing import NamedTuple
 import numpy as np
 
 from qkv.multihead import MultiHeadWeights
+from qkv.scoring import _families as _scoring_families
 from qkv.smollm2 import NO_EDIT, Config, Edit, Layer, Model, check_ids, decoder_layer, output_logits
 
 __all__ = ["Recorded", "log_prob", "patch_heads", "patch_stream", "record", "record_batch", "rerun"]
@@ -119,25 +120,6 @@ def record_batch(model: Model, ids) -> list[Recorded]:
     return found
 
 
-def _families(ids: np.ndarray) -> list[tuple[int, list[int]]]:
-    """Texts (n_texts, T) that share a beginning, as (its length, the texts' indices).
-
-    Sorted, the texts of one family are neighbours; a text joins the family before it when
-    it shares that family's whole beginning (at least 2 tokens, never the whole text)."""
-    order = sorted(range(len(ids)), key=lambda i: tuple(ids[i]))
-    families: list[tuple[int, list[int]]] = []
-    for i in order:
-        if families:
-            shared, members = families[-1]
-            differ = np.flatnonzero(ids[members[0]] != ids[i])
-            common = min(int(differ[0]) if differ.size else ids.shape[1], ids.shape[1] - 1)
-            if (len(members) == 1 and common >= 2) or (len(members) > 1 and common >= shared):
-                families[-1] = (common if len(members) == 1 else shared, [*members, i])
-                continue
-        families.append((0, [i]))
-    return families
-
-
 def _record_rows(model: Model, ids, start: int, caches=None):
     """Run token ids (texts, t) at positions ``start ..`` through every layer (attending to
     ``caches``' earlier keys and values, one per layer, if given); keep the streams
@@ -154,6 +136,12 @@ def _record_rows(model: Model, ids, start: int, caches=None):
         values.append(trace.v)
         heads.append(seen.heads)  # (texts, n_heads, t, d_head)
     return tuple(np.stack(a) for a in (streams, keys, values, heads))
+
+
+def _families(ids: np.ndarray) -> list[tuple[int, list[int]]]:
+    """Texts (n_texts, T) that share a beginning, as (its length, the texts' indices), grouped
+    as qkv.scoring groups them; a beginning is never a whole text (its last row is kept)."""
+    return _scoring_families(list(ids), [ids.shape[1] - 1] * len(ids))
 
 
 class _Cache:
