@@ -215,13 +215,13 @@ def build_blocks(name: str) -> list[tuple[str, str | None]]:
     return md.qkv_blocks
 
 
-def run_page_blocks(name: str) -> PageOutput:
+def run_page_blocks(name: str, cache: Path | None = None) -> PageOutput:
     """What the blocks ``docs/NAME`` executes printed, as the build prints them: each block
     is looked up in the build's artifact cache (the tree's ``.cache/artifacts``, or
     ``QKV_CACHE``) by the build's own key, and only a block the cache does not hold is run,
     by the build's own snippet runner (:mod:`qkv_site.artifacts.snippets`) into that cache,
     where the next build finds it. So a page's code runs once for the build and these tests,
-    not once for each."""
+    not once for each. ``cache``: another artifact cache (a build's of a copy of this tree)."""
     from types import SimpleNamespace
 
     from qkv_site.artifacts.runner import Runner
@@ -238,7 +238,8 @@ def run_page_blocks(name: str) -> PageOutput:
     built = build_blocks(name)
     if [session for _, session in raw] != [session for _, session in built]:
         raise AssertionError(f"docs/{name}: the page's exec blocks {raw} are not the build's {built}")
-    cache = ROOT / os.environ.get("QKV_CACHE", ".cache/artifacts")  # mkdocs.yml's cache_dir
+    if cache is None:
+        cache = ROOT / os.environ.get("QKV_CACHE", ".cache/artifacts")  # mkdocs.yml's cache_dir
     runner = Runner(ROOT, cache, concurrency=1)
     plugin = SimpleNamespace(
         runner=runner, config=SimpleNamespace(enabled=True), page_inputs=SimpleNamespace(used=lambda _: None)
@@ -293,7 +294,15 @@ def once_per_run(run_folder):
 
 
 @pytest.fixture(scope="session")
-def page_output(once_per_run):
+def page_artifacts():
+    """``page_artifacts()``: the artifact cache page outputs are read from (None: the tree's).
+    tests/conftest.py overrides it: in a run that builds the site, it waits for the build that
+    computes the pages and gives its cache, so a page's code is not run again beside it."""
+    return lambda: None
+
+
+@pytest.fixture(scope="session")
+def page_output(once_per_run, page_artifacts):
     """``page_output("traps.md")``: what the page's executed blocks print (:class:`PageOutput`).
 
     Once per run (``once_per_run``): read from the build's cache by :func:`run_page_blocks`,
@@ -304,7 +313,7 @@ def page_output(once_per_run):
         # plain dicts: what conftest.py defines pickles by a module name pytest may reuse
         blocks = once_per_run(
             f"page-output-{name}",
-            lambda: [dataclasses.asdict(block) for block in run_page_blocks(name).blocks],
+            lambda: [dataclasses.asdict(b) for b in run_page_blocks(name, page_artifacts()).blocks],
         )
         return PageOutput(name, [Shown(**block) for block in blocks])
 

@@ -108,14 +108,18 @@ class BackgroundBuild:
         finally:
             os.close(lock)  # the build's process keeps the lock until it ends
 
-    def wait(self, recipe: Recipe) -> Path:
-        """The built site, once the build is done; AssertionError with its log if it failed."""
+    def wait_until_ended(self, recipe: Recipe) -> None:
+        """Return once the build has ended, whether it passed or failed."""
         self.start(recipe)
         lock = os.open(self.folder / "running.lock", os.O_RDWR)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)  # returns when the build's process has ended
         finally:
             os.close(lock)
+
+    def wait(self, recipe: Recipe) -> Path:
+        """The built site, once the build is done; AssertionError with its log if it failed."""
+        self.wait_until_ended(recipe)
         try:
             code = int((self.folder / "returncode").read_text())
         except (OSError, ValueError):

@@ -56,6 +56,8 @@ class _Builds:
         self.clean = BackgroundBuild(run / "clean-build")
         self.clean_tree = run / "clean-build" / "qkv"
         self.tree_cache = ROOT / os.environ.get("QKV_CACHE", ".cache/artifacts")  # mkdocs.yml's
+        # the build that computes the pages' artifacts in this run, and its cache (None: none)
+        self.computing: tuple[BackgroundBuild, object, Path] | None = None
 
     def session_recipe(self):
         # this tree and its artifact cache (.cache/artifacts), dated by the last commit, as
@@ -91,8 +93,26 @@ def start_builds_early(request, builds):
         if "clean_site" in needed and not (cache.is_dir() and any(cache.iterdir())):
             after = (builds.clean, builds.clean_tree / ".cache" / "artifacts", cache)
             builds.session.start(builds.session_recipe, after=after)
+            builds.computing = (builds.clean, builds.clean_recipe, after[1])
         else:
             builds.session.start(builds.session_recipe)
+            builds.computing = (builds.session, builds.session_recipe, cache)
+
+
+@pytest.fixture(scope="session")
+def page_artifacts(builds):
+    """The root conftest's ``page_artifacts``, for a run that builds the site: the page's
+    blocks are read from the cache of the build computing them, once it has ended (a block
+    it lacks, if it failed, is run into that cache), instead of run beside it a second time."""
+
+    def cache() -> Path | None:
+        if builds.computing is None:
+            return None
+        build, recipe, artifacts = builds.computing
+        build.wait_until_ended(recipe)
+        return artifacts
+
+    return cache
 
 
 @pytest.fixture(scope="session")

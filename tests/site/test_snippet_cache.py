@@ -78,3 +78,58 @@ def test_a_block_that_raises_fails_the_build_naming_its_page_block_and_error(tmp
     assert done.returncode != 0
     assert "docs/index.md (session 'index', block 1)" in done.stderr
     assert "RuntimeError: index: the value was 1" in done.stderr
+
+
+def two_session_page(root, spans) -> None:
+    """One page, two sessions of two blocks each, interleaved on the page; every block sleeps
+    and notes its session and when it ran."""
+    (root / "docs").mkdir(parents=True)
+    (root / "mkdocs.yml").write_text(MKDOCS_YML)
+
+    def block(session: str, code: str) -> str:
+        timed = (
+            "import time\n_start = time.time()\ntime.sleep(1.0)\n"
+            f"with open({str(spans)!r}, 'a') as f:\n"
+            f"    f.write(f'{session} {{_start}} {{time.time()}}\\n')\n"
+        )
+        return f'```python exec="on" result="text" session="{session}"\n{timed}{code}\n```\n\n'
+
+    (root / "docs" / "index.md").write_text(
+        "---\nrun_ahead: true\n---\n\n# Two sessions\n\n"
+        + block("a", "x = 2\nprint('a', x)")
+        + block("b", "y = 5\nprint('b', y)")
+        + block("a", "print('a again', x * 21)")
+        + block("b", "print('b again', y * 3)")
+    )
+
+
+def test_the_sessions_of_a_page_that_runs_ahead_run_side_by_side(tmp_path):
+    # MkDocs renders a page's blocks one at a time; the plugin reads a page whose front
+    # matter asks for it when the build starts and starts its sessions in threads of their
+    # own. Were session b run only when the page reached it, its blocks would start after
+    # session a's first block had ended.
+    root, spans = tmp_path / "project", tmp_path / "spans.txt"
+    two_session_page(root, spans)
+    summary, shown = build(root, tmp_path / "cache")
+    assert summary == "4 computed (4 snippets), 0 from the cache"
+    assert shown == ["a 2", "b 5", "a again 42", "b again 15"]  # each session's own state
+    runs = [line.split() for line in spans.read_text().splitlines()]
+    assert sorted(name for name, *_ in runs) == ["a", "a", "b", "b"], "a block ran twice"
+    a = [(float(s), float(e)) for name, s, e in runs if name == "a"]
+    b = [(float(s), float(e)) for name, s, e in runs if name == "b"]
+    assert min(e for _, e in a) > min(s for s, _ in b), "session b waited for session a"
+
+
+def test_a_block_that_raises_in_a_session_run_ahead_fails_the_build_naming_it(tmp_path):
+    root = tmp_path / "project"
+    (root / "docs").mkdir(parents=True)
+    (root / "mkdocs.yml").write_text(MKDOCS_YML)
+    (root / "docs" / "index.md").write_text(
+        '---\nrun_ahead: true\n---\n\n# Two sessions\n\n'
+        '```python exec="on" result="text" session="a"\nprint("fine")\n```\n\n'
+        '```python exec="on" result="text" session="b"\nraise ValueError("b broke")\n```\n'
+    )
+    done = build_site(root / "site", {"QKV_CACHE": str(tmp_path / "cache")}, cwd=root)
+    assert done.returncode != 0
+    assert "docs/index.md (session 'b', block 1)" in done.stderr
+    assert 'ValueError: b broke' in done.stderr

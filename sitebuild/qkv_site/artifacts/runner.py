@@ -82,6 +82,7 @@ class Runner:
         self.cache_dir = Path(cache_dir)
         self.concurrency = max(1, concurrency)
         self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="artifact")
+        self._ahead = ThreadPoolExecutor(self.concurrency, thread_name_prefix="ahead")
         self._workers: queue.SimpleQueue = queue.SimpleQueue()  # idle pooled workers
         self._all_workers: list[Worker] = []
         self._hashes: dict[tuple, str] = {}  # (path, mtime, size) -> sha256
@@ -138,6 +139,12 @@ class Runner:
 
     def submit(self, job: Job) -> Future:
         return self._pool.submit(self._get, job)
+
+    def background(self, function, *args) -> Future:
+        """Run ``function(*args)`` (which runs jobs itself with :meth:`run`) in a thread of
+        its own, not behind the jobs already queued: a snippet session started ahead of its
+        page, the page's longest chain of work (:mod:`qkv_site.artifacts.snippets`)."""
+        return self._ahead.submit(function, *args)
 
     def run(self, job: Job, compute=None) -> Result:
         """The job's result, computed in this thread (by ``compute(job, out)`` if given)."""
@@ -205,7 +212,8 @@ class Runner:
                 shutil.rmtree(entry, ignore_errors=True)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)  # a failed build stops its queued work
+        for pool in (self._pool, self._ahead):
+            pool.shutdown(wait=True, cancel_futures=True)  # a failed build stops its queued work
         for worker in self._all_workers:
             worker.close()
         self._all_workers.clear()

@@ -19,31 +19,47 @@ error.
 
 A block that raises stops the build, naming the page, the block and its traceback.
 
-The sessions run as MkDocs renders the pages, one page after the other. (An early start of
-every page's sessions on the runner's pool, found by a second Markdown parse of every page,
-was removed: measured with cold snippet caches, alternating, it did not pay; issue 27.)
-
-The state digest was measured again (issue 27, a temporary switch, 2026-12-03, this 2-core
-machine shared with other builds): ``benchmarks/serve_edits.py`` on why-scale (a ``print``
-added to the first of its eleven blocks, best of 3) showed the edit in 17.0 s with it and
-32.8 s without (both also redrew a figure that read the edited file), and 2.6 s with it once
-that figure no longer did; a build with cold snippet caches (160 blocks) took 108 s of CPU
-with it and 122 s without (that one also redrew a figure and the notebook): the digest
-costs nothing measurable and saves the rerun of every later block of a session, so it stays.
+MkDocs renders pages one after the other, and a page's blocks one after the other, so every
+session would run in turn on one core, and the two chapters that run the trained model would
+be most of a cold build's time in one chain. A page whose front matter says ``run_ahead:
+true`` is read when the build starts: its blocks are found with the extensions that decide
+where a block is and what it holds (:data:`BLOCK_EXTENSIONS`) and a fence that only notes
+them, and each of its sessions starts in a thread of its own (:meth:`Runner.background`), side
+by side with each other, the figures and the pages rendered meanwhile. This only warms the
+cache: when the page reaches a session started ahead, it waits for it (or cancels it if it
+had not begun) and then looks each block up by its key as always, computing anything the
+start ahead missed or failed (and reporting that failure itself). A block read differently
+ahead costs time, never a wrong page. Only pages that ask are read ahead: an earlier version
+read every page, and the second Markdown parse of every page cost a warm build more than it
+saved (issue 27).
 """
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from pathlib import Path
 
+import markdown
 import markdown_exec
 from mkdocs.exceptions import PluginError
+from mkdocs.utils import meta
 
 from qkv_site.artifacts.runner import ArtifactError, Job
 from qkv_site.artifacts.session import OUTPUT, STATE
 from qkv_site.artifacts.tasks import MODEL_PACKAGES
 
 EMPTY_STATE = "empty"  # what the first block of a session, or a block without one, starts from
+
+# What decides where an exec block is and what it holds: includes, fences, and the blocks
+# that indent them (mkdocstrings, maths and the rest only change what is around them).
+BLOCK_EXTENSIONS = (
+    "pymdownx.snippets",
+    "pymdownx.superfences",
+    "admonition",
+    "pymdownx.details",
+    "pymdownx.tabbed",
+    "md_in_html",
+)
 
 
 def block_job(source: str, state: str | None, earlier: list[str], code: str) -> Job:
@@ -77,6 +93,7 @@ class Snippets:
         self.plugin = plugin
         self.page = "?"
         self.sessions: dict[str, Session] = {}
+        self.ahead: dict[tuple[str, str], Future] = {}  # (page, session) -> its start ahead
 
     def on_config(self, config):
         if "markdown-exec" in config.plugins:
@@ -92,21 +109,76 @@ class Snippets:
             )
         markdown_exec.markdown_config.save(config.markdown_extensions, config.mdx_configs)
 
+    def on_files(self, files, config):
+        self._cancel_ahead()
+        if self.plugin.config.enabled:
+            for file in files.documentation_pages():
+                if not file.src_uri.endswith(".md") or b"run_ahead" not in file.content_bytes:
+                    continue  # most pages: no YAML to read
+                text, front = meta.get_data(file.content_string)
+                if front.get("run_ahead") is True:
+                    for name, blocks in self._blocks_of(text, config).items():
+                        self.ahead[file.src_uri, name] = self.plugin.runner.background(
+                            self._run_ahead, file.src_uri, name, blocks
+                        )
+        return files
+
     def on_page_markdown(self, markdown, page, config, files):
         self._close_sessions()  # sessions belong to one page
         self.page = page.file.src_uri
         return markdown
 
+    @staticmethod
+    def _blocks_of(text: str, config) -> dict[str, list[str]]:
+        """The exec blocks of a page's Markdown by session, in page order, each as the fence
+        will receive it (blocks without a session are left out)."""
+        found: dict[str, list[str]] = {}
+
+        def note(source, language, css_class, options, md, **kwargs):
+            if options["session"]:
+                found.setdefault(options["session"], []).append(source)
+            return ""
+
+        extensions = [e for e in config.markdown_extensions if e in BLOCK_EXTENSIONS]
+        settings = {e: dict(config.mdx_configs.get(e, {})) for e in extensions}
+        settings["pymdownx.superfences"]["custom_fences"] = [
+            {"name": name, "class": name, "validator": markdown_exec.validator, "format": note}
+            for name in ("python", "py")
+        ]
+        markdown.Markdown(extensions=extensions, extension_configs=settings).convert(text)
+        return found
+
+    def _run_ahead(self, page: str, name: str, blocks: list[str]) -> None:
+        session = Session()
+        try:
+            for code in blocks:
+                self._run_block(session, code, f"docs/{page} (session '{name}', run ahead)")
+        finally:
+            session.close()
+
+    def _wait_for_ahead(self, session: str) -> None:
+        """Its start ahead, finished, or cancelled if it had not begun."""
+        future = self.ahead.pop((self.page, session), None)
+        if future is not None and not future.cancel():
+            future.exception()  # waits; a failure is found again, and reported, by this run
+
     def on_env(self, env, config, files):
         self._close_sessions()
+        self._cancel_ahead()  # sessions of pages that were not rendered
 
     def on_shutdown(self):
         self._close_sessions()
+        self._cancel_ahead()
 
     def _close_sessions(self):
         for session in self.sessions.values():
             session.close()
         self.sessions = {}
+
+    def _cancel_ahead(self):
+        for future in self.ahead.values():
+            future.cancel()  # one already running finishes (Runner.close waits for it)
+        self.ahead = {}
 
     def format(self, source, language, css_class, options, md, **kwargs):
         """The fence's formatter, for blocks the validator found ``exec="on"``: markdown-exec's
@@ -116,6 +188,7 @@ class Snippets:
 
     def run(self, code: str, session=None, **_) -> str:
         if session:
+            self._wait_for_ahead(session)
             current = self.sessions.setdefault(session, Session())
             where = f"docs/{self.page} (session '{session}', block {len(current.blocks) + 1})"
             return self._page_output(self._run_block(current, code, where))
