@@ -125,11 +125,11 @@ def test_a_block_that_raises_in_a_session_run_ahead_fails_the_build_naming_it(tm
     (root / "docs").mkdir(parents=True)
     (root / "mkdocs.yml").write_text(MKDOCS_YML)
     (root / "docs" / "index.md").write_text(
-        '---\nrun_ahead: true\n---\n\n# Two sessions\n\n'
+        "---\nrun_ahead: true\n---\n\n# Two sessions\n\n"
         '```python exec="on" result="text" session="a"\nprint("fine")\n```\n\n'
         '```python exec="on" result="text" session="b"\nraise ValueError("b broke")\n```\n'
     )
     done = build_site(root / "site", {"QKV_CACHE": str(tmp_path / "cache")}, cwd=root)
     assert done.returncode != 0
     assert "docs/index.md (session 'b', block 1)" in done.stderr
-    assert 'ValueError: b broke' in done.stderr
+    assert "ValueError: b broke" in done.stderr
