@@ -62,7 +62,8 @@ import tracemalloc
 
 
 def peak_mib(fn, *args, **kwargs):
-    """The most memory NumPy held at once while fn ran, in MiB (inputs not counted)."""
+    """The most memory NumPy held at once while fn ran, in MiB (inputs not
+    counted)."""
     tracemalloc.start()
     try:
         fn(*args, **kwargs)

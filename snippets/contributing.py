@@ -1,4 +1,5 @@
-"""The contributor guide's example: a snippet in two named sections, run in order on one page."""
+"""The contributor guide's example: a snippet in two named sections,
+run in order on one page."""
 
 # --8<-- [start:setup]
 import numpy as np

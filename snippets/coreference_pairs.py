@@ -1,8 +1,9 @@
-"""The experiment of docs/coreference.md: its minimal pairs, probes, controls and thresholds.
+"""The experiment of docs/coreference.md:
+its minimal pairs, probes, controls and thresholds.
 
-Everything in this file was fixed, and committed on its own, before the model was run on
-any of it: the git history shows the commit of this file before the commit of any result.
-Nothing here runs the model; snippets/coreference.py does.
+Everything in this file was fixed, and committed on its own, before the model was
+run on any of it: the git history shows the commit of this file before the commit
+of any result. Nothing here runs the model; snippets/coreference.py does.
 """
 
 # --8<-- [start:pairs]
@@ -25,24 +26,30 @@ class Pair(NamedTuple):
         return f"{self.context} {self.pronoun} {self.rest.format(self.words[k])}"
 
     def substituted(self, k: int, j: int) -> tuple[str, str]:
-        """Sentence k with noun j in the pronoun's place: (prompt, the rest scored)."""
+        """Sentence k with noun j in the pronoun's place:
+        (prompt, the rest scored)."""
         return f"{self.context} {self.nouns[j]}", " " + self.rest.format(
             self.words[k]
         )
 
     def alone(self, k: int, j: int) -> tuple[str, str]:
-        """The association control: the clause alone, "The trophy" + " was too big."."""
+        """The association control: the clause alone,
+        "The trophy" + " was too big."."""
         return self.nouns[j].capitalize(), " " + self.rest.format(self.words[k])
 
     def neutral(self, k: int) -> str:
-        """Sentence k with its context replaced by a neutral one, in which the pronoun
-        could mean either noun."""
+        """Sentence k with its context replaced by a neutral one, in which the
+        pronoun could mean either noun."""
         first, second = self.nouns
         rest = self.rest.format(self.words[k])
-        return f"{first.capitalize()} and {second} were there, and {self.pronoun} {rest}"
+        return (
+            f"{first.capitalize()} and {second} were there, "
+            f"and {self.pronoun} {rest}"
+        )
 
     def answers(self) -> tuple[str, str]:
-        """The nouns as a question's answer after "the": " trophy", " suitcase"."""
+        """The nouns as a question's answer after "the":
+        " trophy", " suitcase"."""
         return tuple(" " + noun.removeprefix("the ") for noun in self.nouns)
 
     def question(self, k: int, probe: str) -> str:
@@ -117,7 +124,10 @@ PAIRS = (
         WSC,
     ),
     Pair(
-        "Although they ran at about the same speed, the girl beat the woman because",
+        (
+            "Although they ran at about the same speed, "
+            "the girl beat the woman because"
+        ),
         "she",
         "had such a {} start.",
         ("the girl", "the woman"),
@@ -229,7 +239,10 @@ PAIRS = (
         WSC,
     ),
     Pair(
-        "The meeting started at four and the train left at half past, but luckily",
+        (
+            "The meeting started at four and the train left at half past, "
+            "but luckily"
+        ),
         "it",
         "was {}.",
         ("the meeting", "the train"),
@@ -446,7 +459,8 @@ PAIRS = (
     ),
 )
 
-# The question that does not repeat the deciding word; the model's next token answers
+# The question that does not repeat the deciding word;
+# the model's next token answers
 QUESTION = ' In this sentence, "{pronoun}" refers to the'
 # --8<-- [end:pairs]
 
@@ -591,88 +605,93 @@ ASSOCIATION_PAIRS = (
 # --8<-- [start:thresholds]
 # A test passes below this one-sided p-value (sign test and signed-rank test)
 ALPHA = 0.05
-# The verdict "the sentence moves the model towards the meant noun, beyond association"
-# needs both tests to pass on what the sentence adds (with it minus the control).
-# The control counts as near zero on the Winograd-style pairs when it picks the meant
-# noun in fewer pairs than the sign test needs (not told apart from a coin).
+# The verdict "the sentence moves the model towards the meant noun, beyond
+# association" needs both tests to pass on what the sentence adds
+# (with it minus the control).
+# The control counts as near zero on the Winograd-style pairs when it picks the
+# meant noun in fewer pairs than the sign test needs (not told apart from a coin).
 # --8<-- [end:thresholds]
 
 # --8<-- [start:patching]
-# Where in the model (snippets/coreference_patching.py), fixed before its first run.
-# Clean and corrupt are one sentence with the meant noun and with the other noun in the
-# pronoun's place; the rest is the same tokens. What is scored is the rest from the
-# deciding word on (the tokens before it cancel between a pair's two sentences), summed
-# over both sentences: exactly the pair's "moves towards the meant noun" of the page.
-PATCH_PAIRS = (
-    16  # the first pairs, in file order, whose two nouns have as many tokens
-)
-# and in which what the sentence adds is positive: patching explains an effect where
-# the behaviour shows one
-PATCH_LAYERS = tuple(
-    range(1, 30, 3)
-)  # the residual stream entering layers 2, 5, ..., 29
-# (layer 1's input is the embedding: copying the noun there is the clean run, exactly)
-HEAD_WINDOW = (
-    3  # heads patched in the 3 layers before the scanned layer at which the
-)
-# share restored by the positions after the noun rises most (the narrowing of Wang et al.)
-NULL_QUANTILE = (
-    0.95  # a head counts when its mean effect is above this quantile of the
-)
-# largest |mean effect| over heads under random sign flips of the pairs (max statistic)
+# Where in the model (snippets/coreference_patching.py),
+# fixed before its first run.
+# Clean and corrupt are one sentence with the meant noun and with the other noun
+# in the pronoun's place; the rest is the same tokens. What is scored is the rest
+# from the deciding word on (the tokens before it cancel between a pair's two
+# sentences), summed over both sentences: exactly the pair's "moves towards the
+# meant noun" of the page.
+# the first pairs, in file order, whose two nouns have as many tokens and in which
+# what the sentence adds is positive: patching explains an effect where the
+# behaviour shows one
+PATCH_PAIRS = 16
+# the residual stream entering layers 2, 5, ..., 29 (layer 1's input is the
+# embedding: copying the noun there is the clean run, exactly)
+PATCH_LAYERS = tuple(range(1, 30, 3))
+# heads patched in the 3 layers before the scanned layer at which the share
+# restored by the positions after the noun rises most
+# (the narrowing of Wang et al.)
+HEAD_WINDOW = 3
+# a head counts when its mean effect is above this quantile of the largest |mean
+# effect| over heads under random sign flips of the pairs (max statistic)
+NULL_QUANTILE = 0.95
 SHUFFLES = 1000  # sign flips for that null
-TOP_K = (
-    5  # heads ablated together, against RANDOM_DRAWS random sets of as many heads
-)
+# heads ablated together, against RANDOM_DRAWS random sets of as many heads
+TOP_K = 5
 TOP_K_VARIATION = 3  # the same with the top 3, for "How far does this hold?"
 RANDOM_DRAWS = 8  # from the heads of the same layers
-# Positions patched: the noun, or every position after it (those before it are the same
-# tokens in both runs). Heads are patched, and ablated, at the noun and after it.
-# Ablation: zero on the page; the mean output of each head over the rerun positions of
-# every text patched, as the variation.
+# Positions patched: the noun, or every position after it
+# (those before it are the same tokens in both runs).
+# Heads are patched, and ablated, at the noun and after it.
+# Ablation: zero on the page; the mean output of each head over the rerun
+# positions of every text patched, as the variation.
 SEED = 0
 # --8<-- [end:patching]
 
 # --8<-- [start:heldout]
-# The sceptic's next experiment on the heads (snippets/coreference_patching.py, section
-# "heldout"), fixed before its first run, after the section "patching" had found them.
+# The sceptic's next experiment on the heads (snippets/coreference_patching.py,
+# section "heldout"), fixed before its first run, after the section "patching" had
+# found them.
 # Heads as (layer, head) counted from 0; the page counts from 1.
 NAMED_HEADS = ((16, 5), (17, 0))  # layer 17 head 6 and layer 18 head 1
 # the 5 strongest heads of the section "patching", patched together as one set
 TOP_SET = ((16, 5), (17, 0), (18, 1), (17, 4), (16, 2))
 HEAD_LAYERS = (16, 17, 18)  # layers 17 to 19, where they were found
-# (a) Held out: every pair whose two nouns have as many tokens (in the sentence and in
-# the clause alone) and that the section "patching" did not use, all of them, whatever
-# the sentence does in it (no selection by outcome). Each named head, the top set, and
-# random heads of the same layers are patched, from the clean sentence into the corrupt
-# one as before; the effect is the nats restored towards the meant noun, summed over
-# the pair's two sentences. The same patches are run in the clause alone.
+# (a) Held out: every pair whose two nouns have as many tokens (in the sentence
+# and in the clause alone) and that the section "patching" did not use, all of
+# them, whatever the sentence does in it (no selection by outcome). Each named
+# head, the top set, and random heads of the same layers are patched, from the
+# clean sentence into the corrupt one as before; the effect is the nats restored
+# towards the meant noun, summed over the pair's two sentences. The same patches
+# are run in the clause alone.
 # random single heads of HEAD_LAYERS not in TOP_SET, drawn with HELD_OUT_SEED, and
 # random sets of len(TOP_SET) heads drawn from the same heads
 RANDOM_HEADS = 8
 RANDOM_SETS = 8
 HELD_OUT_SEED = 1
 # A head (or the top set) REPLICATES on the held-out pairs when all three hold:
-# - its effect in the sentence is positive in at least stats.chance_threshold(n, ALPHA)
-#   of the n held-out pairs (one-sided sign test below ALPHA);
+# - its effect in the sentence is positive in at least
+#   stats.chance_threshold(n, ALPHA) of the n held-out pairs (one-sided sign test
+#   below ALPHA);
 # - the signed-rank test of its effects is below ALPHA (one-sided, positive);
-# - its mean effect is larger than every random head's (every random set's, for the
-#   set).
-# The same three, on the effect in the sentence minus the effect in the clause alone,
-# say whether it carries what the sentence adds on the held-out pairs.
-# (b) The control on the 16 patched pairs: the same heads patched in the clause alone
-# ("The trophy" + " was too big.", no pronoun). A head carries the clause alone's fit
-# when its effect there follows the clause alone's own preference (its effect times the
-# sign of the clause alone's move) by both tests at ALPHA; it carries it "as much" when
-# its share there (as the page's share: sum of sign(move) x effect over sum of |move|)
-# is at least half its share in the sentence. The heads carry more of the sentence than
-# of the clause alone when the effect in the sentence minus the effect in the clause
-# alone passes both tests at ALPHA.
+# - its mean effect is larger than every random head's (every random set's, for
+#   the set).
+# The same three, on the effect in the sentence minus the effect in the clause
+# alone, say whether it carries what the sentence adds on the held-out pairs.
+# (b) The control on the 16 patched pairs: the same heads patched in the clause
+# alone ("The trophy" + " was too big.", no pronoun). A head carries the clause
+# alone's fit when its effect there follows the clause alone's own preference (its
+# effect times the sign of the clause alone's move) by both tests at ALPHA; it
+# carries it "as much" when its share there (as the page's share: sum of
+# sign(move) x effect over sum of |move|) is at least half its share in the
+# sentence. The heads carry more of the sentence than of the clause alone when the
+# effect in the sentence minus the effect in the clause alone passes both tests at
+# ALPHA.
 # --8<-- [end:heldout]
 
 # --8<-- [start:count]
 if __name__ == "__main__":
     print(
-        f"{len(PAIRS)} pairs, {len(ASSOCIATION_PAIRS)} earlier pairs, alpha {ALPHA}"
+        f"{len(PAIRS)} pairs, {len(ASSOCIATION_PAIRS)} earlier pairs, "
+        f"alpha {ALPHA}"
     )
 # --8<-- [end:count]

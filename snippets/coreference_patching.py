@@ -1,19 +1,24 @@
-"""Where in SmolLM2 is what the sentence adds? Activation patching on the coreference pairs.
+"""Where in SmolLM2 is what the sentence adds?
+Activation patching on the coreference pairs.
 
-Shown on docs/coreference.md. Run it as `python snippets/coreference_patching.py` (it needs
-the model). Everything it chooses (pairs, layers, head window, null, k, draws, seed) is in
-the section "patching" of snippets/coreference_pairs.py, fixed before its first run.
+Shown on docs/coreference.md. Run it as `python snippets/coreference_patching.py`
+(it needs the model). Everything it chooses (pairs, layers, head window, null, k,
+draws, seed) is in the section "patching" of snippets/coreference_pairs.py, fixed
+before its first run.
 """
 
 # --8<-- [start:imports]
-# Run on the page without being shown, as coreference.py's "threads" is: a reader who copies
-# the page has run coreference_pairs.py itself (shown whole above), so its names exist.
+# Run on the page without being shown, as coreference.py's "threads" is: a reader
+# who copies the page has run coreference_pairs.py itself (shown whole above), so
+# its names exist.
 import sys
 
-import numpy  # noqa: F401  (first: the limit applies to the BLAS library NumPy loads)
+# first: the limit applies to the BLAS library NumPy loads
+import numpy  # noqa: F401
 from threadpoolctl import threadpool_limits
 
-# the page runs from the project's root; a script has its own folder on the path already
+# the page runs from the project's root;
+# a script has its own folder on the path already
 sys.path.insert(0, "snippets")
 from coreference_pairs import (
     HEAD_WINDOW,
@@ -44,8 +49,8 @@ KINDS = {"sentence": Pair.substituted, "clause alone": Pair.alone}
 
 
 class Texts:
-    """One pair, one kind of text: sentence k with noun j in the pronoun's place, and
-    the tokens scored (the rest from the deciding word on)."""
+    """One pair, one kind of text: sentence k with noun j in the pronoun's place,
+    and the tokens scored (the rest from the deciding word on)."""
 
     def __init__(self, pair, make):
         self.pair = pair
@@ -85,7 +90,8 @@ class Texts:
         return sum(self.score(k, k) - self.score(k, 1 - k) for k in (0, 1))
 
     def restored(self, patch):
-        """What patch(clean, corrupt, k) (variants, rows) gives back, summed, (variants,)."""
+        """What patch(clean, corrupt, k) (variants, rows) gives back, summed,
+        (variants,)."""
         total = 0.0
         for k in (0, 1):
             clean, corrupt = self.runs[k, k], self.runs[k, 1 - k]
@@ -138,8 +144,9 @@ print(f"  the sentence adds {adds.mean():+.2f} nats")
 
 # --8<-- [start:stream]
 def stream_scan(t):
-    """(layers, 2) nats restored by copying the clean stream entering a layer, at the
-    noun and at every position after it: one batch, every layer and both places."""
+    """(layers, 2) nats restored by copying the clean stream entering a layer, at
+    the noun and at every position after it: one batch, every layer and both
+    places."""
     length, half = len(t.ids[0][0]), len(PATCH_LAYERS) // 2
     restored = []
     for layers in (PATCH_LAYERS[:half], PATCH_LAYERS[half:]):  # two batches
@@ -164,7 +171,8 @@ def stream_scan(t):
 
 
 def share(restored, total):
-    """Restored over what there is to restore, pairs pointing either way: (layers, 2)."""
+    """Restored over what there is to restore, pairs pointing either way:
+    (layers, 2)."""
     sign = np.sign(total)[:, None, None]
     return (restored * sign).sum(axis=0) / np.abs(total).sum()
 
@@ -174,7 +182,8 @@ adds_scan = scan["sentence"] - scan["clause alone"]
 shares = {name: share(scan[name], moved[name]) for name in KINDS}
 shares["adds"] = share(adds_scan, adds)
 print(
-    "share restored by copying the clean stream entering a layer, at the noun / after it"
+    "share restored by copying the clean stream entering a layer, "
+    "at the noun / after it"
 )
 print("layer       sentence        clause alone     what the sentence adds")
 for i, layer in enumerate(PATCH_LAYERS):
@@ -210,7 +219,8 @@ threshold = np.quantile(null, NULL_QUANTILE)
 mean = effect.mean(axis=0)
 order = np.argsort(-mean)
 print(
-    f"heads of layers {window[0] + 1}-{window[-1] + 1}, each patched alone, restore"
+    f"heads of layers {window[0] + 1}-{window[-1] + 1}, "
+    "each patched alone, restore"
     f" (of the sentence's {moved['sentence'].mean():+.2f} nats):"
 )
 for i in order[:TOP_K]:
@@ -223,7 +233,8 @@ print(
 for name, part in (("first", effect[: n // 2]), ("last", effect[n // 2 :])):
     best = np.argsort(-part.mean(axis=0))[:2]  # the pairs apart: the same heads?
     strongest = ", ".join(
-        f"layer {heads[i][0] + 1} head {heads[i][1] + 1} ({part[:, i].mean():+.2f})"
+        f"layer {heads[i][0] + 1} head {heads[i][1] + 1} "
+        f"({part[:, i].mean():+.2f})"
         for i in best
     )
     print(f"  {name} {len(part)} pairs alone, strongest: {strongest}")
@@ -232,7 +243,8 @@ for name, part in (("first", effect[: n // 2]), ("last", effect[n // 2 :])):
 
 # --8<-- [start:ablation]
 def off_sets():
-    """The heads switched off, per variant: top k, top k (mean), top 3, random k."""
+    """The heads switched off, per variant:
+    top k, top k (mean), top 3, random k."""
     top = [heads[i] for i in order[:TOP_K]]
     draws = [
         [heads[i] for i in rng.choice(len(heads), TOP_K, replace=False)]
@@ -259,8 +271,9 @@ first, v = min(edits), len(sets)
 
 
 def ablated(t):
-    """(variants,): towards the meant noun with the heads off at the noun and after;
-    both nouns of a sentence in one batch (the tokens before the noun are the same)."""
+    """(variants,): towards the meant noun with the heads off at the noun and
+    after; both nouns of a sentence in one batch (the tokens before the noun are
+    the same)."""
     total = 0.0
     for k in (0, 1):
         x = np.concatenate(
@@ -285,7 +298,8 @@ lost["adds"] = lost["sentence"] - lost["clause alone"]  # (variants,)
 print(
     "heads off at the noun and after it: nats lost by the sentence "
     f"({moved['sentence'].mean():+.2f}), the clause alone "
-    f"({moved['clause alone'].mean():+.2f}), what the sentence adds ({adds.mean():+.2f})"
+    f"({moved['clause alone'].mean():+.2f}), "
+    f"what the sentence adds ({adds.mean():+.2f})"
 )
 names = [
     f"top {TOP_K} (zero)",
@@ -326,8 +340,8 @@ for b, (layer, h) in enumerate(heads):
     cells = "".join(f"{e:+7.3f}" for e in effect[:, b])
     print(f"{layer + 1:5d} {h + 1:4d} {mean[b]:+7.4f}{cells}")
 print(
-    "\nheads off at the noun and after it (layer.head): nats lost by the sentence,"
-    " the clause alone, what the sentence adds"
+    "\nheads off at the noun and after it (layer.head): "
+    "nats lost by the sentence, the clause alone, what the sentence adds"
 )
 labels = [*names, *(f"random set {d + 1}" for d in range(RANDOM_DRAWS))]
 for b, (label, off) in enumerate(zip(labels, sets, strict=True)):
@@ -337,7 +351,8 @@ for b, (label, off) in enumerate(zip(labels, sets, strict=True)):
 # --8<-- [end:every_pair]
 
 # --8<-- [start:heldout_imports]
-# Run on the page without being shown, as "imports" is: the held-out design's names.
+# Run on the page without being shown, as "imports" is:
+# the held-out design's names.
 from coreference_pairs import (
     ALPHA,
     HEAD_LAYERS,
@@ -353,7 +368,8 @@ from qkv import stats
 # --8<-- [end:heldout_imports]
 
 # --8<-- [start:heldout]
-# (a) every aligned pair the heads were not found on, whatever the sentence does in it
+# (a) every aligned pair the heads were not found on,
+# whatever the sentence does in it
 held_out = [c for c in candidates if not any(c is d for d in chosen)]
 record([c for c in held_out if not c["sentence"].runs])
 draw = np.random.default_rng(HELD_OUT_SEED)
@@ -380,8 +396,9 @@ head_sets = slice(3 + RANDOM_HEADS, None)
 
 
 def head_effects(c, marks):
-    """(kinds, variants): nats towards the meant noun restored by each patch, in the
-    sentence and in the clause alone; the layers rerun from the first patched one."""
+    """(kinds, variants): nats towards the meant noun restored by each patch, in
+    the sentence and in the clause alone; the layers rerun from the first patched
+    one."""
     return np.array(
         [
             c[name].restored(
@@ -423,9 +440,10 @@ m = len(held_out)
 moves = {name: np.array([c[name].moved() for c in held_out]) for name in KINDS}
 gain = moves["sentence"] - moves["clause alone"]
 print(
-    f"{m} held-out pairs (aligned, not patched before, all of them): the sentence"
-    f" prefers the meant noun in {int((moves['sentence'] > 0).sum())}, what it adds"
-    f" is positive in {int((gain > 0).sum())} ({gain.mean():+.2f} nats on average)"
+    f"{m} held-out pairs (aligned, not patched before, all of them): "
+    "the sentence prefers the meant noun in "
+    f"{int((moves['sentence'] > 0).sum())}, what it adds is positive in "
+    f"{int((gain > 0).sum())} ({gain.mean():+.2f} nats on average)"
 )
 print(f"{'pair':<32} sentence   adds  L17H6  L18H1  top 5  (nats restored)")
 for c, effect, moved_, gained in zip(
@@ -492,8 +510,9 @@ for b, v in enumerate(variants[:3]):
         f" (sign p {p_of(p_sign_d)}, signed-rank p {p_of(p_rank_d)})"
     )
     print(
-        f"    carries the clause alone's fit: {'yes' if fit else 'no'}; as much as"
-        f" the sentence's: {'yes' if share_a >= share_s / 2 else 'no'};"
+        f"    carries the clause alone's fit: {'yes' if fit else 'no'};"
+        " as much as the sentence's:"
+        f" {'yes' if share_a >= share_s / 2 else 'no'};"
         f" more of the sentence: {'yes' if more else 'no'}"
     )
 # --8<-- [end:heldout]

@@ -35,7 +35,8 @@ ceiling = np.e**2 / (np.e**2 + T - 1)  # one key at +1, five at -1
 lined_up = np.vstack([q[0], -np.repeat(q[:1], T - 1, axis=0)])
 best_case = cosine_scores(q[:1], lined_up)  # key 0 with q[0], rest against
 print(
-    f"best case: largest weight {qkv.softmax(best_case).max():.3f}, ceiling {ceiling:.3f}"
+    f"best case: largest weight {qkv.softmax(best_case).max():.3f}, "
+    f"ceiling {ceiling:.3f}"
 )
 sharp = qkv.softmax(best_case / 0.05).max()
 print(f"best case, temperature 0.05: largest weight {sharp:.3f}")

@@ -1,4 +1,5 @@
-"""The hand-built toy: named features and W_Q, W_K, W_V written by hand (chapters 2-4).
+"""The hand-built toy: named features and W_Q, W_K, W_V written by hand
+(chapters 2-4).
 
 Run: python snippets/hand_built.py
 """
@@ -43,7 +44,8 @@ drank, milk, she = (words.index(w) for w in ("drank", "milk", "she"))
 scores = Q[drank] @ K.T / np.sqrt(toy.D_K)  # drank's query against every key
 print("drank's scaled scores:", scores.round(2))
 print(
-    f"drank -> milk {weights[drank, milk]:.2f},  drank -> she {weights[drank, she]:.2f}"
+    f"drank -> milk {weights[drank, milk]:.2f},  "
+    f"drank -> she {weights[drank, she]:.2f}"
 )
 print("drank's output:", named(output[drank].round(2), toy.VALUE_COLUMNS))
 # --8<-- [end:drank]
@@ -61,6 +63,7 @@ W = qkv.softmax(S)  # every row of weights
 frm, cup = words.index("from"), words.index("cup")
 for i, j in [(frm, cup), (cup, frm)]:
     print(
-        f"{words[i]:>4} -> {words[j]:<4} score {S[i, j]:.2f}   weight {W[i, j]:.2f}"
+        f"{words[i]:>4} -> {words[j]:<4} score {S[i, j]:.2f}   "
+        f"weight {W[i, j]:.2f}"
     )
 # --8<-- [end:one_way]

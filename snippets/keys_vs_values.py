@@ -1,4 +1,5 @@
-"""Chapter 3: keys decide who is read, values decide what is read (the hand-built toy)."""
+"""Chapter 3: keys decide who is read, values decide what is read
+(the hand-built toy)."""
 
 # --8<-- [start:setup]
 import numpy as np
@@ -13,7 +14,8 @@ drank, milk = words.index("drank"), words.index("milk")
 
 
 def named(row, names):
-    """A row of numbers with the name of each column: 'she 0.16, drank 0.04, ...'."""
+    """A row of numbers with the name of each column:
+    'she 0.16, drank 0.04, ...'."""
     return ", ".join(f"{n} {x:.2f}" for n, x in zip(names, row, strict=True))
 
 
@@ -34,7 +36,8 @@ K_new = K.copy()
 K_new[milk] = 0  # milk's key stops showing "liquid"; its value still says "dairy"
 after = qkv.attention(Q, K_new, V)
 print(
-    f"drank -> milk: {base.weights[drank, milk]:.2f} -> {after.weights[drank, milk]:.2f}"
+    f"drank -> milk: {base.weights[drank, milk]:.2f} -> "
+    f"{after.weights[drank, milk]:.2f}"
 )
 print("drank receives: ", named(after.output[drank], hands_over))
 changed = ~np.isclose(after.weights, base.weights).all(axis=-1)
@@ -49,7 +52,8 @@ V_twice = V.copy()
 V_twice[milk] *= 2  # milk hands over twice as much dairy
 after = qkv.attention(Q, K, V_twice)
 print(
-    f"drank -> milk: {base.weights[drank, milk]:.2f} -> {after.weights[drank, milk]:.2f}"
+    f"drank -> milk: {base.weights[drank, milk]:.2f} -> "
+    f"{after.weights[drank, milk]:.2f}"
 )
 print("drank receives: ", named(after.output[drank], hands_over))
 # --8<-- [end:exercise_double]

@@ -65,7 +65,8 @@ def as_type(w, dtype):
 
 
 print(
-    "key/value heads  type        T   largest gap, in units of eps x largest output"
+    "key/value heads  type        T   "
+    "largest gap, in units of eps x largest output"
 )
 for n_kv in (4, 2, 1):  # multi-head, grouped-query, multi-query
     for dtype in (np.float64, np.float32):
@@ -113,7 +114,8 @@ print(
 # --8<-- [start:memory]
 context = 4096  # tokens; 2 bytes per number (float16 / bfloat16)
 print(
-    f"{'model':<13}{'layers':>7}{'heads':>6}{'KV heads':>9}{'d_head':>7}{'per token':>11}{'4,096 tokens':>14}"
+    f"{'model':<13}{'layers':>7}{'heads':>6}{'KV heads':>9}{'d_head':>7}"
+    f"{'per token':>11}{'4,096 tokens':>14}"
 )
 for m in qkv.MODELS:
     token = qkv.kv_cache_bytes(m.n_layers, m.n_kv_heads, m.d_head, 1)
@@ -171,7 +173,8 @@ full = qkv.kv_cache_bytes(
     mistral.n_layers, mistral.n_kv_heads, mistral.d_head, 32768
 )
 print(
-    f"Mistral 7B at 32,768 tokens: {full / mistral.cache_bytes(32768):.0f}x smaller"
+    "Mistral 7B at 32,768 tokens: "
+    f"{full / mistral.cache_bytes(32768):.0f}x smaller"
 )
 everything = qkv.kv_cache_bytes(
     gemma.n_layers, gemma.n_kv_heads, gemma.d_head, 8192
@@ -192,8 +195,9 @@ for m in qkv.LATENT_MODELS:
         f"{m.qk_rope_head_dim}) x 2 bytes = {token:,} bytes per token"
     )
     print(
-        f"  MHA with {m.n_heads} heads of {m.d_head} would keep {as_mha / token:.1f}x"
-        f" more; GQA with {width / (2 * m.d_head):.2f} KV heads as much"
+        f"  MHA with {m.n_heads} heads of {m.d_head} would keep "
+        f"{as_mha / token:.1f}x more; "
+        f"GQA with {width / (2 * m.d_head):.2f} KV heads as much"
     )
 v2, dense = qkv.LATENT_MODELS[0], qkv.DEEPSEEK_67B
 dense_token = qkv.kv_cache_bytes(

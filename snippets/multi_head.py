@@ -51,7 +51,8 @@ for label, m in (("8 heads", w), ("1 head", w_one)):
     params = m.w_q.size + m.w_k.size + m.w_v.size + m.w_o.size
     maps = qkv.multi_head_attention(x, x, m).weights
     print(
-        f"{label:<8}{flops:>16,}{params:>12,}   {maps.shape}, {maps.nbytes:,} bytes"
+        f"{label:<8}{flops:>16,}{params:>12,}   "
+        f"{maps.shape}, {maps.nbytes:,} bytes"
     )
 # --8<-- [end:cost]
 

@@ -1,5 +1,5 @@
-"""Word order: without a mask attention cannot see it; a causal mask leaks some of it;
-RoPE writes it into the queries and keys.
+"""Word order: without a mask attention cannot see it; a causal mask leaks some of
+it; RoPE writes it into the queries and keys.
 
 Run: python snippets/position.py
 """

@@ -1,4 +1,5 @@
-"""Chapter 1: attention as a weighted average of values, on a palette of four colours."""
+"""Chapter 1: attention as a weighted average of values,
+on a palette of four colours."""
 
 # --8<-- [start:soft]
 import numpy as np
@@ -89,7 +90,8 @@ print(f"the palette's own keys (norms differ): differ by up to {gap:.2f}")
 for width in (1.0, 0.1, 0.01):  # a narrower kernel: nearer to nearest-neighbour
     w = kernel_weights(query[0], unit_keys, width)
     print(
-        f"kernel width {width:<4}: nearest key ({names[w.argmax()]}) gets {w.max():.4f}"
+        f"kernel width {width:<4}: nearest key ({names[w.argmax()]}) "
+        f"gets {w.max():.4f}"
     )
 # --8<-- [end:kernel]
 

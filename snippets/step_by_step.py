@@ -1,7 +1,8 @@
-"""Attention step by step: scores, scaling, softmax, mixing, and the shape at each step.
+"""Attention step by step: scores, scaling, softmax, mixing,
+and the shape at each step.
 
-The six tokens of the random toy (d_k = 8, d_v = 4): here the arithmetic is the point, not
-what the words mean. Run: python snippets/step_by_step.py
+The six tokens of the random toy (d_k = 8, d_v = 4): here the arithmetic is the
+point, not what the words mean. Run: python snippets/step_by_step.py
 """
 
 # --8<-- [start:inputs]
@@ -36,8 +37,8 @@ print("typical size (std) of a scaled score:", scaled.std().round(2))
 
 
 # --8<-- [start:spread]
-# Redo steps 1-2 on 2,000 fresh draws of six embeddings and projections, keeping the
-# scores of a query with another token's key (the case the theory is about).
+# Redo steps 1-2 on 2,000 fresh draws of six embeddings and projections, keeping
+# the scores of a query with another token's key (the case the theory is about).
 rng = np.random.default_rng(0)
 other = ~np.eye(len(words), dtype=bool)  # (6, 6): True off the diagonal
 raw = []

@@ -1,4 +1,5 @@
-"""The numbers behind the five experiments of chapter 7, from the explorer's own data.
+"""The numbers behind the five experiments of chapter 7,
+from the explorer's own data.
 
 Every state comes from explorer_state (snippets/explorer.py, shown on the page),
 the function that also fills the attention explorer page, so the text and the
@@ -81,7 +82,8 @@ def summary(d_k, scale):
         first, second = np.sort(s.scaled)[::-1][:2]  # scores reaching softmax
         top = WORDS[int(np.argmax(s.weights))]
         print(
-            f"{word:<7}{top:>8}{first:>11.3f}{second:>11.3f}{s.max_weight:>11.4f}{s.entropy:>9.4f}"
+            f"{word:<7}{top:>8}{first:>11.3f}{second:>11.3f}"
+            f"{s.max_weight:>11.4f}{s.entropy:>9.4f}"
         )
 
 
@@ -94,7 +96,8 @@ for scale in (False, True):
     w = explorer_state("she", 64, scale).weights
     largest = np.abs(qkv.softmax_jacobian(w)).max()  # d weight / d score
     print(
-        f"she, d_k=64, scaling {'on ' if scale else 'off'}: largest softmax gradient entry {largest:.6f}"
+        f"she, d_k=64, scaling {'on ' if scale else 'off'}: "
+        f"largest softmax gradient entry {largest:.6f}"
     )
 # --8<-- [end:gradient]
 
@@ -111,7 +114,8 @@ for word in WORDS:
     first, second = np.argsort(-s.scaled)[:2]
     gap = s.scaled[first] - s.scaled[second]
     print(
-        f"{word:<7}{gap:>15.3f}{s.weights[second] / s.weights[first]:>21.4f}{np.exp(-gap):>12.4f}"
+        f"{word:<7}{gap:>15.3f}"
+        f"{s.weights[second] / s.weights[first]:>21.4f}{np.exp(-gap):>12.4f}"
     )
 # --8<-- [end:near_ties]
 

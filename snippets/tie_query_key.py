@@ -1,4 +1,5 @@
-"""Chapter 4: what the three matrices pin down, and what tying two of them breaks."""
+"""Chapter 4: what the three matrices pin down,
+and what tying two of them breaks."""
 
 # --8<-- [start:setup]
 import numpy as np
@@ -125,7 +126,8 @@ for d_k, d_v in [(8, 8), (2, 8), (8, 2), (64, 3)]:
     w, out = qkv.self_attention(x, pk)
     rank = np.linalg.matrix_rank(pk.w_q @ pk.w_k.T)  # of a (16, 16) matrix
     print(
-        f"d_k={d_k:<2} d_v={d_v}:  weights {w.shape}  output {out.shape}  rank {rank:>2}"
+        f"d_k={d_k:<2} d_v={d_v}:  weights {w.shape}  output {out.shape}  "
+        f"rank {rank:>2}"
     )
 # --8<-- [end:dk_dv]
 

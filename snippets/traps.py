@@ -1,4 +1,5 @@
-"""Mistakes that run without an error: each one done wrong, measured, and put right.
+"""Mistakes that run without an error: each one done wrong, measured,
+and put right.
 
 Run: python snippets/traps.py
 """
@@ -109,7 +110,8 @@ def self_share(q, k):
 
 rng = np.random.default_rng(0)
 print(
-    "tokens  d_model  d_k   itself the favourite key, share of queries (200 draws)"
+    "tokens  d_model  d_k   "
+    "itself the favourite key, share of queries (200 draws)"
 )
 print("                       X as Q and K   W_Q = W_K   W_Q, W_K apart   1/T")
 settings = [("toy", 16, 8), (6, 16, 8), (6, 64, 64), (32, 64, 16), (32, 256, 64)]

@@ -1,4 +1,5 @@
-"""Chapter 2: Q = X W_Q, K = X W_K, V = X W_V, and the widths that must or need not agree."""
+"""Chapter 2: Q = X W_Q, K = X W_K, V = X W_V,
+and the widths that must or need not agree."""
 
 # --8<-- [start:project]
 import inspect

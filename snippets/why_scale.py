@@ -1,4 +1,5 @@
-"""Why attention divides by sqrt(d_k): the variance argument, measured over random draws.
+"""Why attention divides by sqrt(d_k): the variance argument,
+measured over random draws.
 
 Run: python snippets/why_scale.py
 """
@@ -57,20 +58,23 @@ for d_k in [64, 256, 512]:
 # --8<-- [start:keys]
 from qkv.scaling import scale_effect
 
-# one query over n_keys keys at d_k = 64; the same 1,000 draws with and without scaling
+# one query over n_keys keys at d_k = 64;
+# the same 1,000 draws with and without scaling
 print("        share copying one value    median |dw/dq|")
 print("n_keys  unscaled  scaled          unscaled  scaled")
 for n_keys in [6, 64, 512]:
     e = scale_effect(d_k=64, n_keys=n_keys, threshold=0.95, n_draws=1000)
     print(
         f"{n_keys:6}  {e.copying[0]:8.1%}  {e.copying[1]:6.1%}",
-        f"        {e.median_query_gradient[0]:8.4f}  {e.median_query_gradient[1]:6.4f}",
+        f"        {e.median_query_gradient[0]:8.4f}  "
+        f"{e.median_query_gradient[1]:6.4f}",
     )
 # --8<-- [end:keys]
 
 
 # --8<-- [start:design]
-# Run on the page without being shown: a reader has run why_scale_sweep.py, shown whole.
+# Run on the page without being shown:
+# a reader has run why_scale_sweep.py, shown whole.
 import sys
 
 sys.path.insert(0, "snippets")  # the page runs from the project's root
@@ -114,7 +118,8 @@ for d_k in [16, 256]:
         e = scale_effect(d_k=d_k, n_keys=n_keys, n_draws=300)
         print(
             f"{d_k:4}  {n_keys:6}  {e.copying[0]:17.1%}  {e.copying[1]:6.1%}",
-            f"  {e.median_query_gradient[0]:17.4f}  {e.median_query_gradient[1]:6.4f}",
+            f"  {e.median_query_gradient[0]:17.4f}  "
+            f"{e.median_query_gradient[1]:6.4f}",
         )
 # --8<-- [end:keys_widths]
 
@@ -143,7 +148,8 @@ for sigma in [1.0, 2.0]:  # std 2: what training may well produce
 
 # --8<-- [start:exercise_d16]
 print(
-    f"d_k = 16: std of raw scores {score_std(16, scale=False):.2f}   (sqrt(16) = 4)"
+    f"d_k = 16: std of raw scores {score_std(16, scale=False):.2f}   "
+    "(sqrt(16) = 4)"
 )
 # --8<-- [end:exercise_d16]
 
@@ -156,6 +162,7 @@ ks = np.concatenate([k for _, k in chunks])[:, 0] * sigma
 factor = 1 / (sigma**2 * np.sqrt(64))
 dots = (qs * ks).sum(axis=-1)
 print(
-    f"divide by sigma^2 sqrt(d_k) = {1 / factor:.0f}: std of scores {(dots * factor).std():.3f}"
+    f"divide by sigma^2 sqrt(d_k) = {1 / factor:.0f}: "
+    f"std of scores {(dots * factor).std():.3f}"
 )
 # --8<-- [end:exercise_sigma]

@@ -1,8 +1,10 @@
-"""Chapter 6's training experiment: its settings, fixed in code before its first run.
+"""Chapter 6's training experiment: its settings,
+fixed in code before its first run.
 
-Shown whole on docs/why-scale.md. snippets/why_scale.py and the learning-curve figure the
-build draws (sitebuild/qkv_site/figures/scale_training.py) read them from this file alone,
-so editing the page's other code does not retrain the figure's 108 heads.
+Shown whole on docs/why-scale.md. snippets/why_scale.py and the learning-curve
+figure the build draws (sitebuild/qkv_site/figures/scale_training.py) read them
+from this file alone, so editing the page's other code does not retrain the
+figure's 108 heads.
 
 Run: python snippets/why_scale_sweep.py
 """
