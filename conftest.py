@@ -215,6 +215,24 @@ def build_blocks(name: str) -> list[tuple[str, str | None]]:
     return md.qkv_blocks
 
 
+def page_html(name: str) -> str:
+    """``docs/NAME`` rendered by the site's Markdown extensions alone (no MkDocs, no theme),
+    its executed blocks not run: the code blocks it shows, as the build shows them."""
+    from mkdocs.utils import meta
+
+    names, settings = _site_markdown()
+    md = markdown.Markdown(extensions=names, extension_configs=settings)
+    md.qkv_blocks = []
+    return md.convert(meta.get_data((DOCS / name).read_text(encoding="utf-8"))[0])
+
+
+@pytest.fixture(scope="session")
+def rendered_page():
+    """``rendered_page("coreference.md")``: :func:`page_html`, for tests that must not wait
+    for the site's build."""
+    return page_html
+
+
 def run_page_blocks(name: str, cache: Path | None = None) -> PageOutput:
     """What the blocks ``docs/NAME`` executes printed, as the build prints them: each block
     is looked up in the build's artifact cache (the tree's ``.cache/artifacts``, or

@@ -277,12 +277,16 @@ def pytest_collection_modifyitems(config, items):
 class _TierOrder:
     """Fast tests (and the doctests) first, then the site's, then the browser's, so the site
     builds in the background while the fast tests run (pytest-xdist hands tests out in this
-    order). Last of all hooks: pytest groups tests by their parametrized fixtures before."""
+    order). Before them all, the tests marked ``first``: long chains of work that need not
+    wait for the build (the copy-paste run of the trained-model pages). Last of all hooks:
+    pytest groups tests by their parametrized fixtures before."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items):
         rank = {"fast": 0, None: 1, "site": 2, "browser": 3}
-        items.sort(key=lambda item: rank.get(tier_of(item.path), 1))
+        items.sort(
+            key=lambda item: -1 if item.get_closest_marker("first") else rank.get(tier_of(item.path), 1)
+        )
 
 
 # One BLAS/OpenMP thread in every process of the run: pytest-xdist already runs one worker

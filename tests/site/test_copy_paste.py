@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from support import html_pages
+from support import ROOT, html_pages
 
 
 class CodeBlocks(HTMLParser):
@@ -237,27 +237,71 @@ def page_blocks(built_site):
             yield path.relative_to(built_site).as_posix(), parser.blocks
 
 
+def pages_run_ahead() -> list[str]:
+    """The pages whose front matter says ``run_ahead: true`` (docs/NAME.md): the
+    trained-model chapters, whose blocks take minutes to run."""
+    from mkdocs.utils import meta
+
+    docs = sorted((ROOT / "docs").glob("*.md"))
+    return [p.name for p in docs if meta.get_data(p.read_text(encoding="utf-8"))[1].get("run_ahead") is True]
+
+
+def built_name(name: str) -> str:
+    """Where the build writes docs/NAME (``coreference.md`` -> ``coreference/index.html``)."""
+    return "index.html" if name == "index.md" else f"{name.removesuffix('.md')}/index.html"
+
+
+def runnable_blocks(html: str) -> list[str]:
+    parser = CodeBlocks()
+    parser.feed(html)
+    return [b["code"] for b in parser.blocks if not b["excerpt"]]
+
+
+def run_pages(pages: list[tuple[str, list[str]]], python_for, folder: Path) -> list[str]:
+    """Each page's blocks in its own interpreter and folder, two pages at a time, in the
+    order given; the failures, page by page."""
+
+    def run(page, runnable):
+        where = folder / page.replace("/", "_")  # what a page writes stays its own
+        where.mkdir()
+        return page, run_blocks(python_for(page), runnable, where)
+
+    with ThreadPoolExecutor(2) as pool:
+        done = list(pool.map(lambda item: run(*item), pages))
+    return [f"{page}:\n{result.stderr[-3000:]}" for page, result in done if result.returncode]
+
+
+@pytest.mark.first
+def test_the_pages_that_run_the_model_run_as_copied(rendered_page, reader_python, request, tmp_path):
+    # Their blocks take minutes, the longest chain of the run after the build: so this test
+    # starts first (marked `first`), with the blocks of each page's Markdown rendered alone
+    # by the site's extensions, and only then, once the site is built, checks that the built
+    # page offers exactly the blocks it ran.
+    names = pages_run_ahead()
+    assert names, "no page says run_ahead: true; the trained-model chapters should"
+    pages = [(built_name(name), runnable_blocks(rendered_page(name))) for name in names]
+    failures = run_pages(pages, lambda page: reader_python, tmp_path)
+    built_site = request.getfixturevalue("built_site")
+    for page, ran in pages:
+        built = runnable_blocks((built_site / page).read_text(encoding="utf-8"))
+        assert built == ran, f"{page}: the built page offers other code than its Markdown rendered alone"
+    assert failures == [], "\n\n".join(failures)
+
+
 def test_every_python_block_on_every_page_runs_in_order(built_site, reader_python, tmp_path):
+    ahead = {built_name(name) for name in pages_run_ahead()}  # run by the test above
     pages = []
     skipped = 0
     for page, blocks in page_blocks(built_site):
         runnable = [b["code"] for b in blocks if not b["excerpt"]]
         skipped += len(blocks) - len(runnable)
-        if runnable:
+        if runnable and page not in ahead:
             pages.append((page, runnable))
-    # Each page in its own interpreter, two pages at a time; the pages that run the trained
-    # model take longest, so they start first.
-    pages.sort(key=lambda item: "smollm2" not in "".join(item[1]))
 
-    def run(page, runnable):
-        python = Path(sys.executable) if page in CONTRIBUTOR_PAGES else reader_python
-        folder = tmp_path / page.replace("/", "_")  # what a page writes stays its own
-        folder.mkdir()
-        return page, run_blocks(python, runnable, folder)
+    def python_for(page):
+        return Path(sys.executable) if page in CONTRIBUTOR_PAGES else reader_python
 
-    with ThreadPoolExecutor(2) as pool:
-        done = list(pool.map(lambda item: run(*item), pages))
-    failures = [f"{page}:\n{result.stderr[-3000:]}" for page, result in done if result.returncode]
+    failures = run_pages(pages, python_for, tmp_path)
     ran = sum(len(runnable) for _, runnable in pages)
     print(f"copy-paste: ran {ran} blocks of {len(pages)} pages, skipped {skipped} marked excerpts")
     assert ran > 0
