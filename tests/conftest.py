@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 import http.server
 import os
-import sys
 import threading
 from pathlib import Path
 
@@ -42,6 +41,7 @@ from support import (
     PUBLISHED_PATH,
     PUBLISHED_URL,
     ROOT,
+    QuietHTTPServer,
     build_dist,
     last_commit_time,
     watch_offline_and_quiet,
@@ -149,16 +149,6 @@ def built_dist(tmp_path_factory) -> tuple[Path, Path]:
     return build_dist(tmp_path_factory.mktemp("dist"))
 
 
-class _QuietServer(http.server.ThreadingHTTPServer):
-    """A browser that stops a download (the explorer's Cancel button, a test closing its
-    page) resets the connection mid-response: not an error of the site, so not printed as a
-    traceback in the run's output. Any other error still is."""
-
-    def handle_error(self, request, client_address):
-        if not isinstance(sys.exc_info()[1], ConnectionResetError | BrokenPipeError):
-            super().handle_error(request, client_address)
-
-
 class _SiteHandler(http.server.SimpleHTTPRequestHandler):
     """Serves the site below PUBLISHED_PATH, as the publishing host does; 404 elsewhere."""
 
@@ -175,7 +165,7 @@ class _SiteHandler(http.server.SimpleHTTPRequestHandler):
 def site_url(built_site) -> str:
     """Serve the built site on 127.0.0.1, a free port and the published path; yields its URL."""
     handler = functools.partial(_SiteHandler, directory=str(built_site))
-    server = _QuietServer(("127.0.0.1", 0), handler)
+    server = QuietHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}{PUBLISHED_PATH}"

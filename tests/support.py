@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import http.server
 import os
 import re
 import signal
@@ -390,3 +391,13 @@ def model_trace(text: str):
     from qkv import smollm2
 
     return smollm2.run(text)
+
+
+class QuietHTTPServer(http.server.ThreadingHTTPServer):
+    """A browser that stops a download (the explorer's Cancel button, a test closing its
+    page) resets the connection mid-response: not an error of the site, so not printed as a
+    traceback in the run's output. Any other error still is."""
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionResetError | BrokenPipeError):
+            super().handle_error(request, client_address)

@@ -18,7 +18,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 from qkv_site.explorer_data import DEFAULTS
-from support import ROOT, build_site, expect_url, url_state
+from support import ROOT, QuietHTTPServer, build_site, expect_url, url_state
 
 import qkv
 from qkv import smollm2, toy
@@ -358,7 +358,7 @@ def instant_site_url(built_site, tmp_path_factory):
     done = build_site(out, {"QKV_SITE_URL": url})
     assert done.returncode == 0, done.stderr[-3000:]
     handler = functools.partial(_QuietHandler, directory=str(out))
-    server = http.server.ThreadingHTTPServer(sock.getsockname(), handler, bind_and_activate=False)
+    server = QuietHTTPServer(sock.getsockname(), handler, bind_and_activate=False)
     server.socket.close()
     server.socket = sock  # hand the bound socket over
     server.server_activate()

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from axe_views import AXE_JS, WIDTHS, audit_views
 from qkv_site.smollm2_data import DEFAULTS, MAX_TOKENS, label
-from support import PUBLISHED_PATH, trained_row
+from support import PUBLISHED_PATH, QuietHTTPServer, trained_row
 
 from qkv import smollm2
 
@@ -68,9 +68,7 @@ class Server:
             def log_message(self, *args):
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(
-            ("127.0.0.1", 0), functools.partial(Handler, directory=str(folder))
-        )
+        self.httpd = QuietHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}{PUBLISHED_PATH}"
 

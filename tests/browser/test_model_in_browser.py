@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 from qkv_site.smollm2_data import MAX_TOKENS, causal_weights, label
-from support import PUBLISHED_PATH
+from support import PUBLISHED_PATH, QuietHTTPServer
 
 from qkv import interventions, smollm2
 
@@ -142,9 +142,7 @@ def serve(folder: Path, extra: Path):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Handler, directory=str(folder))
-    )
+    server = QuietHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}{PUBLISHED_PATH}"
 
