@@ -22,16 +22,17 @@ A block that raises stops the build, naming the page, the block and its tracebac
 MkDocs renders pages one after the other, and a page's blocks one after the other, so every
 session would run in turn on one core, and the two chapters that run the trained model would
 be most of a cold build's time in one chain. A page whose front matter says ``run_ahead:
-true`` is read when the build starts: its blocks are found with the extensions that decide
-where a block is and what it holds (:data:`BLOCK_EXTENSIONS`) and a fence that only notes
-them, and each of its sessions starts in a thread of its own (:meth:`Runner.background`), side
-by side with each other, the figures and the pages rendered meanwhile. This only warms the
-cache: when the page reaches a session started ahead, it waits for it (or cancels it if it
-had not begun) and then looks each block up by its key as always, computing anything the
-start ahead missed or failed (and reporting that failure itself). A block read differently
-ahead costs time, never a wrong page. Only pages that ask are read ahead: an earlier version
-read every page, and the second Markdown parse of every page cost a warm build more than it
-saved (issue 27).
+true`` is read when a build starts (not at the rebuilds of ``mkdocs serve`` after its first
+build, which render the page an edit touched): its blocks are found with the extensions that
+decide where a block is and what it holds (:data:`BLOCK_EXTENSIONS`) and a fence that only
+notes them, and each of its sessions starts in a thread of its own
+(:meth:`Runner.background`), side by side with each other, the figures and the pages rendered
+meanwhile. This only warms the cache: when the page reaches a session started ahead, it waits
+for it (or cancels it if it had not begun) and then looks each block up by its key as always,
+computing anything the start ahead missed or failed (and reporting that failure itself). A
+block read differently ahead costs time, never a wrong page. Only pages that ask are read
+ahead: an earlier version read every page, and the second Markdown parse of every page cost a
+warm build more than it saved (issue 27).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class Snippets:
         self.page = "?"
         self.sessions: dict[str, Session] = {}
         self.ahead: dict[tuple[str, str], Future] = {}  # (page, session) -> its start ahead
+        self.rebuilding = False  # True after the first build of `mkdocs serve`
 
     def on_config(self, config):
         if "markdown-exec" in config.plugins:
@@ -111,7 +113,8 @@ class Snippets:
 
     def on_files(self, files, config):
         self._cancel_ahead()
-        if self.plugin.config.enabled:
+        # not at a rebuild of `mkdocs serve`: it renders the page an edit touched, not the rest
+        if self.plugin.config.enabled and not self.rebuilding:
             for file in files.documentation_pages():
                 if not file.src_uri.endswith(".md") or b"run_ahead" not in file.content_bytes:
                     continue  # most pages: no YAML to read
@@ -165,6 +168,7 @@ class Snippets:
     def on_env(self, env, config, files):
         self._close_sessions()
         self._cancel_ahead()  # sessions of pages that were not rendered
+        self.rebuilding = self.plugin.serving
 
     def on_shutdown(self):
         self._close_sessions()
