@@ -203,27 +203,28 @@ def _site_markdown() -> tuple[list, dict]:
     return names, settings
 
 
+def _convert(name: str) -> tuple[str, list[tuple[str, str | None]]]:
+    """``docs/NAME`` converted by the site's Markdown extensions alone (no MkDocs, no theme),
+    the build's exec blocks recorded, not run: the HTML and those blocks."""
+    from mkdocs.utils import meta
+
+    names, settings = _site_markdown()
+    md = markdown.Markdown(extensions=names, extension_configs=settings)
+    md.qkv_blocks = []
+    html = md.convert(meta.get_data((DOCS / name).read_text(encoding="utf-8"))[0])
+    return html, md.qkv_blocks
+
+
 def build_blocks(name: str) -> list[tuple[str, str | None]]:
     """The code of every block the build runs on ``docs/NAME`` (``exec="on"``), in page
     order, as the build's fence receives it, with its session (None: a block alone)."""
-    from mkdocs.utils import meta
-
-    names, settings = _site_markdown()
-    md = markdown.Markdown(extensions=names, extension_configs=settings)
-    md.qkv_blocks = []
-    md.convert(meta.get_data((DOCS / name).read_text(encoding="utf-8"))[0])
-    return md.qkv_blocks
+    return _convert(name)[1]
 
 
 def page_html(name: str) -> str:
-    """``docs/NAME`` rendered by the site's Markdown extensions alone (no MkDocs, no theme),
-    its executed blocks not run: the code blocks it shows, as the build shows them."""
-    from mkdocs.utils import meta
-
-    names, settings = _site_markdown()
-    md = markdown.Markdown(extensions=names, extension_configs=settings)
-    md.qkv_blocks = []
-    return md.convert(meta.get_data((DOCS / name).read_text(encoding="utf-8"))[0])
+    """``docs/NAME`` as the site's Markdown extensions render it, its executed blocks not
+    run: the code blocks it shows, as the build shows them."""
+    return _convert(name)[0]
 
 
 @pytest.fixture(scope="session")

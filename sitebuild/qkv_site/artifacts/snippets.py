@@ -33,6 +33,14 @@ computing anything the start ahead missed or failed (and reporting that failure 
 block read differently ahead costs time, never a wrong page. Only pages that ask are read
 ahead: an earlier version read every page, and the second Markdown parse of every page cost a
 warm build more than it saved (issue 27).
+
+The state digest was measured again (issue 27, a temporary switch, 2026-12-03, this 2-core
+machine shared with other builds): ``benchmarks/serve_edits.py`` on why-scale (a ``print``
+added to the first of its eleven blocks, best of 3) showed the edit in 17.0 s with it and
+32.8 s without (both also redrew a figure that read the edited file), and 2.6 s with it once
+that figure no longer did; a build with cold snippet caches (160 blocks) took 108 s of CPU
+with it and 122 s without (that one also redrew a figure and the notebook): the digest
+costs nothing measurable and saves the rerun of every later block of a session, so it stays.
 """
 
 from __future__ import annotations
