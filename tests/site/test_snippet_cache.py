@@ -8,10 +8,13 @@ of the value the second block reads reruns both, and the page shows the new numb
 
 from __future__ import annotations
 
+import os
 import re
+import time
 
 from bs4 import BeautifulSoup
-from support import build_site
+from qkv_site.artifacts.runner import STALE_AFTER
+from support import build_site, serve
 
 MKDOCS_YML = """site_name: snippet cache test
 theme: {name: mkdocs}
@@ -133,3 +136,60 @@ def test_a_block_that_raises_in_a_session_run_ahead_fails_the_build_naming_it(tm
     assert done.returncode != 0
     assert "docs/index.md (session 'b', block 1)" in done.stderr
     assert "ValueError: b broke" in done.stderr
+
+
+def _entries(cache) -> dict[str, float]:
+    """The snippet entries in ``cache`` (not the folders of work under way), with their times."""
+    found = {}
+    for entry in (cache / "snippets").iterdir():
+        if not entry.name.startswith("."):
+            found[entry] = entry.stat().st_mtime
+    return found
+
+
+def _age(entries, seconds: float) -> None:
+    for entry in entries:
+        os.utime(entry, (time.time() - seconds,) * 2)
+
+
+def test_a_rebuild_under_serve_leaves_the_other_pages_entries_in_place(tmp_path):
+    # Under `mkdocs serve --dirty` an edit re-renders one page, whose build uses that page's
+    # entries only. The other page's entry, unused by that rebuild and older than the cache's
+    # age limit, must survive it: it is still the other page's output.
+    root, cache = tmp_path / "project", tmp_path / "cache"
+    two_page_project(root, "print('PAGE')")
+    assert build(root, cache)[0] == "2 computed (2 snippets), 0 from the cache"
+    before = set(_entries(cache))
+    with serve(root, "--dirty", env={**os.environ, "QKV_CACHE": str(cache)}) as served:
+        _age(before, STALE_AFTER * 2)  # after serve's first build, which used (and dated) both
+        seen = len(served.lines)
+        page = root / "docs" / "index.md"
+        page.write_text(page.read_text().replace("print('index')", "print('index, edited')"))
+        served.wait_for_log(r"Reloading browsers", after=seen)
+    after = set(_entries(cache))
+    assert before < after, "a rebuild under serve removed an entry it did not use"
+
+
+def test_a_full_build_removes_only_what_no_build_used_for_the_age_limit(tmp_path):
+    root, cache = tmp_path / "project", tmp_path / "cache"
+    two_page_project(root, "print('PAGE')")
+    build(root, cache)
+    old = _entries(cache)
+    _age(old, STALE_AFTER * 2)
+    (root / "docs" / "other.md").unlink()  # its entry is now used by no build
+    started = time.time()
+    assert build(root, cache)[0] == "0 computed (none), 1 from the cache"
+    kept = _entries(cache)
+    assert len(old) == 2 and len(kept) == 1, "the unused old entry stayed, or the used one went"
+    # the entry the build used was dated anew: its age counts from its last use
+    assert all(mtime >= started - 1 for mtime in kept.values())
+
+
+def test_a_full_build_keeps_an_unused_entry_younger_than_the_age_limit(tmp_path):
+    root, cache = tmp_path / "project", tmp_path / "cache"
+    two_page_project(root, "print('PAGE')")
+    build(root, cache)
+    _age(_entries(cache), STALE_AFTER / 2)  # days old, well short of the limit
+    (root / "docs" / "other.md").unlink()
+    build(root, cache)
+    assert len(_entries(cache)) == 2

@@ -156,7 +156,11 @@ class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
             ]
             Path(self.config.timings).write_text(json.dumps(rows, indent=1), encoding="utf-8")
         self._chain("on_post_build", config)
-        self.runner.forget_unused()
+        # Only `mkdocs build` cleans the cache. Under `mkdocs serve --dirty` a rebuild renders
+        # the pages an edit touched and uses only their entries; every other entry would look
+        # unused. (Serve's first build is not special-cased: it can be cut short by an edit.)
+        if not self.serving:
+            self.runner.forget_unused()
 
     def on_shutdown(self):
         for kind in self.kinds:

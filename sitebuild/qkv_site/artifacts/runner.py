@@ -35,7 +35,10 @@ from pymdownx.superfences import SuperFencesException
 
 from qkv_site.artifacts.worker import CPU, DEPS, installed_version
 
-STALE_AFTER = 3600  # seconds: entries no build used for this long are removed
+# Seconds: a full build removes the entries that no build has used for this long. Days, not
+# an hour: an entry can be minutes of CPU (the trained-model chapters), and a contributor
+# who works on one chapter for an afternoon must find the others' entries still there.
+STALE_AFTER = 14 * 24 * 3600
 
 
 class ArtifactError(PluginError, SuperFencesException):
@@ -130,10 +133,19 @@ class Runner:
         """The job's result if the cache holds a valid one."""
         folder = self.cache_dir / job.kind / job.key()
         if self._valid(folder):
-            with self._lock:
-                self.used.add(folder)
+            self._mark_used(folder)
             return Result(job, folder, fresh=False)
         return None
+
+    def _mark_used(self, folder: Path) -> None:
+        """Count the entry as used by this build, and date it now: its age is the time since
+        a build last used it, which is what :meth:`forget_unused` goes by."""
+        with self._lock:
+            self.used.add(folder)
+        try:
+            os.utime(folder)
+        except OSError:  # removed meanwhile by another build's clean-up: it is computed again
+            pass
 
     # ---- running -----------------------------------------------------------------------------
 
@@ -169,8 +181,8 @@ class Runner:
             shutil.rmtree(old, ignore_errors=True)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+        self._mark_used(folder)
         with self._lock:
-            self.used.add(folder)
             if fresh:
                 self.computed.append(job)
                 self.cpu_seconds.append((job, _cpu_of(folder)))
@@ -205,10 +217,16 @@ class Runner:
         self._versions = {}  # packages may have been installed since the last build
 
     def forget_unused(self) -> None:
-        """Remove entries this build did not use and nobody touched for an hour."""
+        """Remove the entries this build did not use and no build used for ``STALE_AFTER``
+        seconds. Call it after a full build only: a build that renders some pages (a
+        rebuild of ``mkdocs serve --dirty``) uses only their entries."""
         now = time.time()
         for entry in self.cache_dir.glob("*/*"):
-            if entry not in self.used and now - entry.stat().st_mtime > STALE_AFTER:
+            try:
+                age = now - entry.stat().st_mtime
+            except OSError:  # removed meanwhile by another build
+                continue
+            if entry not in self.used and age > STALE_AFTER:
                 shutil.rmtree(entry, ignore_errors=True)
 
     def close(self) -> None:
