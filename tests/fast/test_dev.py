@@ -7,6 +7,7 @@ test runs: the log shows what ``./dev`` asked pip and pytest to do.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -120,14 +121,31 @@ def test_every_install_is_hash_checked_and_then_checked_against_the_groups(dev):
     assert "--no-deps --no-index" in project and project.endswith("-e . -e ./sitebuild --group test")
 
 
-def test_torch_comes_from_the_index_ci_names(dev):
+def test_torch_comes_from_the_index_ci_names_at_the_pinned_version(dev):
+    # CI's Linux jobs (3.11 and 3.13) install the CPU build from PyTorch's index: the version
+    # the lock pins, whatever file that index has for the job's Python
     dev("check", QKV_TORCH_INDEX="https://download.pytorch.org/whl/cpu")
     calls = pip_calls(dev.calls())
-    torch = [i for i, c in enumerate(calls) if "-r requirements/torch.txt" in c]
-    assert len(torch) == 1 and "--extra-index-url https://download.pytorch.org/whl/cpu" in calls[torch[0]]
-    assert not any("--extra-index-url" in c for i, c in enumerate(calls) if i != torch[0])
+    torch = [i for i, c in enumerate(calls) if "torch" in c]
+    pinned = re.search(r"^torch==(\S+)", (ROOT / "requirements" / "torch.txt").read_text(), re.M)[1]
+    assert len(torch) == 1, calls
+    assert "--index-url https://download.pytorch.org/whl/cpu" in calls[torch[0]]
+    assert calls[torch[0]].endswith(f"torch=={pinned}") and "--no-deps" in calls[torch[0]]
+    assert not any("index-url" in c for i, c in enumerate(calls) if i != torch[0])
     dev("build")  # the docs group has no torch
     assert not any("torch" in c for c in pip_calls(dev.calls())[len(calls) :])
+
+
+def test_without_an_index_torch_is_hash_checked_and_a_refusal_says_what_to_do(dev, tmp_path):
+    dev("check")
+    calls = pip_calls(dev.calls())
+    assert any("--require-hashes --no-deps -r requirements/torch.txt" in c for c in calls)
+    # a pip that refuses the torch file (PyPI's CUDA build on Linux) stops ./dev with the way out
+    refusing = tmp_path / "venv" / "bin" / "python"
+    refusing.write_text(FAKE_PYTHON + 'case "$*" in *requirements/torch.txt*) exit 1;; esac\n')
+    done = dev("check", QKV_REINSTALL="1")
+    assert done.returncode == 1
+    assert "QKV_TORCH_INDEX=https://download.pytorch.org/whl/cpu ./dev check" in done.stderr
 
 
 def test_the_stamp_is_hashed_without_gnu_tools(dev):

@@ -16,7 +16,8 @@ import zipfile
 from pathlib import Path
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+import yaml
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from support import ROOT
 
 sys.path.insert(0, str(ROOT / "requirements"))
@@ -109,3 +110,52 @@ def test_the_lock_files_satisfy_what_pyproject_declares():
                 pins[name],
             )
         assert "qkv" not in pins and "qkv-site" not in pins  # installed from their folders
+
+
+def _torch_files() -> dict[str, str]:
+    """``{wheel file name: SHA-256}`` that requirements/torch.txt's comment names, each hash
+    checked to be one the requirement accepts."""
+    text = (ROOT / "requirements" / "torch.txt").read_text(encoding="utf-8")
+    named = dict(re.findall(r"^#\s+(torch-\S+\.whl) ([0-9a-f]{64})$", text, re.M))
+    accepted = set(re.findall(r"--hash=sha256:([0-9a-f]{64})", text))
+    assert named and set(named.values()) == accepted, "the file list and the hashes disagree"
+    return named
+
+
+def _covers(files, python: str, platform: str) -> bool:
+    """Whether one of ``files`` installs on CPython ``python`` ("3.13") on ``platform``
+    ("linux", "macosx", "win")."""
+    tag = "cp" + python.replace(".", "")
+    for file in files:
+        _, _, _, tags = parse_wheel_filename(file)
+        if any(t.interpreter == tag and platform in t.platform for t in tags):
+            return True
+    return False
+
+
+def test_the_torch_lock_covers_every_python_and_platform_ci_installs_on():
+    # CI = the GitHub jobs that run ./dev, and .ci/run on this kind of machine (its Python
+    # is the one running this test). A job that names QKV_TORCH_INDEX installs the pinned
+    # version from that index (tests/fast/test_dev.py); any other must find its file here.
+    files = _torch_files()
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "tests.yml").read_text())
+    machines = [(f"{sys.version_info.major}.{sys.version_info.minor}", "linux", {})]
+    for name, job in workflow["jobs"].items():
+        if not any("./dev" in step.get("run", "") for step in job["steps"]):
+            continue
+        (setup,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python@")]
+        platform = {"ubuntu": "linux", "macos": "macosx", "windows": "win"}[job["runs-on"].split("-")[0]]
+        machines.append((str(setup["with"]["python-version"]), platform, job.get("env", {})))
+    assert len(machines) >= 3, machines  # .ci/run and the two jobs of tests.yml
+    for python, platform, env in machines:
+        if env.get("QKV_TORCH_INDEX"):
+            assert env["QKV_TORCH_INDEX"] == "https://download.pytorch.org/whl/cpu", env
+        else:
+            assert _covers(files, python, platform), f"no torch file for Python {python} on {platform}"
+
+
+def test_the_coverage_check_tells_a_missing_python_from_a_present_one():
+    files = _torch_files()
+    assert _covers(files, "3.13", "macosx") and _covers(files, "3.11", "linux")
+    assert not _covers(files, "3.13", "linux")  # PyPI's Linux files are the CUDA build: left out
+    assert not _covers(files, "3.9", "win")

@@ -83,9 +83,10 @@ def test_every_action_is_pinned_to_one_commit_in_every_workflow():
 def test_release_publishes_on_a_version_tag_with_trusted_publishing():
     release = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text())
     on = release[True]  # YAML 1.1 reads the key `on` as True
-    assert on == {"push": {"tags": ["v*"]}}
+    assert on == {"push": {"tags": ["v*"]}, "pull_request": None}  # a pull request: a dry run
     assert release["permissions"] == {}
     build, publish = release["jobs"]["build"], release["jobs"]["publish"]
+    assert publish["if"] == "github.event_name == 'push' && startsWith(github.ref, 'refs/tags/v')"
     script = "\n".join(s.get("run", "") for s in build["steps"])
     assert "python -m build" in script and "twine check --strict dist/*" in script
     assert publish["needs"] == "build"
