@@ -190,7 +190,9 @@ def main() -> None:
     needs = declared(root)
     compile_lock(needs["test"], HERE / "test.txt", *sys.argv[1:])
     for subset in ("docs", "release"):  # within test.txt's versions: the locks never disagree
-        compile_lock(needs[subset], HERE / f"{subset}.txt", "--constraint", str(HERE / "test.txt"), *sys.argv[1:])
+        compile_lock(
+            needs[subset], HERE / f"{subset}.txt", "--constraint", str(HERE / "test.txt"), *sys.argv[1:]
+        )
     write_nodeps(root, HERE)
     for name in ("docs.txt", "release.txt", "test.txt", *NO_DEPS.values()):
         pins = sum(1 for line in (HERE / name).read_text().splitlines() if re.match(r"^[A-Za-z0-9]", line))

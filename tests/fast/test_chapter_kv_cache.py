@@ -477,6 +477,7 @@ def test_cache_agrees_to_rounding_in_float32_with_shared_heads_and_long_sequence
                 worst = max(worst, units)
     printed = [_numbers(line)[-1] for line in shown["kv_cache.py:decode_variations"].splitlines()[1:]]
     assert len(printed) == 12 and max(printed) < ROUNDING_UNITS
-    # the sentence's "at most" is the page's own largest (its layers are drawn differently)
-    check_prose("cache-decode-variations", ROUNDING_UNITS, max(printed), 4, 2, 1, 10, 200)
+    # The sentence states the bound, not the largest gap printed: that depends on the order
+    # of the sums, which depends on the BLAS kernel and threads (3.5 here, 3.1 on another CPU).
+    check_prose("cache-decode-variations", ROUNDING_UNITS, 4, 2, 1, 10, 200)
     assert worst > 0  # the gaps are real rounding, not zero by construction

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from qkv_site import claims
-from support import ROOT
+from support import HANG, ROOT
 
 
 def test_every_marked_claim_has_a_guard_and_every_guard_a_claim():
@@ -51,7 +51,7 @@ def test_guards_point_at_real_collected_tests(collected_ids):
             cwd=ROOT,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=HANG,
         )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         collected = done.stdout

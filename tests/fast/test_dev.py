@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from support import ROOT
+from support import HANG, ROOT
 
 # prints a version when asked for one (the stamp), records every other call
 FAKE_PYTHON = """#!/bin/bash
@@ -57,7 +57,7 @@ def dev(tmp_path):
             [str(ROOT / "dev"), *args],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=HANG,
             env={
                 "PATH": str(tools),
                 "HOME": str(tmp_path),
@@ -209,7 +209,7 @@ def test_the_model_tier_holds_the_tests_that_run_the_model_and_no_other():
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG,
     )
     assert done.returncode == 0, done.stdout[-2000:]
     ids = [line for line in done.stdout.splitlines() if "::" in line]

@@ -15,10 +15,10 @@ import sys
 import zipfile
 from pathlib import Path
 
-from packaging.requirements import Requirement
 import yaml
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
-from support import ROOT
+from support import HANG, ROOT
 
 sys.path.insert(0, str(ROOT / "requirements"))
 import lock
@@ -50,7 +50,7 @@ def install(lock_file: Path, wheels: Path, target: Path) -> subprocess.Completed
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG,
     )
 
 
@@ -140,7 +140,7 @@ def test_the_torch_lock_covers_every_python_and_platform_ci_installs_on():
     files = _torch_files()
     workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "tests.yml").read_text())
     machines = [(f"{sys.version_info.major}.{sys.version_info.minor}", "linux", {})]
-    for name, job in workflow["jobs"].items():
+    for job in workflow["jobs"].values():
         if not any("./dev" in step.get("run", "") for step in job["steps"]):
             continue
         (setup,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python@")]

@@ -17,7 +17,7 @@ import pytest
 from bs4 import BeautifulSoup
 from nbclient import NotebookClient
 from qkv_site import notebook_page
-from support import ROOT
+from support import HANG, ROOT
 
 NOTEBOOK = ROOT / "docs" / "notebook.ipynb"
 
@@ -91,7 +91,7 @@ def test_notebook_runs_top_to_bottom_and_calls_the_whole_computation(tmp_path):
     stored = len(nb.cells)
     nb.cells = [nbformat.v4.new_code_cell(_RECORD_CALLS), *nb.cells, nbformat.v4.new_code_cell(_REPORT_CALLS)]
     client = NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        nb, timeout=HANG, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )
     client.execute()
     assert len(nb.cells) == stored + 2

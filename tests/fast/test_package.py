@@ -18,7 +18,7 @@ import zipfile
 
 import pytest
 from packaging.requirements import Requirement
-from support import ROOT
+from support import HANG, ROOT
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 NAME_VERSION = f"{PROJECT['name']}-{PROJECT['version']}"
@@ -45,7 +45,7 @@ def test_twine_accepts_both_files(built_dist):
         [sys.executable, "-m", "twine", "check", "--strict", *map(str, built_dist)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("PASSED") == 2, done.stdout

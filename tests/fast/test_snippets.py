@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from support import ROOT
+from support import HANG, ROOT
 
 SNIPPETS = sorted((ROOT / "snippets").glob("*.py"))
 
@@ -133,7 +133,11 @@ def test_snippet_runs_and_prints(script, page_output):
         ), f"{script.name} printed nothing on {page}; a snippet shows its result"
         return
     done = subprocess.run(
-        [sys.executable, str(script.relative_to(ROOT))], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, str(script.relative_to(ROOT))],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=HANG,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip(), f"{script.name} printed nothing; a snippet shows its result"

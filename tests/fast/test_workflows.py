@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from support import ROOT
+from support import HANG, ROOT
 
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 BIN = Path(sys.executable).parent
@@ -24,7 +24,7 @@ def zizmor(*paths: Path) -> subprocess.CompletedProcess:
         [str(BIN / "zizmor"), "--offline", "--no-progress", *map(str, paths)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG,
     )
 
 
@@ -33,7 +33,7 @@ def schema_check(*paths: Path) -> subprocess.CompletedProcess:
         [str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *map(str, paths)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG,
     )
 
 

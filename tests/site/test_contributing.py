@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 from checkout import borrow_environment, clean_env, copy_project
-from support import ROOT, Served, stop
+from support import HANG, ROOT, Served, stop
 
 PAGE = ROOT / "docs" / "contributing.md"
 SERVER = "./dev serve"
@@ -108,7 +108,7 @@ def test_the_commands_on_the_page_run_in_page_order(checkout):
             env=clean_env(QKV_CACHE=CACHE),
             capture_output=True,
             text=True,
-            timeout=1200,
+            timeout=HANG,
         )
         assert done.returncode == 0, f"`{run}` failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         if command == "./dev build":  # the notebook page and its download are part of the site

@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from support import ROOT, html_pages
+from support import HANG, ROOT, html_pages
 
 
 class CodeBlocks(HTMLParser):
@@ -168,7 +168,7 @@ def make_reader_env(wheel: Path, where: Path) -> Path:
             str(wheel),
         ],
         check=True,
-        timeout=300,
+        timeout=HANG,
     )
     with zipfile.ZipFile(wheel) as archive:
         meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
@@ -211,7 +211,7 @@ def run_blocks(python: Path, blocks: list[str], cwd: Path) -> subprocess.Complet
         text=True,
         cwd=cwd,
         env=reader_env(),
-        timeout=600,
+        timeout=HANG,
     )
 
 

@@ -18,7 +18,7 @@ from bs4.element import Comment
 from qkv_site.artifacts.figures import site_path
 from qkv_site.figures import names
 from qkv_site.figures.render import load, variants
-from support import ROOT, build_site, html_pages
+from support import HANG, ROOT, build_site, html_pages
 
 NAMES = names()
 
@@ -93,7 +93,7 @@ def test_the_render_command_gives_the_bytes_the_build_placed(built_site, tmp_pat
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=HANG,
         env={"MPLBACKEND": "svg", "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stderr

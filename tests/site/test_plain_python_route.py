@@ -18,7 +18,7 @@ import sysconfig
 from pathlib import Path
 
 from checkout import clean_env, copy_project
-from support import ROOT
+from support import HANG, ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 SECTION = README.split("### Without `./dev`", 1)[1]
@@ -43,7 +43,7 @@ def test_the_plain_python_route_installs_and_runs_the_tests(tmp_path):
         args = shlex.split(command)
         if args[:3] == [".venv/bin/python", "-m", "pytest"]:
             args = [*args[:3], "-q", "tests/fast/test_attention.py"]
-        done = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=900)
+        done = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=HANG)
         assert done.returncode == 0, f"`{command}` failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         if args[:3] == ["python3", "-m", "venv"]:
             purelib = subprocess.run(

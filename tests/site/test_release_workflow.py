@@ -16,7 +16,7 @@ import zipfile
 
 import yaml
 from checkout import copy_project
-from support import ROOT
+from support import HANG, ROOT
 
 
 def _dry_run_steps() -> list[str]:
@@ -43,7 +43,7 @@ def test_the_release_build_job_builds_and_checks_the_package_with_a_bundled_pip(
             env=env,
             capture_output=True,
             text=True,
-            timeout=900,
+            timeout=HANG,
         )
         assert done.returncode == 0, f"{script}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     (sdist,), (wheel,) = (root / "dist").glob("qkv-*.tar.gz"), (root / "dist").glob("qkv-*.whl")
