@@ -669,9 +669,13 @@ def test_each_arm_at_its_best_rate_learns_in_every_setting(sweep):
         ratios[d, t] = final[0, unscaled] / final[1, scaled]
     worse = [key for key, r in ratios.items() if r > 1.2]
     assert worse == [(256, 64)]
+    # Which of the two smallest rates is best there depends on rounding (0.1 with one BLAS
+    # kernel, 0.3 with another: the unscaled head's final losses at the two are within 15 %),
+    # so the sentence names both
     unscaled_best, _ = sweep.best_rate(256, 64)
-    assert SWEEP.learning_rates[unscaled_best] == min(SWEEP.learning_rates) == 0.1
-    check_prose("scale-how-far-best-rate", LEARNED * 100, 256, 64, 1.2, 0.1)
+    two_smallest = sorted(SWEEP.learning_rates)[:2]
+    assert SWEEP.learning_rates[unscaled_best] in two_smallest
+    check_prose("scale-how-far-best-rate", LEARNED * 100, 256, 64, 1.2, *two_smallest)
     check_prose("scale-training-rates", LEARNED * 100, 1, 3)
 
 
@@ -726,7 +730,11 @@ def test_the_page_cell_of_the_sweep(sweep, shown):
     fails_from = min(r for i, r in enumerate(rates) if accuracy[0, i, -1] <= LEARNED and r > best_unscaled)
     assert all(accuracy[0, i, -1] <= LEARNED for i, r in enumerate(rates) if r >= fails_from)
     learned = [r for i, r in enumerate(rates) if accuracy[1, i, -1] > LEARNED]
-    assert learned == [r for r in rates if min(learned) <= r <= max(learned)]  # one run of rates
+    # "at every rate from 0.3 to 3": the smallest rate that learns, and every rate up to 3.
+    # Not "up to 3 only": at 10 the scaled head's recall sits at 90 % (0.88 with one BLAS
+    # kernel, 0.91 with another), so the sentence says nothing of it.
+    upper = 3.0
+    assert [r for r in rates if min(learned) <= r <= upper] == [r for r in learned if r <= upper]
     check_prose(
         "scale-training-one-cell",
         64,
@@ -735,5 +743,5 @@ def test_the_page_cell_of_the_sweep(sweep, shown):
         fails_from,
         LEARNED * 100,
         min(learned),
-        max(learned),
+        upper,
     )

@@ -16,6 +16,7 @@ one after the other.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -60,8 +61,28 @@ class Job:
     packages: tuple = ()
 
     def key(self) -> str:
-        text = json.dumps([self.kind, self.task, self.args, sys.version], sort_keys=True)
+        text = json.dumps([self.kind, self.task, self.args, sys.version, rounding()], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+@functools.cache
+def rounding() -> list:
+    """What orders NumPy's sums in a worker: each BLAS library, its version and the kernel it
+    runs (chosen for the processor, or by ``OPENBLAS_CORETYPE``), and the workers' thread
+    settings. Part of every key: another kernel rounds differently, and a result that
+    amplifies rounding (a head trained at a high rate) differs in more than its last digits,
+    so a cache filled on one machine must not answer on another."""
+    import numpy  # noqa: F401  (threadpoolctl finds the BLAS libraries that are loaded)
+    from threadpoolctl import threadpool_info
+
+    libraries = [
+        [lib.get("internal_api"), lib.get("version"), lib.get("architecture")]
+        for lib in threadpool_info()
+        if lib.get("user_api") == "blas"
+    ]
+    settings = {name: os.environ.get(name, "1") for name in ONE_THREAD}  # Worker's defaults
+    settings |= {name: os.environ.get(name) for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    return [libraries, settings]
 
 
 @dataclass(frozen=True)
