@@ -176,11 +176,9 @@ def _site_markdown() -> tuple[list, dict]:
     build (markdown-exec's validator) recording the blocks it would run instead of running
     them, so a page's blocks are found and written exactly as the build hands them over."""
     import markdown_exec
-    import yaml
+    from qkv_site.config import mkdocs_config
 
-    loader = type("Loader", (yaml.SafeLoader,), {})
-    loader.add_constructor("!ENV", lambda *_: None)
-    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=loader)
+    config = mkdocs_config(ROOT)
     names, settings = [], {}
     for entry in config["markdown_extensions"]:
         name, options = next(iter(entry.items())) if isinstance(entry, dict) else (entry, {})
@@ -258,7 +256,9 @@ def run_page_blocks(name: str, cache: Path | None = None) -> PageOutput:
     if [session for _, session in raw] != [session for _, session in built]:
         raise AssertionError(f"docs/{name}: the page's exec blocks {raw} are not the build's {built}")
     if cache is None:
-        cache = ROOT / os.environ.get("QKV_CACHE", ".cache/artifacts")  # mkdocs.yml's cache_dir
+        from qkv_site.config import cache_dir
+
+        cache = cache_dir(ROOT)
     runner = Runner(ROOT, cache, concurrency=1)
     plugin = SimpleNamespace(
         runner=runner, config=SimpleNamespace(enabled=True), page_inputs=SimpleNamespace(used=lambda _: None)

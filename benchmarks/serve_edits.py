@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from checkout import clean_env, copy_project  # noqa: E402
+from qkv_site.config import cache_dir  # noqa: E402
 from support import chromium, dev_serve_watch_options, serve  # noqa: E402
 
 CHAPTER_GOAL_S, SNIPPET_GOAL_S = 2.0, 3.0
@@ -66,7 +67,7 @@ def main() -> None:
         chapter = root / "docs" / f"{args.page}.md"
         script_name, section = first_snippet_section(chapter.read_text(encoding="utf-8"))
         script = root / script_name if (root / script_name).is_file() else root / "snippets" / script_name
-        env = clean_env(PYTHONPATH=str(root), QKV_CACHE=str(ROOT / ".cache" / "artifacts"))
+        env = clean_env(PYTHONPATH=str(root), QKV_CACHE=str(cache_dir(ROOT)))
         chapter_s, snippet_s = [], []
         with serve(root, *dev_serve_watch_options(), env=env) as served, chromium() as browser:
             page = browser.new_page()

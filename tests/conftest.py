@@ -35,6 +35,7 @@ from background_build import BackgroundBuild
 from checkout import clean_env, copy_project
 from hypothesis import HealthCheck, settings
 from qkv_site.artifacts.runner import ONE_THREAD
+from qkv_site.config import cache_dir
 from support import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -56,7 +57,7 @@ class _Builds:
         self.session = BackgroundBuild(run / "session-build")
         self.clean = BackgroundBuild(run / "clean-build")
         self.clean_tree = run / "clean-build" / "qkv"
-        self.tree_cache = ROOT / os.environ.get("QKV_CACHE", ".cache/artifacts")  # mkdocs.yml's
+        self.tree_cache = cache_dir(ROOT)
         # the build that computes the pages' artifacts in this run, and its cache (None: none)
         self.computing: tuple[BackgroundBuild, object, Path] | None = None
 

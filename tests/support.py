@@ -114,29 +114,11 @@ def attention_product_flops(t_q: int, t_k: int, d_k: int, d_v: int, n_heads: int
 
 
 def mkdocs_config(environ: Mapping[str, str] | None = None) -> dict:
-    """mkdocs.yml as data: the tests' one reader of it (plain YAML; MkDocs' own loader would
-    also import the hooks).
+    """This tree's mkdocs.yml as data, its ``!ENV`` values resolved from ``environ`` alone
+    (default: none set): :func:`qkv_site.config.mkdocs_config`, the one reader of it."""
+    from qkv_site.config import mkdocs_config as read
 
-    An ``!ENV [NAME, ..., default]`` value is resolved as MkDocs resolves it (the first of
-    the variables set, its text read as YAML, else the default), from ``environ`` alone: by
-    default none is set, so each takes its default, whatever this run's environment holds.
-    """
-    import yaml
-
-    environ = {} if environ is None else environ
-
-    def env(loader, node):
-        if isinstance(node, yaml.ScalarNode):
-            names, default = [loader.construct_scalar(node)], None
-        else:
-            *names, default = loader.construct_sequence(node)
-            names, default = (names, default) if names else ([default], None)
-        found = next((environ[n] for n in names if n in environ), None)
-        return default if found is None else yaml.safe_load(found)
-
-    loader = type("MkDocsYaml", (yaml.SafeLoader,), {})
-    loader.add_constructor("!ENV", env)
-    return yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=loader)
+    return read(ROOT, environ)
 
 
 def nav_section(title: str) -> list[tuple[str, str]]:

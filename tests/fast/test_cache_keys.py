@@ -20,9 +20,9 @@ print(Job("snippets", "m:f", {"code": "print(1)"}).key())
 
 def key_with(**env) -> str:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENBLAS_", "OMP_", "MKL_"))}
-    done = subprocess.run(
-        [sys.executable, "-c", KEY], cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=HANG
-    )
+    command = [sys.executable, "-c", KEY]
+    env = {**base, **env}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 

@@ -15,6 +15,7 @@ import urllib.request
 
 from bs4 import BeautifulSoup
 from checkout import clean_env, copy_project
+from qkv_site.config import cache_dir
 from support import ROOT, dev_serve_watch_options, serve
 
 PAGE = "contributing/"
@@ -78,7 +79,7 @@ def test_serve_shows_an_edited_snippet_and_an_edited_module(built_site, tmp_path
     with (root / "docs" / "contributing.md").open("a") as page:
         page.write(BLOCK)
     # the copy shares this tree's artifact cache: only the probe is computed afresh
-    env = clean_env(PYTHONPATH=str(root), QKV_CACHE=str(ROOT / ".cache" / "artifacts"))
+    env = clean_env(PYTHONPATH=str(root), QKV_CACHE=str(cache_dir(ROOT)))
     with serve(root, *dev_serve_watch_options(), env=env) as served:
         url = served.url + PAGE
         assert _probe_line(url) == "probe says snippet-one module-one"
