@@ -14,10 +14,10 @@ output there; running the page's code a third time here would check nothing more
 The ``page_output`` fixture gives tests what a page shows: the text each of its executed
 blocks prints, as the build prints it. It is read from the build's artifact cache by the
 build's own keys, and a block the cache lacks is run by the build's own runner into that
-cache (:func:`run_page_blocks`), so the build and the tests run a page's code once between
-them (tests/site/test_page_output.py checks it against the built pages). Tests compare that
-text with facts they derive from qkv's public API; no test reads a name a page's code
-defines.
+cache (:mod:`qkv_site.page_blocks`, the one finder and runner of a page's blocks), so the
+build and the tests run a page's code once between them (tests/site/test_page_output.py
+checks it against the built pages). Tests compare that text with facts they derive from
+qkv's public API; no test reads a name a page's code defines.
 """
 
 from __future__ import annotations
@@ -25,14 +25,11 @@ from __future__ import annotations
 import dataclasses
 import doctest
 import fcntl
-import functools
 import os
 import pickle
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import markdown
 import pytest
 from sybil import Document, Sybil
 from sybil.evaluators.doctest import NUMBER
@@ -40,14 +37,9 @@ from sybil.evaluators.python import PythonEvaluator
 from sybil.example import SybilFailure
 from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
 from sybil.parsers.markdown.codeblock import CodeBlockParser
-from sybil.parsers.markdown.lexers import RawFencedCodeBlockLexer
 
 ROOT = Path(__file__).resolve().parent
 DOCS = ROOT / "docs"
-# A fence of four or more backticks: a page showing how a block is written, not running it.
-_EXAMPLE_FENCE = re.compile(r"^([ \t]*)(`{4,})[^\n]*\n.*?^\1\2[ \t]*$", re.M | re.S)
-# A ``>>>`` block in a python or pycon fence, possibly indented (inside a content tab).
-_DOCTEST_FENCE = re.compile(r"^[ \t]*```(?:python|pycon)[ \t]*\n[ \t]*>>>", re.MULTILINE)
 
 
 class PyconParser(PythonCodeBlockParser):
@@ -57,24 +49,6 @@ class PyconParser(PythonCodeBlockParser):
         super().__init__(**kwargs)
         self.codeblock_parser = CodeBlockParser("pycon", PythonEvaluator())
 
-
-class ExecBlocks:
-    """Where the blocks the build executes (``exec="on"``) are in a page's text."""
-
-    lexer = RawFencedCodeBlockLexer(
-        info_pattern=re.compile(r'python\b[^\n]*\bexec="(?:on|1|true)"[^\n]*$\n', re.MULTILINE)
-    )
-
-    def regions(self, document: Document):
-        """The blocks the build runs: not those shown as examples inside a longer fence
-        (````markdown ... ````), whose ``;--8<--`` lines are text, not includes."""
-        examples = [m.span() for m in _EXAMPLE_FENCE.finditer(document.text)]
-        for region in self.lexer(document):
-            if not any(start < region.start < end for start, end in examples):
-                yield region
-
-
-BUILD_BLOCKS = ExecBlocks()
 
 PARSERS = [
     PythonCodeBlockParser(doctest_optionflags=doctest.NORMALIZE_WHITESPACE | NUMBER),
@@ -107,9 +81,11 @@ class PageExamples(pytest.Item):
 
 class MarkdownPage(pytest.File):
     def collect(self):
-        document = SYBIL.parse(self.path)
-        if any(BUILD_BLOCKS.regions(document)):
+        from qkv_site.page_blocks import runs_blocks
+
+        if runs_blocks(ROOT, self.path.name):
             return  # its examples build on its executed blocks: tests/site/test_copy_paste.py
+        document = SYBIL.parse(self.path)
         if next(iter(document.examples()), None) is not None:
             yield PageExamples.from_parent(self, name="examples", document=document)
 
@@ -166,63 +142,20 @@ class PageOutput:
         return lines[0]
 
 
-_INCLUDE = re.compile(r'^\s*--8<--\s+"(?:snippets/)?([^"]+)"\s*$')
-_SESSION = re.compile(r'\bsession="([^"]*)"')
-
-
-@functools.cache
-def _site_markdown() -> tuple[list, dict]:
-    """mkdocs.yml's Markdown extensions and their settings, with the ``python`` fence of the
-    build (markdown-exec's validator) recording the blocks it would run instead of running
-    them, so a page's blocks are found and written exactly as the build hands them over."""
-    import markdown_exec
-    from qkv_site.config import mkdocs_config
-
-    config = mkdocs_config(ROOT)
-    names, settings = [], {}
-    for entry in config["markdown_extensions"]:
-        name, options = next(iter(entry.items())) if isinstance(entry, dict) else (entry, {})
-        names.append(name)
-        settings[name] = dict(options or {})
-    settings["pymdownx.snippets"]["base_path"] = [str(ROOT / "snippets"), str(ROOT)]
-
-    def record(source, language, css_class, options, md, **kwargs):
-        def run(code, session=None, **_):
-            md.qkv_blocks.append((code, session or None))
-            return ""
-
-        return markdown_exec.base_format(language="python", run=run, code=source, md=md, **options)
-
-    fence = {"validator": markdown_exec.validator, "format": record}
-    settings["pymdownx.superfences"] = {
-        **settings.get("pymdownx.superfences", {}),
-        "custom_fences": [{"name": n, "class": n, **fence} for n in ("python", "py")],
-    }
-    return names, settings
-
-
-def _convert(name: str) -> tuple[str, list[tuple[str, str | None]]]:
-    """``docs/NAME`` converted by the site's Markdown extensions alone (no MkDocs, no theme),
-    the build's exec blocks recorded, not run: the HTML and those blocks."""
-    from mkdocs.utils import meta
-
-    names, settings = _site_markdown()
-    md = markdown.Markdown(extensions=names, extension_configs=settings)
-    md.qkv_blocks = []
-    html = md.convert(meta.get_data((DOCS / name).read_text(encoding="utf-8"))[0])
-    return html, md.qkv_blocks
-
-
 def build_blocks(name: str) -> list[tuple[str, str | None]]:
     """The code of every block the build runs on ``docs/NAME`` (``exec="on"``), in page
     order, as the build's fence receives it, with its session (None: a block alone)."""
-    return _convert(name)[1]
+    from qkv_site.page_blocks import page_blocks
+
+    return [(block.code, block.session) for block in page_blocks(ROOT, name)]
 
 
 def page_html(name: str) -> str:
     """``docs/NAME`` as the site's Markdown extensions render it, its executed blocks not
     run: the code blocks it shows, as the build shows them."""
-    return _convert(name)[0]
+    from qkv_site.page_blocks import render_page
+
+    return render_page(ROOT, name)[0]
 
 
 @pytest.fixture(scope="session")
@@ -233,50 +166,15 @@ def rendered_page():
 
 
 def run_page_blocks(name: str, cache: Path | None = None) -> PageOutput:
-    """What the blocks ``docs/NAME`` executes printed, as the build prints them: each block
-    is looked up in the build's artifact cache (the tree's ``.cache/artifacts``, or
-    ``QKV_CACHE``) by the build's own key, and only a block the cache does not hold is run,
-    by the build's own snippet runner (:mod:`qkv_site.artifacts.snippets`) into that cache,
-    where the next build finds it. So a page's code runs once for the build and these tests,
-    not once for each. ``cache``: another artifact cache (a build's of a copy of this tree)."""
-    from types import SimpleNamespace
+    """What the blocks ``docs/NAME`` executes printed, as the build prints them
+    (:func:`qkv_site.page_blocks.run_page`: read from the build's artifact cache by the
+    build's own keys, and run into it only where it lacks an entry). ``cache``: another
+    artifact cache (a build's of a copy of this tree); default: this tree's."""
+    from qkv_site.config import cache_dir
+    from qkv_site.page_blocks import run_page
 
-    from qkv_site.artifacts.runner import Runner
-    from qkv_site.artifacts.snippets import Snippets
-
-    document = Document.parse(str(DOCS / name))
-    raw = []  # (section, session) of each block, from the page's own text
-    for region in BUILD_BLOCKS.regions(document):
-        info = document.text[region.start : document.text.index("\n", region.start)]
-        session = (m.group(1) if (m := _SESSION.search(info)) else None) or None
-        lines = [line for line in region.lexemes["source"].splitlines() if line.strip()]
-        section = m.group(1) if len(lines) == 1 and (m := _INCLUDE.match(lines[0])) else None
-        raw.append((section, session))
-    built = build_blocks(name)
-    if [session for _, session in raw] != [session for _, session in built]:
-        raise AssertionError(f"docs/{name}: the page's exec blocks {raw} are not the build's {built}")
-    if cache is None:
-        from qkv_site.config import cache_dir
-
-        cache = cache_dir(ROOT)
-    runner = Runner(ROOT, cache, concurrency=1)
-    plugin = SimpleNamespace(
-        runner=runner, config=SimpleNamespace(enabled=True), page_inputs=SimpleNamespace(used=lambda _: None)
-    )
-    snippets = Snippets(plugin)
-    snippets.page = name
-    try:
-        texts = [snippets.run(code, session=session) for code, session in built]
-    finally:
-        snippets.on_shutdown()
-        runner.close()
-    return PageOutput(
-        name,
-        [
-            Shown(section, session, code, text)
-            for (section, _), (code, session), text in zip(raw, built, texts, strict=True)
-        ],
-    )
+    shown = run_page(ROOT, name, cache or cache_dir(ROOT))
+    return PageOutput(name, [Shown(b.section, b.session, b.code, text) for b, text in shown])
 
 
 @pytest.fixture(scope="session")

@@ -14,9 +14,9 @@ import functools
 import re
 
 import markdown
-import markdown_exec
 from bs4 import BeautifulSoup
-from support import ROOT, mkdocs_config, nav_section
+from qkv_site.page_blocks import markdown_settings, site_extensions
+from support import ROOT, nav_section
 
 DOCS = ROOT / "docs"
 CHAPTERS = [path for _, path in nav_section("The explanation")]  # in the nav's order
@@ -25,23 +25,10 @@ MAX_WORDS = 1300
 
 @functools.cache
 def site_markdown() -> tuple[list, dict]:
-    """mkdocs.yml's Markdown extensions and their settings (snippet paths from the root)."""
-    names, settings = [], {}
-    for entry in mkdocs_config()["markdown_extensions"]:
-        name, options = next(iter(entry.items())) if isinstance(entry, dict) else (entry, {})
-        names.append(name)
-        settings[name] = options or {}
-    settings["pymdownx.snippets"] = {
-        **settings["pymdownx.snippets"],
-        "base_path": [str(ROOT / "snippets"), str(ROOT)],
-    }
-    # a block the build runs (exec="on") is code and its output: none of it is prose
-    executed = {"validator": markdown_exec.validator, "format": lambda *_, **__: "<pre></pre>"}
-    settings["pymdownx.superfences"] = {
-        **settings.get("pymdownx.superfences", {}),
-        "custom_fences": [{"name": n, "class": n, **executed} for n in ("python", "py")],
-    }
-    return names, settings
+    """mkdocs.yml's Markdown extensions and their settings, with a block the build runs
+    (exec="on") rendered as an empty code block: code and its output, none of it prose."""
+    names, settings = site_extensions(ROOT)
+    return markdown_settings(names, settings, lambda *_, **__: "<pre></pre>", root=ROOT)
 
 
 def visible_prose(page: str) -> str:

@@ -22,10 +22,22 @@ def test_readme_python_example_runs_and_shows_a_causal_pattern():
     assert first_row[0] == 1.0 and first_row[1:] == [0.0, 0.0, 0.0]
 
 
-def test_ci_runs_the_readme_test_command():
-    assert "./dev test" in README and "./dev serve" in README
-    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert re.search(r"^\./dev test\b", ci, re.M)
+def two_commands() -> dict[str, str]:
+    """The README's set-up commands, from the shell block under "Two commands": each
+    command -> its comment (what it does)."""
+    section = README.split("## Two commands", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)[1]
+    lines = [line.partition("#") for line in block.strip().splitlines()]
+    return {command.strip(): comment.strip() for command, _, comment in lines}
+
+
+def test_the_readme_names_two_commands_and_ci_runs_its_test_command():
+    commands = two_commands()
+    assert sorted(commands) == ["./dev serve", "./dev test"], commands
+    assert commands["./dev test"].endswith("run all tests") and "serve" in commands["./dev serve"]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    steps = [line.strip() for line in ci if line.strip() and not line.startswith(("#", "set ", "cd "))]
+    assert steps == ["./dev test"], steps  # the README's command, alone, as written
 
 
 def test_dev_script_knows_every_command_the_readme_names():

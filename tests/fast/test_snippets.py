@@ -8,11 +8,13 @@ as scripts."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
 
 import pytest
+from qkv_site.page_blocks import written_blocks
 from support import HANG, ROOT
 
 SNIPPETS = sorted((ROOT / "snippets").glob("*.py"))
@@ -28,20 +30,18 @@ def test_every_snippet_is_shown_on_a_page_and_every_page_shows_a_snippet_that_ex
 
 
 _MARKER = re.compile(r"^# --8<-- \[(start|end):(\w+)\]\n", re.M)
-_EXEC = re.compile(
-    r'^([ \t]*)```python [^\n]*exec="on"[^\n]*session="([^"]+)"[^\n]*\n(.*?)^\1```', re.M | re.S
-)
-_INCLUDE = re.compile(r'^\s*--8<--\s+"snippets/([^":]+):(\w+)"\s*$')
 
 
+@functools.cache
 def page_runs(page) -> list[tuple[str, str, str]]:
     """(session, script, section) of every snippet section the page's executed blocks
     include, in page order (a block may include several)."""
     return [
-        (block.group(2), *include.groups())
-        for block in _EXEC.finditer(page.read_text(encoding="utf-8"))
-        for line in block.group(3).splitlines()
-        if (include := _INCLUDE.match(line))
+        (block.session, *include.split(":", 1))
+        for block in written_blocks(ROOT, page.name)
+        if block.session
+        for include in block.includes
+        if ":" in include and (ROOT / "snippets" / include.split(":")[0]).is_file()
     ]
 
 

@@ -48,7 +48,6 @@ from __future__ import annotations
 from concurrent.futures import Future
 from pathlib import Path
 
-import markdown
 import markdown_exec
 from mkdocs.exceptions import PluginError
 from mkdocs.utils import meta
@@ -56,19 +55,9 @@ from mkdocs.utils import meta
 from qkv_site.artifacts.runner import ArtifactError, Job
 from qkv_site.artifacts.session import OUTPUT, STATE
 from qkv_site.artifacts.tasks import MODEL_PACKAGES
+from qkv_site.page_blocks import BLOCK_EXTENSIONS, extensions_of, find_blocks
 
 EMPTY_STATE = "empty"  # what the first block of a session, or a block without one, starts from
-
-# What decides where an exec block is and what it holds: includes, fences, and the blocks
-# that indent them (mkdocstrings, maths and the rest only change what is around them).
-BLOCK_EXTENSIONS = (
-    "pymdownx.snippets",
-    "pymdownx.superfences",
-    "admonition",
-    "pymdownx.details",
-    "pymdownx.tabbed",
-    "md_in_html",
-)
 
 
 def block_job(source: str, state: str | None, earlier: list[str], code: str) -> Job:
@@ -139,24 +128,15 @@ class Snippets:
         self.page = page.file.src_uri
         return markdown
 
-    @staticmethod
-    def _blocks_of(text: str, config) -> dict[str, list[str]]:
+    def _blocks_of(self, text: str, config) -> dict[str, list[str]]:
         """The exec blocks of a page's Markdown by session, in page order, each as the fence
         will receive it (blocks without a session are left out)."""
         found: dict[str, list[str]] = {}
-
-        def note(source, language, css_class, options, md, **kwargs):
-            if options["session"]:
-                found.setdefault(options["session"], []).append(source)
-            return ""
-
-        extensions = [e for e in config.markdown_extensions if e in BLOCK_EXTENSIONS]
-        settings = {e: dict(config.mdx_configs.get(e, {})) for e in extensions}
-        settings["pymdownx.superfences"]["custom_fences"] = [
-            {"name": name, "class": name, "validator": markdown_exec.validator, "format": note}
-            for name in ("python", "py")
-        ]
-        markdown.Markdown(extensions=extensions, extension_configs=settings).convert(text)
+        names, settings = extensions_of(config.markdown_extensions, config.mdx_configs)
+        _, blocks = find_blocks(text, names, settings, root=self.plugin.runner.root, only=BLOCK_EXTENSIONS)
+        for code, session in blocks:
+            if session:
+                found.setdefault(session, []).append(code)
         return found
 
     def _run_ahead(self, page: str, name: str, blocks: list[str]) -> None:
