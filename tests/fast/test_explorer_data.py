@@ -17,7 +17,7 @@ from qkv_site.explorer_data import DEFAULTS, STAGES, explorer_data, explorer_jso
 
 import qkv
 from qkv import toy
-from qkv.scaling import score_std
+from qkv.lab.scaling import score_std
 from qkv.toy import D_K_MAX, D_V
 from snippets.explorer import explorer_state
 
