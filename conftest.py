@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import doctest
 import fcntl
+import importlib.util
 import os
 import pickle
 from dataclasses import dataclass
@@ -94,6 +95,17 @@ def pytest_collect_file(file_path: Path, parent):
     if SYBIL.should_parse(file_path):
         return MarkdownPage.from_parent(parent, path=file_path)
     return None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tiny_model_for_doctests(doctest_namespace):
+    """The examples in qkv.lab.patching's docstrings run on ``tiny_model``, the tests' tiny
+    random SmolLM2-shaped model (tests/tiny_model.py): the test model lives with the tests,
+    not in the package."""
+    spec = importlib.util.spec_from_file_location("tiny_model", ROOT / "tests" / "tiny_model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    doctest_namespace["tiny_model"] = module.tiny_model
 
 
 # ---- what a page shows ----------------------------------------------------------------------

@@ -12,6 +12,7 @@ import tempfile
 import time
 
 import numpy as np
+from qkv_site.smollm2_data import MAX_TOKENS  # the longest text the site's explorer runs
 from threadpoolctl import threadpool_limits
 
 from qkv import smollm2
@@ -40,7 +41,7 @@ def main() -> None:
         forward, _ = timed(lambda: smollm2.forward(model, ids), repeat=5)
         cached, _ = timed(lambda: smollm2.decode_cached(model, ids), repeat=3)
         uncached, _ = timed(lambda: smollm2.decode_uncached(model, ids), repeat=3)
-        longest = np.resize(ids, smollm2.MAX_TOKENS)
+        longest = np.resize(ids, MAX_TOKENS)
         full, _ = timed(lambda: smollm2.forward(model, longest), repeat=3)
     print(
         f"load: cold {cold:.2f} s, warm {warm:.2f} s, in memory {in_memory * 1e3:.2f} ms "
@@ -48,7 +49,7 @@ def main() -> None:
     )
     print(
         f"forward, {len(ids)} tokens: first {first:.2f} s, then {forward * 1e3:.0f} ms; "
-        f"{smollm2.MAX_TOKENS} tokens: {full * 1e3:.0f} ms"
+        f"{MAX_TOKENS} tokens: {full * 1e3:.0f} ms"
     )
     print(
         f"token by token, {len(ids)} tokens: with cache {cached * 1e3:.0f} ms, without "

@@ -50,7 +50,6 @@ from qkv.smollm2_file import INSTALL_COMMAND, PACKAGE, cache_root, gguf_path, re
 
 __all__ = [
     "INSTALL_COMMAND",
-    "MAX_TOKENS",
     "NO_EDIT",
     "PACKAGE",
     "Config",
@@ -77,10 +76,6 @@ __all__ = [
     "silu",
     "unload",
 ]
-
-MAX_TOKENS = 64
-"""The most tokens one text may have here: the site's pages and explorer stay small."""
-
 
 # ---- configuration ---------------------------------------------------------------------
 
@@ -189,15 +184,17 @@ class Model:
     sha256: str = ""
 
     def encode(self, text: str) -> np.ndarray:
-        """Token ids of ``text``, shape (T,): no BOS token, at most :data:`MAX_TOKENS`."""
+        """Token ids of ``text``, shape (T,): no BOS token, at most the model's context
+        (``config.context_length`` tokens, 8,192 for SmolLM2-135M-Instruct)."""
         if not isinstance(text, str):
             raise ValueError(f"text must be a string, got {type(text).__name__}")
         if not text:
             raise ValueError("text is empty: give at least one character to tokenize")
         ids = np.array(self.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int64)
-        if len(ids) > MAX_TOKENS:
+        if len(ids) > self.config.context_length:
             raise ValueError(
-                f"text has {len(ids)} tokens; at most MAX_TOKENS = {MAX_TOKENS} are allowed here"
+                f"text has {len(ids)} tokens; the model's context holds at most "
+                f"context_length = {self.config.context_length}"
             )
         return ids
 
@@ -214,7 +211,8 @@ class Model:
 
 
 def check_ids(ids, config: Config) -> np.ndarray:
-    """``ids`` as a 1-D int array of 1..MAX_TOKENS valid token ids, or a ValueError.
+    """``ids`` as a 1-D int array of 1 to ``config.context_length`` valid token ids, or a
+    ValueError.
 
     Examples
     --------
@@ -230,8 +228,10 @@ def check_ids(ids, config: Config) -> np.ndarray:
     arr = np.asarray(ids)
     if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
         raise ValueError(f"ids must be a 1-D sequence of ints, got shape {arr.shape}, dtype {arr.dtype}")
-    if not 1 <= len(arr) <= MAX_TOKENS:
-        raise ValueError(f"got {len(arr)} token ids; give 1 to MAX_TOKENS = {MAX_TOKENS}")
+    if not 1 <= len(arr) <= config.context_length:
+        raise ValueError(
+            f"got {len(arr)} token ids; give 1 to the model's context_length = {config.context_length}"
+        )
     bad = np.flatnonzero((arr < 0) | (arr >= config.vocab_size))
     if bad.size:
         raise ValueError(
@@ -311,7 +311,7 @@ class Edit:
     which ``positions`` RoPE turns the queries and keys, and what the heads pass on, given
     their ``weights`` (..., n_heads, T, Tk), the layer's values ``v``
     (..., n_kv_heads, Tk, d_head) and the heads' outputs ``heads`` (..., n_heads, T, d_head).
-    :mod:`qkv.interventions` has the edits that change something (heads switched off, a
+    :mod:`qkv.lab.interventions` has the edits that change something (heads switched off, a
     token's value removed or replaced, a path taken out of the keys, RoPE off); this one
     returns what it is given, so a layer run with it computes exactly what it computes
     without one.
@@ -346,7 +346,7 @@ def decoder_layer(
         Keys and values of earlier tokens; the new ones are appended to it.
     edit : Edit, optional
         An experiment's change to this layer: what the projections read, where RoPE turns,
-        what the heads pass on (:mod:`qkv.interventions`). The default changes nothing.
+        what the heads pass on (:mod:`qkv.lab.interventions`). The default changes nothing.
 
     Returns
     -------
@@ -446,7 +446,7 @@ def run_layers(
     cache per layer when decoding; return the stream they leave and what each computed.
 
     ``edits`` maps a layer's index (from 0) to the :class:`Edit` applied in that layer
-    (:mod:`qkv.interventions`); the other layers run unedited.
+    (:mod:`qkv.lab.interventions`); the other layers run unedited.
     """
     stop = len(model.layers) if stop is None else stop
     if not 0 <= start <= stop <= len(model.layers):
@@ -472,11 +472,14 @@ def forward(model: Model, ids) -> Trace:
 
     Parameters
     ----------
-    ids : sequence of T ints, 1 <= T <= MAX_TOKENS
+    ids : sequence of T ints, 1 <= T <= ``model.config.context_length``
 
     Returns
     -------
     Trace
+        It keeps every layer's attention weights, ``n_layers * n_heads * T * T`` float32
+        numbers: memory grows with the square of T (for SmolLM2-135M-Instruct, 30 x 9 x T²
+        x 4 bytes, over 1 GiB from T = 1,000).
     """
     ids = check_ids(ids, model.config)
     x, seen = run_layers(model, model.embedding[ids], np.arange(len(ids)))
@@ -552,10 +555,10 @@ def decode_uncached(model: Model, ids, counter: WorkCounter | None = None) -> np
 def generate(model: Model, text: str, n_new: int = 8) -> str:
     """Greedy continuation: the ``n_new`` likeliest next tokens, one at a time, as text."""
     ids = model.encode(text)
-    if n_new < 1 or len(ids) + n_new > MAX_TOKENS:
+    if n_new < 1 or len(ids) + n_new > model.config.context_length:
         raise ValueError(
-            f"n_new must be at least 1 and the prompt's {len(ids)} tokens plus "
-            f"n_new at most MAX_TOKENS = {MAX_TOKENS}; got n_new={n_new}"
+            f"n_new must be at least 1 and the prompt's {len(ids)} tokens plus n_new at most "
+            f"the model's context_length = {model.config.context_length}; got n_new={n_new}"
         )
     config = model.config
     caches = [

@@ -32,7 +32,8 @@ threadpool_limits(1)
 # --8<-- [end:threads]
 
 # --8<-- [start:pairs]
-from qkv import scoring, smollm2, stats
+from qkv import smollm2
+from qkv.lab import scoring, stats
 
 model = smollm2.load()
 n = len(PAIRS)

@@ -41,7 +41,8 @@ threadpool_limits(1)
 # --8<-- [start:setup]
 import numpy as np
 
-from qkv import interventions, patching, smollm2
+from qkv import smollm2
+from qkv.lab import interventions, patching
 
 model = smollm2.load()
 config = model.config
@@ -363,7 +364,7 @@ from coreference_pairs import (
     TOP_SET,
 )
 
-from qkv import stats
+from qkv.lab import stats
 
 # --8<-- [end:heldout_imports]
 

@@ -43,7 +43,7 @@ print(
 # --8<-- [end:run]
 
 # --8<-- [start:texts]
-from qkv import head_scores, interventions
+from qkv.lab import head_scores, interventions
 
 # chosen before any score was computed: prose, a list, a repeated name, code;
 # nine different first words

@@ -7,7 +7,8 @@ Run it as `python snippets/trained_model_exercises.py` (it needs the model:
 # --8<-- [start:even]
 import numpy as np
 
-from qkv import head_scores, smollm2
+from qkv import smollm2
+from qkv.lab import head_scores
 
 model = smollm2.load()
 # query i spreads 1/i over its i keys; queries 2..20
@@ -27,7 +28,7 @@ print(
 # --8<-- [end:even]
 
 # --8<-- [start:one_head]
-from qkv import interventions
+from qkv.lab import interventions
 
 # the texts of the chapter
 repeats = head_scores.repeated_random_tokens(4, 12, seed=0)

@@ -8,7 +8,12 @@ Run: python snippets/why_scale.py
 import numpy as np
 
 import qkv
-from qkv.scaling import draw_queries_keys, saturation, score_samples, score_std
+from qkv.lab.scaling import (
+    draw_queries_keys,
+    saturation,
+    score_samples,
+    score_std,
+)
 
 # q and k with independent N(0, 1) components; 20,000 pairs per d_k
 print(" d_k  std(q.k)  sqrt(d_k)  std(q.k / sqrt(d_k))")
@@ -56,7 +61,7 @@ for d_k in [64, 256, 512]:
 
 
 # --8<-- [start:keys]
-from qkv.scaling import scale_effect
+from qkv.lab.scaling import scale_effect
 
 # one query over n_keys keys at d_k = 64;
 # the same 1,000 draws with and without scaling
@@ -82,7 +87,7 @@ from why_scale_sweep import SWEEP
 
 # --8<-- [end:design]
 # --8<-- [start:settings]
-from qkv.training import train
+from qkv.lab.training import train
 
 for name, value in SWEEP._asdict().items():  # fixed before the first run
     print(f"{name:15} {value}")

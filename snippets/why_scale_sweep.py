@@ -9,7 +9,7 @@ figure's 108 heads.
 Run: python snippets/why_scale_sweep.py
 """
 
-from qkv.training import Sweep
+from qkv.lab.training import Sweep
 
 SWEEP = Sweep(
     d_ks=(16, 64, 256),

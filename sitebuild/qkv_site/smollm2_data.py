@@ -33,8 +33,6 @@ from pathlib import Path
 
 import numpy as np
 
-from qkv import smollm2
-
 SENTENCES = (
     "The cat sat on the mat because it was warm",
     "The dog chased the cat because it was hungry",
@@ -75,10 +73,12 @@ LAYERS_PER_FILE = 6
 """A sentence's numbers come in files of this many layers: the first load of the trained mode
 fetches one of them (about 15 KB), not all 30 layers, and stays well within its 150 KB budget."""
 
-MAX_TOKENS = smollm2.MAX_TOKENS
-"""The most tokens of a reader's own text the page runs: qkv's own limit, written into the
-site's index (``max_tokens``), which the page and its model worker read; a longer text is cut
-to its first :data:`MAX_TOKENS` tokens, with a message."""
+MAX_TOKENS = 64
+"""The most tokens of a reader's own text the page runs: the site's cap, not qkv's (qkv takes
+up to the model's context, 8,192 tokens). It keeps a run in the reader's browser short and
+its tables small. It is written into the site's index (``max_tokens``), which the page and
+its model worker read; a longer text is cut to its first :data:`MAX_TOKENS` tokens, with a
+message."""
 
 MODEL_NAME = (
     "SmolLM2-135M-Instruct: its Q4_1 file (4-bit weights, 8-bit embeddings) "

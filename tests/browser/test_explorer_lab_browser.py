@@ -2,7 +2,7 @@
 Chromium: the next-token predictions, heads switched off, the map of heads, the address of
 every state, export, the keyboard, the announcements and axe.
 
-Expected numbers come from ``qkv`` (``qkv.smollm2`` and ``qkv.interventions``) run on the same
+Expected numbers come from ``qkv`` (``qkv.smollm2`` and ``qkv.lab.interventions``) run on the same
 text in the test, never from the page.
 """
 
@@ -20,7 +20,8 @@ import pytest
 from axe_views import AXE_JS, WIDTHS, audit_views
 from qkv_site.smollm2_data import MAX_TOKENS, label
 
-from qkv import interventions, smollm2
+from qkv import smollm2
+from qkv.lab import interventions
 
 pytestmark = pytest.mark.usefixtures("offline_and_quiet")
 

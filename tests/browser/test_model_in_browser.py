@@ -22,7 +22,8 @@ import pytest
 from qkv_site.smollm2_data import MAX_TOKENS, causal_weights, label
 from support import PUBLISHED_PATH, QuietHTTPServer
 
-from qkv import interventions, smollm2
+from qkv import smollm2
+from qkv.lab import interventions
 
 WEIGHT_ATOL = 1e-4  # the bar for every attention weight (the model's own, scaled scores)
 SCORE_ATOL = 1e-3  # and for the first layer's raw scores q · k
@@ -327,7 +328,7 @@ def test_the_javascript_product_gives_qkvs_predictions_too(context, model_site, 
 @pytest.mark.claim("explorer-lab-heads-off")
 def test_heads_off_equals_qkvs_heads_off(worker_page, model, text):
     """For each head set: the rerun's top ten and its KL divergence from the unedited
-    prediction equal qkv.interventions' heads off (run_edited), and it reran from the first
+    prediction equal qkv.lab.interventions' heads off (run_edited), and it reran from the first
     edited layer."""
     got = worker_page.evaluate(RUN, [RUN_TEXTS.index(text) + 300, text, MAX_TOKENS])
     ids = np.array(got["ids"])

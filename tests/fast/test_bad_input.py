@@ -12,16 +12,18 @@ import inspect
 
 import numpy as np
 import pytest
+from tiny_model import tiny_model
 
 import qkv
-from qkv import interventions, patching, scaling, smollm2, toy, training
+from qkv import smollm2, toy
+from qkv.lab import interventions, patching, prefixes, scaling, training
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(3, 8))  # three tokens, d_model = 8
 P = qkv.Projections.random(RNG, d_model=8, d_k=4)
 W = qkv.MultiHeadWeights.random(RNG, d_model=8, n_heads=2)
 WEIGHTS = qkv.softmax(RNG.normal(size=(2, 5)))
-TINY = patching._tiny(seed=0)  # a SmolLM2-shaped model of width 8, 10 tokens
+TINY = tiny_model(seed=0)  # a SmolLM2-shaped model of width 8, 10 tokens
 RUN_A, RUN_B = patching.record(TINY, [1, 2, 3]), patching.record(TINY, [1, 5, 3])
 
 
@@ -286,7 +288,7 @@ CASES = [
         ),
         "steps must be a whole number >= 1, got 0",
     ),
-    # qkv.interventions: the edits an experiment builds from arrays (no model needed)
+    # qkv.lab.interventions: the edits an experiment builds from arrays (no model needed)
     (interventions.ValueOff, lambda: interventions.ValueOff(key=-1), "key must be a position from 0, got -1"),
     (
         interventions.ValueSwap,
@@ -340,6 +342,28 @@ CASES = [
         lambda: patching.log_prob(TINY, RUN_A, [3], [0]),
         r"rows \[3\] must be positions 0\.\.2",
     ),
+    (
+        patching.next_token_log_prob,
+        lambda: patching.next_token_log_prob(TINY, RUN_A.streams[-1], [1, 2]),
+        r"x must be \(\.\.\., n_rows, d_model = 8\) with one next id per row: "
+        r"got x \(3, 8\), next_ids \(2,\)",
+    ),
+    (
+        patching.next_token_log_prob,
+        lambda: patching.next_token_log_prob(TINY, RUN_A.streams[-1], [1, 2, 10]),
+        r"next_ids \[1, 2, 10\] must be token ids in 0\.\.9",
+    ),
+    (
+        prefixes.shared_prefixes,
+        lambda: prefixes.shared_prefixes([[1, 2], [1, 3]], [1]),
+        r"give one first row per text: 2 texts, 1 first rows",
+    ),
+    (
+        prefixes.PrefixCache,
+        lambda: prefixes.PrefixCache(np.zeros((2, 1, 3, 4)), np.zeros((2, 1, 3))),
+        r"keys and values must both be \(batch, n_kv_heads, P, d_head\), "
+        r"got shapes \(2, 1, 3, 4\) and \(2, 1, 3\)",
+    ),
 ]
 
 
@@ -388,7 +412,7 @@ def public_callables(module) -> dict:
 
 def test_every_public_function_has_a_case():
     public = {}
-    for module in (qkv, toy, scaling, training, patching):
+    for module in (qkv, toy, scaling, training, patching, prefixes):
         public.update(public_callables(module))
     covered = {function for function, _, _ in CASES}
     missing = sorted(n for n, obj in public.items() if obj not in covered and n not in NOTHING_TO_REFUSE)

@@ -1250,7 +1250,7 @@ def test_a_nat_is_one_over_ln_2_bits():
 
 @pytest.mark.claim("kv-sep-terms-loss-kl")
 def test_next_token_loss_and_kl_divergence_are_the_formulas_of_the_terms_box():
-    from qkv import interventions
+    from qkv.lab import interventions
 
     rng = np.random.default_rng(2)
     z, z_edited = rng.normal(size=(2, 7, 50)) * 2  # 7 positions, a vocabulary of 50

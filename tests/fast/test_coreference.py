@@ -1,8 +1,8 @@
 """Guards for docs/coreference.md: does SmolLM2 move towards the noun a sentence means, beyond
 what the nouns' fit with the deciding word gives?
 
-The exact tests of qkv.stats are checked against enumeration and simulation, written apart
-from the module; qkv.scoring against a plain forward pass. The experiment itself runs once,
+The exact tests of qkv.lab.stats are checked against enumeration and simulation, written apart
+from the module; qkv.lab.scoring against a plain forward pass. The experiment itself runs once,
 on the page (snippets/coreference.py, with the pairs, probes and controls of
 snippets/coreference_pairs.py fixed before the first run), which prints every pair's move
 under every scoring and control; the guards read those columns, check three pairs of them
@@ -21,7 +21,8 @@ import pytest
 from prose import check_prose
 from support import numbers
 
-from qkv import scoring, smollm2, stats
+from qkv import smollm2
+from qkv.lab import scoring, stats
 from snippets.coreference_pairs import (
     ALPHA,
     ASSOCIATION_PAIRS,
@@ -111,7 +112,7 @@ def test_the_pairs_are_fixed_and_sourced():
 # The experiment runs once, on the page (snippets/coreference.py); its box "Every pair's
 # numbers" prints each pair's move under every scoring and control. The guards below read
 # those columns (``page_output``) and compute every count, mean and test from them with
-# qkv.stats; three pairs' moves are computed again here by a plain forward pass of each
+# qkv.lab.stats; three pairs' moves are computed again here by a plain forward pass of each
 # text alone, so the columns are checked against the model, not only against themselves.
 
 PAGE = "coreference.md"

@@ -5,9 +5,9 @@ head 6, layer 18 head 1, the top-5 set) are patched on the aligned pairs not use
 them, and in the clause alone of the 16 (snippets/coreference_patching.py, section
 ``heldout``; design in snippets/coreference_pairs.py, section ``heldout``). These tests
 read what the page prints (``page_output``), recompute each printed statistic from the
-printed per-pair values or counts with qkv.stats, check each verdict word against the
+printed per-pair values or counts with qkv.lab.stats, check each verdict word against the
 design's rule, assert the direction each guarded sentence states, and recompute one
-pair's patched effect from scratch with qkv.patching.
+pair's patched effect from scratch with qkv.lab.patching.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from prose import check_prose
 
-from qkv import patching, stats
+from qkv.lab import patching, stats
 from snippets.coreference_pairs import (
     ALPHA,
     NAMED_HEADS,

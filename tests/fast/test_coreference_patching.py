@@ -7,8 +7,8 @@ set. The guards read what the page prints (``page_output``) and check it three w
 from the snippet's code: the pairs patched are the ones the design names, found from the
 page's own substitution scores (coreference.py's columns) and the tokenizer; the patching's
 metric is the page's "what the sentence adds", pair by pair against those columns and for one
-pair against qkv.scoring run here; and one head's effect in one pair is patched again here
-with qkv.patching (whose patches are checked against by-hand runs in
+pair against qkv.lab.scoring run here; and one head's effect in one pair is patched again here
+with qkv.lab.patching (whose patches are checked against by-hand runs in
 tests/fast/test_patching.py). Each guarded sentence is compared with the printed numbers by
 check_prose, and each guard asserts the direction its sentence states.
 """
@@ -22,7 +22,7 @@ import pytest
 from prose import check_prose
 from support import numbers
 
-from qkv import patching, scoring
+from qkv.lab import patching, scoring
 from snippets.coreference_pairs import (
     HEAD_WINDOW,
     NULL_QUANTILE,
@@ -83,7 +83,7 @@ def printed(page_output):
 
 @pytest.fixture(scope="module")
 def substitution(page_output):
-    """Each pair's move in the sentence and in the clause alone, by qkv.scoring, as
+    """Each pair's move in the sentence and in the clause alone, by qkv.lab.scoring, as
     coreference.py prints them (checked against a forward pass in test_coreference.py)."""
     now = page_output(PAGE)["coreference.py:every_pair"].split("\n\n")[0]
     table = np.array([[float(x) for x in r[1:3]] for r in rows(now)])
@@ -127,7 +127,7 @@ def test_the_patched_pairs(printed, substitution, model):
     np.testing.assert_allclose(moved["clause alone"], alone[index], atol=5e-3)
     adds = moved["sentence"] - moved["clause alone"]
     np.testing.assert_allclose(printed["adds printed"], adds, atol=2e-4)
-    # ... and, for the first patched pair, qkv.scoring run here
+    # ... and, for the first patched pair, qkv.lab.scoring run here
     pair = PAIRS[wanted[0] - 1]
     by_kind = []
     for kind in ("sentence", "clause alone"):

@@ -21,7 +21,7 @@ from support import HANG, ROOT
 
 import qkv
 from qkv import toy
-from qkv.scaling import score_std
+from qkv.lab.scaling import score_std
 from qkv.toy import D_K_MAX, D_V
 from snippets.explorer import explorer_state
 

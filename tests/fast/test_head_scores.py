@@ -1,4 +1,4 @@
-"""qkv.head_scores: the targets of each kind of head, the score and its even-spread baseline,
+"""qkv.lab.head_scores: the targets of each kind of head, the score and its even-spread baseline,
 checked on small hand-made cases."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qkv import head_scores
+from qkv.lab import head_scores
 
 
 def test_targets_of_each_kind_by_hand():

@@ -1,4 +1,4 @@
-"""qkv.interventions changes exactly what each edit says, and nothing when it says nothing.
+"""qkv.lab.interventions changes exactly what each edit says, and nothing when it says nothing.
 
 Every edit is checked against a second way of doing the same thing: switching a head off
 against zeroing that head's rows of W_O, removing a key's value against the weighted sum
@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import qkv
-from qkv import interventions, smollm2
+from qkv import smollm2
+from qkv.lab import interventions
 
 TEXT = "The cat sat on the mat because it was warm"
 

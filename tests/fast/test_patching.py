@@ -1,4 +1,4 @@
-"""qkv.patching copies exactly what it says from the clean run, and nothing else.
+"""qkv.lab.patching copies exactly what it says from the clean run, and nothing else.
 
 Every patch is checked on a tiny random model against a second computation written here:
 the whole model run layer by layer on all positions (no cache of the shared prefix), with
@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tiny_model import tiny_model
 
 import qkv
-from qkv import interventions, patching, smollm2
+from qkv import smollm2
+from qkv.lab import interventions, patching, prefixes
 
 CLEAN, CORRUPT = [3, 1, 4, 1, 5, 9, 2], [3, 1, 4, 6, 5, 9, 2]  # differ at position 3
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return patching._tiny(seed=1, n_layers=3)
+    return tiny_model(seed=1, n_layers=3)
 
 
 def log_softmax(logits) -> np.ndarray:
@@ -75,7 +77,9 @@ def test_texts_recorded_together_share_their_beginning_and_each_is_its_plain_run
     model = tiny
     # the third text shares 6 tokens with CLEAN (a family), CORRUPT only 3 with them, the last none
     texts = [CLEAN, CORRUPT, [3, 1, 4, 1, 5, 9, 7], [2, 7, 1, 8, 2, 8, 1]]
-    families = sorted((shared, sorted(members)) for shared, members in patching._families(np.array(texts)))
+    # grouped as record_batch groups them: a beginning stops before each text's last token
+    grouped = prefixes.shared_prefixes(texts, [len(CLEAN) - 1] * len(texts))
+    families = sorted((shared, sorted(members)) for shared, members in grouped)
     assert families == [(0, [1]), (0, [3]), (6, [0, 2])]
     for text, run in zip(texts, patching.record_batch(model, texts), strict=True):
         streams, heads, _ = by_hand(model, text)
@@ -169,6 +173,59 @@ def test_a_rerun_with_heads_off_from_position_0_is_run_edited(tiny):
     np.testing.assert_allclose(got, want[:, [2, 6], 4], atol=1e-10)
 
 
+def test_a_metric_is_given_the_last_streams_at_the_rows_of_every_variant(tiny):
+    # the whole next-token distribution per row, and one number per variant: both shapes,
+    # for variants rerun and for variants that copy nothing (the recorded run's streams)
+    model = tiny
+    clean, corrupt = patching.record(model, CLEAN), patching.record(model, CORRUPT)
+    _, clean_heads, _ = by_hand(model, CLEAN)
+    _, _, corrupt_logp = by_hand(model, CORRUPT)
+    rows, nxt = [4, 6], [2, 5]
+    which = np.zeros((2, 3, 2), dtype=bool)
+    which[0, 1, 1] = True  # variant 1 copies nothing
+
+    def distribution(m, x, next_ids):  # (n_variants, n_rows, vocab_size)
+        return log_softmax(smollm2.output_logits(m, x))
+
+    def difference(m, x, next_ids):  # (n_variants,): row 4's token 2 against row 6's token 5
+        logp = log_softmax(smollm2.output_logits(m, x))
+        return logp[:, 0, next_ids[0]] - logp[:, 1, next_ids[1]]
+
+    _, _, want = by_hand(model, CORRUPT, lambda i, x: (x, {1: clean_heads[i][1]} if i == 1 else None))
+    got = patching.patch_heads(model, clean, corrupt, which, rows, nxt, metric=distribution)
+    assert got.shape == (2, 2, model.config.vocab_size)
+    np.testing.assert_allclose(got[0], want[rows], atol=1e-10)
+    np.testing.assert_allclose(got[1], corrupt_logp[rows], atol=1e-10)
+    got = patching.patch_heads(model, clean, corrupt, which, rows, nxt, metric=difference)
+    np.testing.assert_allclose(
+        got, [want[4, 2] - want[6, 5], corrupt_logp[4, 2] - corrupt_logp[6, 5]], atol=1e-10
+    )
+    where = np.zeros((1, 7), dtype=bool)
+    where[0, 3] = True
+    streamed = patching.patch_stream(model, clean, corrupt, 0, where, rows, nxt, metric=difference)
+    _, _, clean_logp = by_hand(model, CLEAN)  # position 3 entering layer 0 is the token itself
+    np.testing.assert_allclose(streamed, [clean_logp[4, 2] - clean_logp[6, 5]], atol=1e-10)
+    x = np.broadcast_to(corrupt.streams[2, 3:], (1, 4, 8))
+    again = patching.rerun(model, corrupt, 2, x, 3, rows, nxt, metric=difference)
+    np.testing.assert_allclose(again, [corrupt_logp[4, 2] - corrupt_logp[6, 5]], atol=1e-10)
+
+
+def test_the_default_metric_is_next_token_log_prob(tiny):
+    model = tiny
+    clean, corrupt = patching.record(model, CLEAN), patching.record(model, CORRUPT)
+    where = np.eye(7, dtype=bool)[3:]
+    rows, nxt = [3, 5], [4, 0]
+    default = patching.patch_stream(model, clean, corrupt, 1, where, rows, nxt)
+    named = patching.patch_stream(
+        model, clean, corrupt, 1, where, rows, nxt, metric=patching.next_token_log_prob
+    )
+    np.testing.assert_array_equal(default, named)
+    _, _, clean_logp = by_hand(model, CLEAN)
+    np.testing.assert_allclose(
+        patching.next_token_log_prob(model, clean.streams[-1, rows], nxt), clean_logp[rows, nxt], atol=1e-10
+    )
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -200,6 +257,16 @@ def test_a_rerun_with_heads_off_from_position_0_is_run_edited(tiny):
         (
             lambda m, a, b: patching.patch_heads(m, a, b, np.ones((1, 3, 2)), [6], [10]),
             r"next_ids \[10\] must be token ids",
+        ),
+        (
+            lambda m, a, b: patching.patch_stream(
+                m, a, b, 0, [[1] * 7] * 2, [6], [0], metric=lambda m, x, i: 1.0
+            ),
+            r"metric must give one entry per variant, an array \(2, \.\.\.\); '<lambda>' gave shape \(\)",
+        ),
+        (
+            lambda m, a, b: patching.patch_heads(m, a, b, np.ones((1, 3, 2)), [6], [0], metric="logit"),
+            r"metric must be a function metric\(model, x, next_ids\), got 'logit'",
         ),
     ],
 )

@@ -1,4 +1,4 @@
-"""qkv.scaling: the measurement helpers behind chapter 6 and its figures."""
+"""qkv.lab.scaling: the measurement helpers behind chapter 6 and its figures."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import qkv
-from qkv.scaling import draw_queries_keys, jacobian_norm, saturation, score_samples, score_std
+from qkv.lab.scaling import draw_queries_keys, jacobian_norm, saturation, score_samples, score_std
 
 
 def test_draws_are_seeded_and_independent_across_d_k():

@@ -244,11 +244,16 @@ def test_empty_text_is_refused(model):
         smollm2.run("", model)
 
 
-def test_too_many_tokens_are_refused(model):
-    text = " cat" * (smollm2.MAX_TOKENS + 1)
-    with pytest.raises(ValueError, match=r"65 tokens; at most MAX_TOKENS = 64"):
-        smollm2.run(text, model)
-    assert len(smollm2.run(" cat" * smollm2.MAX_TOKENS, model).ids) == 64
+def test_more_tokens_than_the_models_context_are_refused(model):
+    # the library takes what the model takes: its context, 8,192 tokens (the site's own cap
+    # of 64 on a reader's text is qkv_site's, tests/fast/test_smollm2_explorer_data.py)
+    assert model.config.context_length == 8192  # the GGUF file's llama.context_length
+    too_long = r"8193 tokens; the model's context holds at most context_length = 8192"
+    with pytest.raises(ValueError, match=too_long):
+        model.encode(" cat" * 8193)
+    assert len(model.encode(" cat" * 8192)) == 8192
+    assert len(smollm2.run(" cat" * 64, model).ids) == 64
+    assert len(smollm2.run(" cat" * 65, model).ids) == 65  # more than the site's pages run
 
 
 @pytest.mark.parametrize(
@@ -259,7 +264,7 @@ def test_too_many_tokens_are_refused(model):
         ([], r"got 0 token ids"),
         ([1.5, 2.0], r"1-D sequence of ints"),
         ([[504, 2644]], r"1-D sequence of ints"),
-        (list(range(65)), r"got 65 token ids"),
+        (list(range(8193)), r"got 8193 token ids; give 1 to the model's context_length = 8192"),
     ],
 )
 def test_bad_ids_are_refused(model, ids, message):
@@ -274,7 +279,7 @@ def test_a_text_that_is_not_a_string_is_refused(model):
 
 def test_generate_refuses_too_long_a_continuation(model):
     with pytest.raises(ValueError, match="n_new"):
-        smollm2.generate(model, "The capital of France is", n_new=60)
+        smollm2.generate(model, "The capital of France is", n_new=8192)
 
 
 # ---- missing packages --------------------------------------------------------------------

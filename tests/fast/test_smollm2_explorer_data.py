@@ -76,7 +76,9 @@ def test_index_lists_the_sentences_and_their_tokens(files, runs):
         assert item["labels"] == [p.strip() or p.replace(" ", "\u2423") for p in trace.pieces]
         assert "".join(trace.pieces) == item["text"]  # the tokens cover the text exactly
     assert (index["n_layers"], index["n_heads"], index["n_kv_heads"], index["d_head"]) == (30, 9, 3, 64)
-    assert index["max_tokens"] == smollm2.MAX_TOKENS
+    # the site's cap on a reader's own text, well inside what qkv and the model accept
+    assert index["max_tokens"] == export.MAX_TOKENS == 64
+    assert export.MAX_TOKENS < runs[0].model.config.context_length
     assert index["score_decimals"] == export.SCORE_DECIMALS
     assert index["weight_decimals"] == export.WEIGHT_DECIMALS
 

@@ -9,7 +9,7 @@ from qkv_site.figures._trained import TEXTS
 from qkv_site.figures.render import render_svg
 from support import another_model_package_installed, model_trace
 
-from qkv import head_scores
+from qkv.lab import head_scores
 
 pytestmark = pytest.mark.model  # runs the trained model (conftest: the model tier)
 

@@ -2,7 +2,7 @@
 
 Each test recomputes its claim from the model's runs with NumPy written here (loops over
 queries, its own targets and baselines), not from the page's snippet, its printed output or
-qkv.head_scores, and asserts the *reading* as well as the numbers: a head type is counted
+qkv.lab.head_scores, and asserts the *reading* as well as the numbers: a head type is counted
 well above its even-spread baseline, "the model uses" rests on switched-off heads moving the
 loss far past random heads, "a position, not a word" on every first word winning. Every
 number a guarded sentence writes is compared with the computed value by check_prose. The
@@ -27,7 +27,8 @@ from prose import check_prose
 from qkv_site.figures._trained import TEXTS
 from support import numbers, softmax_by_hand
 
-from qkv import head_scores, interventions, smollm2, smollm2_file
+from qkv import smollm2, smollm2_file
+from qkv.lab import head_scores, interventions
 
 SENTENCE = "The cat sat on the mat because it was warm"
 THRESHOLD = 0.5  # more than half the weight: what the page counts as a kind of head

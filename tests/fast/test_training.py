@@ -1,4 +1,4 @@
-"""qkv.training: the hand-written forward and backward pass of one head on associative recall,
+"""qkv.lab.training: the hand-written forward and backward pass of one head on associative recall,
 checked against PyTorch's autograd (the reference) and against finite differences."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from qkv.training import Head, Sweep, backward, forward, init_head, recall_batch, run_sweep, train
+from qkv.lab.training import Head, Sweep, backward, forward, init_head, recall_batch, run_sweep, train
 
 
 def torch_loss(w_q, w_k, batch, factor):

@@ -2,7 +2,7 @@
 statistics, checked against qkv's computation and against the numbers docs/why-scale.md
 prints.
 
-The page's numbers are statistics of seeded draws made by ``qkv.scaling``. The tests call
+The page's numbers are statistics of seeded draws made by ``qkv.lab.scaling``. The tests call
 the same functions with the arguments the page states (once per module: they are slow),
 check the statistical fact on those draws and on draws of their own, and then check that
 every number the page prints agrees with the draws, to the rounding it prints, and itself
@@ -26,7 +26,7 @@ from prose import check_prose, claim_sentence, written_numbers
 from support import median_query_gradient_ratio, numbers
 
 import qkv
-from qkv.scaling import draw_queries_keys, saturation, scale_effect, score_samples, score_std
+from qkv.lab.scaling import draw_queries_keys, saturation, scale_effect, score_samples, score_std
 from snippets.why_scale_sweep import SWEEP
 
 Z = 5  # standard errors allowed

@@ -1,5 +1,5 @@
 /* The reader's own experiment, under the bars of the trained mode's own text: the next
- * token the model predicts, heads switched off (the same edit as qkv.interventions.HeadsOff,
+ * token the model predicts, heads switched off (the same edit as qkv.lab.interventions.HeadsOff,
  * run in model/worker.js), a 30 x 9 map of a per-head summary of the text's attention, and
  * an export of what is on screen. trained.js builds it (buildLab) and hands it each run.
  *
@@ -208,7 +208,7 @@ export function buildLab(h, index, lab, ctx) {
   // the heads switched off
   lab.offNote = el("p", { id: id("off-note"), class: "qx-note", text:
     "Click a head, or move with the arrow keys and press Space, to switch it off: its output becomes " +
-    "zero before the layer's output matrix, as qkv.interventions.HeadsOff does; its weights are left as they are. " +
+    "zero before the layer's output matrix, as qkv.lab.interventions.HeadsOff does; its weights are left as they are. " +
     "The model reruns from the first layer you edited." });
   lab.offSummary = el("p", { class: "qx-off-summary", "data-testid": "off-summary" });
   lab.clear = el("button", { type: "button", class: "qx-button qx-button--quiet", "data-testid": "off-clear",
@@ -586,7 +586,7 @@ export function buildLab(h, index, lab, ctx) {
       bars: shown.map((x, j) => ({ position: j + 1, token: r.pieces[j], label: r.labels[j], value: Number(x.toFixed(digits)) })),
       predictions: preds(r.predictions),
       heads_off: lab.off.map((x) => x.slice()),
-      edit: lab.off.length ? "qkv.interventions.HeadsOff: the output of each head switched off is zero before W_O" : null,
+      edit: lab.off.length ? "qkv.lab.interventions.HeadsOff: the output of each head switched off is zero before W_O" : null,
       predictions_edited: lab.edited ? preds(lab.edited.predictions) : [],
       kl: lab.edited ? Number(lab.edited.kl.toFixed(4)) : null,
       pair: lab.paired ? { texts: [ctx.own().text, lab.text2], continuations: [lab.cont1, lab.cont2],

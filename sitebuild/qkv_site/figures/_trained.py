@@ -53,7 +53,8 @@ def repeated():
     """``qkv.smollm2.forward`` of each text of random tokens written twice."""
     from threadpoolctl import threadpool_limits
 
-    from qkv import head_scores, smollm2
+    from qkv import smollm2
+    from qkv.lab import head_scores
 
     with threadpool_limits(limits=1, user_api="blas"):
         model = smollm2.load()

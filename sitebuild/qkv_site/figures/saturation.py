@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib.figure import Figure
 
-from qkv.scaling import saturation
+from qkv.lab.scaling import saturation
 from qkv_site.figures._draw import DIMS, band, log2_axis, percentiles
 from qkv_site.figures._table import Table
 

@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib.figure import Figure
 
-from qkv.training import run_sweep
+from qkv.lab.training import run_sweep
 from qkv_site.figures._table import Table
 from snippets.why_scale_sweep import SWEEP
 

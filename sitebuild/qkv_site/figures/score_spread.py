@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib.figure import Figure
 
-from qkv.scaling import score_std
+from qkv.lab.scaling import score_std
 from qkv_site.figures._draw import DIMS, log2_axis
 from qkv_site.figures._table import Table
 

@@ -52,7 +52,7 @@ class HeadTypes(NamedTuple):
 
 @cache
 def data() -> HeadTypes:
-    from qkv import head_scores
+    from qkv.lab import head_scores
 
     scores, baselines = [], []
     for kind in head_scores.KINDS:

@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib.figure import Figure
 
-from qkv.scaling import saturation
+from qkv.lab.scaling import saturation
 from qkv_site.figures._draw import DIMS, log2_axis
 from qkv_site.figures._table import Table
 

@@ -372,7 +372,7 @@ export function groupedAttention(q, k, v, c, past = null) {
 /* --8<-- [start:decoder_layer] */
 /* One Llama decoder layer: attention, then an MLP, each added back to the stream. `off`
    lists the query heads (from 0) switched off in this layer: their output becomes zero
-   before W_O, as qkv.interventions.HeadsOff does; their weights are left as they are. */
+   before W_O, as qkv.lab.interventions.HeadsOff does; their weights are left as they are. */
 export function decoderLayer(x, layer, c, T, positions, off = [], past = null) {
   const h = rmsNorm(x, T, c.dModel, layer.attnNorm, c.normEps); // (T, d_model)
   let q = splitHeads(matmul(h, T, layer.wQ), T, c.nHeads, c.dHead); // (9, T, 64)
@@ -430,7 +430,7 @@ function sharedPrefix(a, b) {
  * @param {number[]} ids 1 to maxTokens token ids
  * @param {function(number)} [onLayer] called after each layer with its number (from 1)
  * @param {{off?: number[][], reuse?: object, prefix?: object, rows?: number[]}} [options]
- *   off: [layer, head] pairs (from 0) switched off, as qkv.interventions.HeadsOff does;
+ *   off: [layer, head] pairs (from 0) switched off, as qkv.lab.interventions.HeadsOff does;
  *   reuse: an unedited run of the same ids: the layers before the first edited one are
  *   not run again, their input (the residual stream entering each layer) is taken from it;
  *   prefix: a run with the same heads off whose ids start as these do: the positions they

@@ -11,7 +11,7 @@
  *   { type: "cancel" }                 stop a download
  *   { type: "run", id, text, maxTokens }    tokenize, cut to maxTokens, run, tabulate, and
  *                                      predict the next token (maxTokens: the site's index
- *                                      gives it, from qkv.smollm2.MAX_TOKENS; required)
+ *                                      gives it, from qkv_site.smollm2_data.MAX_TOKENS; required)
  *   { type: "edit", id, off }          rerun the last text with heads switched off (off:
  *                                      [layer, head] pairs from 0), from the first edited
  *                                      layer on; predict again, and the KL divergence

@@ -12,8 +12,15 @@ part carried (Meng et al. 2022 call it causal tracing; Wang et al. 2022 patch he
   of one layer into the corrupt run.
 - :func:`patch_heads`: a batch of variants, each copying some heads' outputs of one layer.
 - :func:`rerun`: a recorded run rerun from one layer on, at its later positions only, with
-  a changed stream or with :mod:`qkv.interventions` edits (heads switched off, for a group
+  a changed stream or with :mod:`qkv.lab.interventions` edits (heads switched off, for a group
   ablation).
+
+What a variant is measured by is the ``metric`` each of them takes: a function
+``metric(model, x, next_ids)`` of the stream ``x`` leaving the last layer at the positions
+scored, (n_variants, len(rows), d_model), that returns an array with one entry (or one
+array) per variant. The default, :func:`next_token_log_prob`, is ``log P(next_ids[r])`` at
+each row ``r``, in nats; :func:`qkv.smollm2.output_logits` turns ``x`` into logits for any
+other (a logit difference, say).
 
 Positions before the first token where the two texts differ are the same in both runs (a
 causal model's early positions never see later ones): they are not rerun, their keys and
@@ -24,11 +31,12 @@ are computed (the output matrix is the largest in the model).
 
 Examples
 --------
-A tiny random model of two layers (``_tiny``, for examples and tests). Copying the whole
-clean stream at layer 0 gives the clean run's answer; copying nothing gives the corrupt
-run's:
+The examples run on ``tiny_model``, a SmolLM2-shaped model of two layers and width 8 with
+random weights, which the tests define (``tests/tiny_model.py``) and give to these examples.
+Copying the whole clean stream at layer 0 gives the clean run's answer; copying nothing
+gives the corrupt run's:
 
->>> model = _tiny(seed=0)
+>>> model = tiny_model(seed=0)
 >>> clean, corrupt = record(model, [1, 2, 3, 4]), record(model, [1, 5, 3, 4])
 >>> where = [[False, True, True, True], [False, False, False, False]]
 >>> got = patch_stream(model, clean, corrupt, 0, where, rows=[3], next_ids=[7])
@@ -39,15 +47,29 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
-from qkv.multihead import MultiHeadWeights
-from qkv.scoring import _families as _scoring_families
-from qkv.smollm2 import NO_EDIT, Config, Edit, Layer, Model, check_ids, decoder_layer, output_logits
+from qkv.lab.prefixes import PrefixCache, shared_prefixes
+from qkv.smollm2 import NO_EDIT, Config, Edit, Model, check_ids, decoder_layer, output_logits
 
-__all__ = ["Recorded", "log_prob", "patch_heads", "patch_stream", "record", "record_batch", "rerun"]
+__all__ = [
+    "Metric",
+    "Recorded",
+    "log_prob",
+    "next_token_log_prob",
+    "patch_heads",
+    "patch_stream",
+    "record",
+    "record_batch",
+    "rerun",
+]
+
+Metric = Callable[[Model, np.ndarray, np.ndarray], np.ndarray]
+"""What a variant is measured by: ``metric(model, x, next_ids)``, ``x`` the stream leaving
+the last layer at the rows scored, (n_variants, len(rows), d_model); one entry per variant."""
 
 
 class Recorded(NamedTuple):
@@ -74,7 +96,7 @@ def record(model: Model, ids) -> Recorded:
 
     Examples
     --------
-    >>> run = record(_tiny(seed=0), [1, 2, 3])
+    >>> run = record(tiny_model(seed=0), [1, 2, 3])
     >>> run.streams.shape, run.heads.shape        # 2 layers; 2 heads of width 4
     ((3, 3, 8), (2, 2, 3, 4))
     """
@@ -90,7 +112,7 @@ def record_batch(model: Model, ids) -> list[Recorded]:
 
     Examples
     --------
-    >>> model = _tiny(seed=0)
+    >>> model = tiny_model(seed=0)
     >>> both = record_batch(model, [[1, 2, 3], [1, 5, 3]])
     >>> bool(np.allclose(both[1].streams, record(model, [1, 5, 3]).streams))
     True
@@ -101,7 +123,8 @@ def record_batch(model: Model, ids) -> list[Recorded]:
     ids = np.stack([check_ids(text, model.config) for text in ids])
     found: list[Recorded | None] = [None] * len(ids)
     by_length: dict[int, list[list[int]]] = {}
-    for shared, members in _families(ids):
+    # a beginning is never a whole text: its last row is kept
+    for shared, members in shared_prefixes(list(ids), [ids.shape[1] - 1] * len(ids)):
         by_length.setdefault(shared, []).append(members)
     for shared, families in by_length.items():
         members = [i for family in families for i in family]
@@ -109,7 +132,9 @@ def record_batch(model: Model, ids) -> list[Recorded]:
         caches, before = None, None
         if shared:  # each family's beginning, once: (families, P)
             before = _record_rows(model, ids[[family[0] for family in families], :shared], 0)
-            caches = [_Cache(k[family_of], v[family_of]) for k, v in zip(before[1], before[2], strict=True)]
+            caches = [
+                PrefixCache(k[family_of], v[family_of]) for k, v in zip(before[1], before[2], strict=True)
+            ]
         after = _record_rows(model, ids[members, shared:], shared, caches)
         streams, keys, values, heads = after
         if before is not None:  # the beginning's rows, each text its family's
@@ -138,29 +163,44 @@ def _record_rows(model: Model, ids, start: int, caches=None):
     return tuple(np.stack(a) for a in (streams, keys, values, heads))
 
 
-def _families(ids: np.ndarray) -> list[tuple[int, list[int]]]:
-    """Texts (n_texts, T) that share a beginning, as (its length, the texts' indices), grouped
-    as qkv.scoring groups them; a beginning is never a whole text (its last row is kept)."""
-    return _scoring_families(list(ids), [ids.shape[1] - 1] * len(ids))
+def next_token_log_prob(model: Model, x, next_ids) -> np.ndarray:
+    """``log P(next_ids[r])`` in nats from the streams leaving the last layer at the rows
+    scored: the default metric of :func:`patch_stream`, :func:`patch_heads` and :func:`rerun`.
 
+    Parameters
+    ----------
+    x : ndarray, shape (..., n_rows, d_model)
+        The stream leaving the last layer at each row scored (before the final norm).
+    next_ids : sequence of n_rows ints
+        The token scored after each row.
 
-class _Cache:
-    """One layer's keys and values for a batch (texts or variants): the earlier positions'
-    (batch, n_kv_heads, P, d_head), then the new positions' own, appended by the layer."""
+    Returns
+    -------
+    ndarray, shape (..., n_rows), float64
+        The logits stay float32 (what the model computes); each row's sum of exponentials is
+        added up in float64.
 
-    def __init__(self, keys, values):
-        self.keys, self.values = keys, values
-
-    def append(self, k, v):  # (batch, n_kv_heads, t, d_head)
-        self.keys = np.concatenate([self.keys, k], axis=-2)
-        self.values = np.concatenate([self.values, v], axis=-2)
-
-
-def _log_softmax_at(model: Model, x, next_ids) -> np.ndarray:
-    """log P(next_ids[r]) from streams x (..., n_rows, d_model): (..., n_rows), float64.
-
-    The logits stay float32 (what the model computes); each row's sum of exponentials is
-    added up in float64."""
+    Examples
+    --------
+    >>> model = tiny_model(seed=0)
+    >>> x = record(model, [1, 2]).streams[-1]              # (T, d_model), leaving layer 2
+    >>> float(np.exp(next_token_log_prob(model, x[[1] * 10], range(10))).sum().round(6))
+    1.0
+    """
+    next_ids, x = np.asarray(next_ids), np.asarray(x)
+    if x.ndim < 2 or x.shape[-1] != model.config.d_model or next_ids.shape != x.shape[-2:-1]:
+        raise ValueError(
+            f"x must be (..., n_rows, d_model = {model.config.d_model}) with one next id per "
+            f"row: got x {x.shape}, next_ids {next_ids.shape}"
+        )
+    if (
+        not np.issubdtype(next_ids.dtype, np.integer)
+        or next_ids.min() < 0
+        or next_ids.max() >= model.config.vocab_size
+    ):
+        raise ValueError(
+            f"next_ids {next_ids.tolist()} must be token ids in 0..{model.config.vocab_size - 1}"
+        )
     logits = output_logits(model, x)  # (..., n_rows, vocab_size), float32
     top = logits.max(axis=-1, keepdims=True)
     picked = np.take_along_axis(logits, np.broadcast_to(next_ids, logits.shape[:-1])[..., None], axis=-1)
@@ -199,6 +239,8 @@ def rerun(
     rows,
     next_ids,
     edits: dict[int, Edit] | None = None,
+    *,
+    metric: Metric = next_token_log_prob,
 ) -> np.ndarray:
     """Rerun a recorded run from ``layer`` on, at positions ``since`` and later, for a batch.
 
@@ -214,19 +256,23 @@ def rerun(
     rows, next_ids : sequences of ints, one next token per row
         Positions (``since`` or later) and the token scored after each.
     edits : dict, optional
-        ``{layer: Edit}`` for layers ``layer`` and later (:mod:`qkv.interventions`), acting
+        ``{layer: Edit}`` for layers ``layer`` and later (:mod:`qkv.lab.interventions`), acting
         at the rerun positions only.
+    metric : callable, optional
+        ``metric(model, x, next_ids)`` of the streams leaving the last layer at ``rows``,
+        (n_variants, len(rows), d_model); :func:`next_token_log_prob` by default.
 
     Returns
     -------
-    ndarray, shape (n_variants, len(rows))
-        ``log P(next_ids[r] | text up to rows[r])`` in nats, per variant.
+    ndarray, shape (n_variants, ...)
+        What ``metric`` gives for each variant: by default ``log P(next_ids[r] | text up to
+        rows[r])`` in nats, (n_variants, len(rows)).
 
     Examples
     --------
     Rerunning from layer 1 with the recorded stream gives the recorded answer:
 
-    >>> model = _tiny(seed=0)
+    >>> model = tiny_model(seed=0)
     >>> run = record(model, [1, 2, 3, 4])
     >>> got = rerun(model, run, 1, run.streams[1, 2:][None], since=2, rows=[3], next_ids=[7])
     >>> bool(np.isclose(got[0, 0], log_prob(model, run, [3], [7])[0], atol=1e-6))
@@ -249,10 +295,10 @@ def rerun(
         raise ValueError(
             f"edits name layers {sorted(edits)}; layers {layer}..{config.n_layers - 1} are rerun"
         )
-    return _run_from(model, run, layer, x, since, rows, next_ids, edits)
+    return _run_from(model, run, layer, x, since, rows, next_ids, edits, metric)
 
 
-def _run_from(model, run, start, x, since, rows, next_ids, edits) -> np.ndarray:
+def _run_from(model, run, start, x, since, rows, next_ids, edits, metric) -> np.ndarray:
     """Layers ``start`` and later on positions ``since ..`` up to the last row scored (later
     ones cannot change it), every variant from layer ``start``."""
     starts = np.full(len(x), start)
@@ -260,15 +306,29 @@ def _run_from(model, run, start, x, since, rows, next_ids, edits) -> np.ndarray:
     def edit_at(i, b):  # every variant is in the batch, in order
         return edits.get(i)
 
-    return _run_staggered(model, run, starts, lambda i, b: x[b], since, rows, next_ids, edit_at)
+    return _run_staggered(model, run, starts, lambda i, b: x[b], since, rows, next_ids, edit_at, metric)
 
 
-def _run_staggered(model, run, starts, enter, since, rows, next_ids, edit_at) -> np.ndarray:
+def _measure(metric: Metric, model: Model, x: np.ndarray, next_ids: np.ndarray) -> np.ndarray:
+    """``metric`` of the streams x (n_variants, n_rows, d_model), checked to give one entry
+    per variant."""
+    if not callable(metric):
+        raise ValueError(f"metric must be a function metric(model, x, next_ids), got {metric!r}")
+    got = np.asarray(metric(model, x, next_ids))
+    if got.ndim == 0 or got.shape[0] != len(x):
+        raise ValueError(
+            f"metric must give one entry per variant, an array ({len(x)}, ...); "
+            f"{getattr(metric, '__name__', metric)!r} gave shape {got.shape}"
+        )
+    return got
+
+
+def _run_staggered(model, run, starts, enter, since, rows, next_ids, edit_at, metric) -> np.ndarray:
     """Variant ``b`` joins the batch at layer ``starts[b]`` with the stream ``enter(i, b)``
     (b: the indices joining at layer i) and runs on from there; before it, it is the recorded
     run, which needs no computing. ``edit_at(i, b)`` is the Edit of layer i for the variants
     ``b`` in the batch (None: none). Variants that start at ``n_layers`` are the recorded
-    run itself. Returns (n_variants, len(rows)), as :func:`rerun`."""
+    run itself. Returns ``metric`` per variant, (n_variants, ...), as :func:`rerun`."""
     n_layers, d_model = model.config.n_layers, model.config.d_model
     end = int(rows.max()) + 1
     positions = np.arange(since, end)
@@ -282,14 +342,19 @@ def _run_staggered(model, run, starts, enter, since, rows, next_ids, edit_at) ->
         if since:
             keys, values = run.keys[i][:, :since], run.values[i][:, :since]  # the recorded run's
             shape = (len(x), *keys.shape)  # the same for every variant
-            cache = _Cache(np.broadcast_to(keys, shape), np.broadcast_to(values, shape))
+            cache = PrefixCache(np.broadcast_to(keys, shape), np.broadcast_to(values, shape))
         edit = edit_at(i, order[: len(x)])
         x, _ = decoder_layer(x, model.layers[i], model.config, positions, cache, edit or NO_EDIT)
-    out = np.empty((len(starts), len(rows)))
+    parts = []  # (the variants, what the metric gave them)
     if len(x):
-        out[order[: len(x)]] = _log_softmax_at(model, x[:, rows - since], next_ids)
+        parts.append((order[: len(x)], _measure(metric, model, x[:, rows - since], next_ids)))
     if len(x) < len(starts):  # variants that changed nothing: the recorded run's answer
-        out[order[len(x) :]] = _log_softmax_at(model, run.streams[-1, rows], next_ids)
+        same = _measure(metric, model, run.streams[-1, rows][None], next_ids)[0]
+        parts.append((order[len(x) :], same))
+    shape = parts[0][1].shape[1:] if len(x) else parts[0][1].shape
+    out = np.empty((len(starts), *shape), dtype=np.result_type(*(got for _, got in parts)))
+    for variants, got in parts:
+        out[variants] = got
     return out
 
 
@@ -306,7 +371,15 @@ def _first_difference(clean: Recorded, corrupt: Recorded) -> int:
 
 
 def patch_stream(
-    model: Model, clean: Recorded, corrupt: Recorded, layer, where, rows, next_ids
+    model: Model,
+    clean: Recorded,
+    corrupt: Recorded,
+    layer,
+    where,
+    rows,
+    next_ids,
+    *,
+    metric: Metric = next_token_log_prob,
 ) -> np.ndarray:
     """The corrupt run with the clean run's residual stream copied in, one variant per row
     of ``where``.
@@ -314,19 +387,33 @@ def patch_stream(
     ``where`` is a bool array (n_variants, T): variant ``b`` takes the stream entering
     ``layer`` from the clean run at the positions ``where[b]`` marks. ``layer`` is one
     layer for every variant, or one per variant (n_variants,), so that a scan over layers
-    runs as one batch. Returns ``log P(next_ids[r] | rows[r])`` per variant,
-    (n_variants, len(rows)): only the positions from the first token where the texts
-    differ are rerun (``rows`` must be among them).
+    runs as one batch. Returns ``metric`` per variant (:func:`rerun`), by default
+    ``log P(next_ids[r] | rows[r])``, (n_variants, len(rows)): only the positions from the
+    first token where the texts differ are rerun (``rows`` must be among them).
 
     Examples
     --------
     Copying the stream at the one position where two texts differ, entering layer 0 (the
     token's embedding), turns the corrupt run into the clean one:
 
-    >>> model = _tiny(seed=0)
+    >>> model = tiny_model(seed=0)
     >>> clean, corrupt = record(model, [1, 2, 3]), record(model, [1, 5, 3])
     >>> got = patch_stream(model, clean, corrupt, 0, [[0, 1, 0]], rows=[2], next_ids=[4])
     >>> bool(np.isclose(got[0, 0], log_prob(model, clean, [2], [4])[0], atol=1e-6))
+    True
+
+    Another metric: the logit of token 4 minus that of token 5 after position 2, one number
+    per variant:
+
+    >>> def logit_difference(model, x, next_ids):     # x: (n_variants, 2, d_model)
+    ...     logits = output_logits(model, x)
+    ...     return logits[:, 0, next_ids[0]] - logits[:, 1, next_ids[1]]
+    >>> got = patch_stream(model, clean, corrupt, 0, [[0, 1, 0], [0, 0, 0]], rows=[2, 2],
+    ...                    next_ids=[4, 5], metric=logit_difference)
+    >>> got.shape
+    (2,)
+    >>> want = output_logits(model, clean.streams[-1, 2])
+    >>> bool(np.isclose(got[0], want[4] - want[5], atol=1e-5))
     True
     """
     since = _first_difference(clean, corrupt)
@@ -346,7 +433,7 @@ def patch_stream(
     def enter(i, b):  # variants b start at layer i, with the clean stream where they copy it
         return np.where(mine[b], clean.streams[i, since:], corrupt.streams[i, since:])
 
-    return _run_staggered(model, corrupt, layers, enter, since, rows, next_ids, lambda i, b: None)
+    return _run_staggered(model, corrupt, layers, enter, since, rows, next_ids, lambda i, b: None, metric)
 
 
 class _HeadsFrom(Edit):
@@ -360,19 +447,28 @@ class _HeadsFrom(Edit):
         return weights, np.where(self.which[:, :, None, None], outputs, heads).astype(heads.dtype)
 
 
-def patch_heads(model: Model, clean: Recorded, corrupt: Recorded, which, rows, next_ids) -> np.ndarray:
+def patch_heads(
+    model: Model,
+    clean: Recorded,
+    corrupt: Recorded,
+    which,
+    rows,
+    next_ids,
+    *,
+    metric: Metric = next_token_log_prob,
+) -> np.ndarray:
     """The corrupt run with some heads' outputs taken from the clean run.
 
     ``which`` is a bool array (n_variants, n_layers, n_heads): variant ``b`` copies, at
     every position, the output (before ``W_O``) of the heads ``which[b]`` marks, and the
-    layers run on from the first marked one. Returns ``log P(next_ids[r] | rows[r])`` per
-    variant, (n_variants, len(rows)), as :func:`patch_stream`.
+    layers run on from the first marked one. Returns ``metric`` per variant, by default
+    ``log P(next_ids[r] | rows[r])``, (n_variants, len(rows)), as :func:`patch_stream`.
 
     Examples
     --------
     Copying no head leaves the corrupt run as it was:
 
-    >>> model = _tiny(seed=0)
+    >>> model = tiny_model(seed=0)
     >>> clean, corrupt = record(model, [1, 2, 3]), record(model, [1, 5, 3])
     >>> which = np.zeros((2, 2, 2), dtype=bool)   # (variants, layers, heads)
     >>> which[1, 1, 0] = True                     # variant 1: layer 1, head 0
@@ -400,7 +496,7 @@ def patch_heads(model: Model, clean: Recorded, corrupt: Recorded, which, rows, n
     def edit_at(i, b):
         return _HeadsFrom(which[b, i], outputs[i]) if which[b, i].any() else None
 
-    return _run_staggered(model, corrupt, starts, enter, since, rows, next_ids, edit_at)
+    return _run_staggered(model, corrupt, starts, enter, since, rows, next_ids, edit_at, metric)
 
 
 def log_prob(model: Model, run: Recorded, rows, next_ids) -> np.ndarray:
@@ -409,34 +505,11 @@ def log_prob(model: Model, run: Recorded, rows, next_ids) -> np.ndarray:
 
     Examples
     --------
-    >>> model = _tiny(seed=0)
+    >>> model = tiny_model(seed=0)
     >>> run = record(model, [1, 2])
     >>> total = np.exp(log_prob(model, run, [1] * 10, range(10))).sum()
     >>> round(float(total), 6)                       # a distribution over 10 tokens
     1.0
     """
     rows, next_ids = _check_rows(rows, next_ids, 0, len(run.ids), model.config)
-    return _log_softmax_at(model, run.streams[-1, rows], next_ids)
-
-
-def _tiny(seed: int = 0, n_layers: int = 2) -> Model:
-    """A SmolLM2-shaped model small enough for examples and tests: width 8, two query heads
-    of width 4 sharing one key/value head, an MLP of width 16, 10 tokens; random weights."""
-    rng = np.random.default_rng(seed)
-    config = Config(n_layers, 8, 2, 1, 4, 16, vocab_size=10, rope_base=1e4, norm_eps=1e-5, context_length=32)
-
-    def w(*shape):
-        return rng.normal(size=shape) / np.sqrt(shape[0])
-
-    layers = tuple(
-        Layer(
-            attn_norm=1 + rng.random(8),
-            attention=MultiHeadWeights(w(8, 8), w(8, 4), w(8, 4), w(8, 8), n_heads=2, n_kv_heads=1),
-            mlp_norm=1 + rng.random(8),
-            w_gate=w(8, 16),
-            w_up=w(8, 16),
-            w_down=w(16, 8),
-        )
-        for _ in range(n_layers)
-    )
-    return Model(config, rng.normal(size=(10, 8)), layers, 1 + rng.random(8), tokenizer=None)
+    return next_token_log_prob(model, run.streams[-1, rows], next_ids)

@@ -30,7 +30,8 @@ Examples
 --------
 With the model installed (not run here, since the model is optional)::
 
-    from qkv import interventions, smollm2
+    from qkv import smollm2
+    from qkv.lab import interventions
     model = smollm2.load()
     ids = model.encode("The cat sat on the mat because it was warm")
     edits = interventions.heads_off(model.config, [{(13, 8)}])  # layer 14, head 9 (from 0)

@@ -11,16 +11,17 @@ it something, both here:
 - :func:`answer_logprobs`: the log-probability of each candidate answer's first token
   right after a prompt that asks a question.
 
-Texts asked together share their longest common prefix: it runs once, and the rest of
-every text runs as one batch that attends to the prefix's keys and values (a cache of the
-prefix, as in :mod:`qkv.kvcache`, copied to every text of the batch). Logits are computed
-only at the positions scored: the output matrix is the largest in the model.
+Texts asked together share their longest common prefix (:mod:`qkv.lab.prefixes`): it runs
+once, and the rest of every text runs as one batch that attends to the prefix's keys and
+values, copied to every text of the batch. Logits are computed only at the positions
+scored: the output matrix is the largest in the model.
 
 Examples
 --------
 With the model installed (not run here, since the model is optional)::
 
-    from qkv import scoring, smollm2
+    from qkv import smollm2
+    from qkv.lab import scoring
     model = smollm2.load()
     prompts = ["The trophy did not fit in the suitcase because the trophy",
                "The trophy did not fit in the suitcase because the suitcase"]
@@ -33,48 +34,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from qkv.lab.prefixes import PrefixCache, shared_prefixes
 from qkv.smollm2 import Model, check_ids, output_logits, run_layers
 
 __all__ = ["answer_logprobs", "continuation_logprobs", "log_probs"]
-
-
-class _Prefix:
-    """One layer's cache for a batch of texts: the keys and values of each text's shared
-    prefix, (texts, n_kv_heads, P, d_head), then the text's own, appended by
-    :func:`qkv.smollm2.decoder_layer`."""
-
-    def __init__(self, keys, values):
-        self.keys, self.values = keys, values
-
-    def append(self, k, v):  # (texts, n_kv_heads, t, d_head) each
-        self.keys = np.concatenate([self.keys, k], axis=-2)
-        self.values = np.concatenate([self.values, v], axis=-2)
-
-
-def _families(texts: list[np.ndarray], first_row: list[int]) -> list[tuple[int, list[int]]]:
-    """Texts that share a beginning, as (length of the shared prefix, indices of the texts).
-
-    Sorted, the texts of one family are neighbours; a text joins the family before it when
-    it keeps the whole prefix that family shares, so two families that begin with the same
-    word or two stay apart. A prefix stops before the first row a member asks for."""
-    order = sorted(range(len(texts)), key=lambda i: tuple(texts[i]))
-    families: list[tuple[int, list[int]]] = []
-    for i in order:
-        if families:
-            shared, members = families[-1]
-            lead = texts[members[0]]
-            common = 0
-            limit = min(len(lead), len(texts[i]), first_row[i])
-            while common < limit and lead[common] == texts[i][common]:
-                common += 1
-            if len(members) == 1 and common >= 2:
-                families[-1] = (min(common, first_row[members[0]]), [*members, i])
-                continue
-            if len(members) > 1 and common >= shared:
-                members.append(i)
-                continue
-        families.append((0, [i]))
-    return families
 
 
 def log_probs(model: Model, texts: Sequence, rows: Sequence) -> list[np.ndarray]:
@@ -98,7 +61,7 @@ def log_probs(model: Model, texts: Sequence, rows: Sequence) -> list[np.ndarray]
             raise ValueError(f"rows {r.tolist()} must be positions of a text of {len(t)} tokens")
     out: list[np.ndarray | None] = [None] * len(texts)
     by_length: dict[int, list[list[int]]] = {}
-    for shared, members in _families(texts, [int(r.min()) for r in rows]):
+    for shared, members in shared_prefixes(texts, [int(r.min()) for r in rows]):
         by_length.setdefault(shared, []).append(members)
     for shared, families in sorted(by_length.items()):
         members = [i for family in families for i in family]
@@ -111,7 +74,7 @@ def log_probs(model: Model, texts: Sequence, rows: Sequence) -> list[np.ndarray]
         if shared:
             heads = np.stack([texts[family[0]][:shared] for family in families])  # (families, P)
             _, seen = run_layers(model, model.embedding[heads], np.arange(shared))
-            caches = [_Prefix(s.k[family_of], s.v[family_of]) for s in seen]  # one per text
+            caches = [PrefixCache(s.k[family_of], s.v[family_of]) for s in seen]  # one per text
         x, _ = run_layers(model, model.embedding[batch], np.arange(shared, shared + width), caches=caches)
         which = np.concatenate([np.full(rows[i].size, b) for b, i in enumerate(members)])
         where = np.concatenate([rows[i] - shared for i in members])
