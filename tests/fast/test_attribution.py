@@ -89,3 +89,17 @@ def test_the_embedding_share_and_position(model, case):
     embedding = model.embedding[ids[2]].astype(np.float64)
     direction = model.final_norm * (model.embedding[a].astype(np.float64) - model.embedding[b])
     assert np.isclose(early.embedding, embedding @ direction / early.scale, rtol=1e-9)
+
+
+def test_on_a_tiny_float64_model_the_parts_add_up_to_rounding_and_each_layer_is_split_right():
+    model = patching._tiny(seed=3, n_layers=3)  # float64 weights: rounding near 1e-16
+    ids = [1, 4, 1, 5, 9]
+    dla = attribution.direct_logit_attribution(model, ids, 2, 7, position=3)
+    logits = smollm2.output_logits(model, lens.streams(model, ids)[-1, 3])
+    assert abs(dla.logit_difference - (logits[2] - logits[7])) < 1e-12
+    assert abs(dla.total() - dla.logit_difference) < 1e-12
+    # a layer's heads plus its MLP: what that layer added to the stream, read the same way
+    x = lens.streams(model, ids[:4])[:, 3]  # (n_layers + 1, d_model)
+    u = model.final_norm * (model.embedding[2] - model.embedding[7]) / dla.scale
+    np.testing.assert_allclose(dla.heads.sum(axis=1) + dla.mlps, np.diff(x, axis=0) @ u, rtol=0, atol=1e-12)
+    assert abs(dla.embedding - x[0] @ u) < 1e-12

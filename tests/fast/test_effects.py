@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qkv import interventions, scoring, smollm2
+from qkv import interventions, patching, scoring, smollm2
 from qkv.lab import effects
 
 TEXT_1, TEXT_2 = "The capital of France is", "The capital of Italy is"
@@ -114,3 +114,71 @@ def test_a_pair_that_cannot_be_patched_is_refused(model):
         effects.MinimalPair.of(model, TEXT_1, TEXT_1, C1, C2)
     with pytest.raises(ValueError, match="preference equals text 1's"):
         effects.MinimalPair.of(model, TEXT_1, TEXT_2, C1, C1)
+
+
+# ---- on a tiny random model (no trained model needed): the continuation is never patched
+
+
+class Keep(smollm2.Edit):
+    """Keeps the heads' outputs of its layer, (n_heads, T, d_head); changes nothing."""
+
+    def attention(self, weights, v, heads):
+        self.heads = heads
+        return weights, heads
+
+
+def log_p_by_hand(model, x_final, text, continuation):
+    """log P(continuation | text) from the stream leaving the last layer (T, d_model)."""
+    rows = np.arange(len(text) - 1, len(text) + len(continuation) - 1)
+    logits = smollm2.output_logits(model, x_final[rows])
+    return log_softmax(logits)[np.arange(len(continuation)), continuation].sum()
+
+
+def test_on_a_tiny_model_a_head_patch_copies_the_text_positions_only():
+    model = patching._tiny(seed=2, n_layers=3)
+    text_1, text_2, c1, c2 = [1, 2, 3, 4], [1, 5, 3, 4], [6, 7], [8, 9]  # two-token continuations
+    pair = effects.MinimalPair.of(model, text_1, text_2, c1, c2)
+    layer, head = 1, 0
+    which = np.zeros((1, 3, 2), dtype=bool)
+    which[0, layer, head] = True
+    got = pair.patched_heads(which)[0]
+    by_hand, everywhere = 0.0, 0.0
+    for sign, c in ((1, c1), (-1, c2)):
+        ids_1, ids_2 = np.array(text_1 + c), np.array(text_2 + c)
+        keep = Keep()
+        smollm2.run_layers(model, model.embedding[ids_2], np.arange(len(ids_2)), edits={layer: keep})
+        source = keep.heads[head]  # (T, d_head): text 2's run
+        for copied, n in ((source[: len(text_1)], "text"), (source, "all")):
+            x, _ = smollm2.run_layers(
+                model, model.embedding[ids_1], np.arange(len(ids_1)), edits={layer: CopyHead(head, copied)}
+            )
+            value = sign * log_p_by_hand(model, x, text_1, c)
+            if n == "text":
+                by_hand += value
+            else:
+                everywhere += value
+    assert abs(got - by_hand) < 1e-9
+    assert abs(everywhere - by_hand) > 1e-3  # copying the continuation's positions too would differ
+
+
+def test_on_a_tiny_model_a_stream_patch_is_the_layers_run_with_the_row_replaced():
+    model = patching._tiny(seed=2, n_layers=3)
+    text_1, text_2, c1, c2 = [1, 2, 3, 4], [1, 5, 3, 4], [6, 7], [8, 9]
+    pair = effects.MinimalPair.of(model, text_1, text_2, c1, c2)
+    grid = pair.stream_effects()
+    assert grid.shape == (3, 4) and (grid[:, :1] == 0).all()
+    for layer, position in [(0, 1), (1, 1), (2, 3), (1, 2)]:
+        total = 0.0
+        for sign, c in ((1, c1), (-1, c2)):
+            ids_1, ids_2 = np.array(text_1 + c), np.array(text_2 + c)
+            positions = np.arange(len(ids_1))
+            x_1, _ = smollm2.run_layers(model, model.embedding[ids_1], positions, stop=layer)
+            x_2, _ = smollm2.run_layers(model, model.embedding[ids_2], positions, stop=layer)
+            x_1 = x_1.copy()
+            x_1[position] = x_2[position]  # text 2's stream entering the layer, at one position
+            x, _ = smollm2.run_layers(model, x_1, positions, start=layer)
+            total += sign * log_p_by_hand(model, x, text_1, c)
+        want = (total - pair.preference_1) / (pair.preference_2 - pair.preference_1)
+        assert abs(grid[layer, position] - want) < 1e-9, (layer, position)
+    # the embedding of the one token that differs is all that separates the texts
+    assert abs(grid[0, 1] - 1.0) < 1e-9

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import qkv
-from qkv import smollm2
+from qkv import patching, smollm2
 from qkv.lab import lens
 
 TEXT = "The capital of France is"
@@ -93,3 +93,15 @@ def test_position_reads_that_row_and_counts_from_the_end(model, trace):
     assert at_two.top_ids[-1].tolist() == np.argsort(-probs, kind="stable")[:3].tolist()
     with pytest.raises(ValueError, match="position 5 is outside a text of 5 tokens"):
         lens.logit_lens(model, trace.ids, position=5)
+
+
+def test_on_a_tiny_model_each_row_is_read_as_the_last_one_is():
+    model = patching._tiny(seed=3, n_layers=3)
+    ids = [1, 4, 1, 5, 9]
+    seen = lens.logit_lens(model, ids, position=-2, top=10)  # the whole vocabulary, sorted
+    x = lens.streams(model, ids)[:, 3]  # (4, d_model)
+    for row, streams_row in enumerate(x):
+        # the final norm of this row alone: the same function the model's output uses
+        probs = qkv.softmax(smollm2.output_logits(model, streams_row[None])[0])
+        np.testing.assert_allclose(np.sort(probs)[::-1], seen.top_probs[row], rtol=1e-12)
+        assert seen.final_ranks[row] == 1 + (probs > probs[seen.final_id]).sum()
