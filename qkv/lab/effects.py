@@ -153,7 +153,22 @@ class MinimalPair:
     """Two texts of one token count and two continuations, run for patching.
 
     Build it with :meth:`of`. ``runs[c]`` holds the recorded runs (text 1, text 2) joined
-    with continuation ``c`` (0 or 1), as :func:`qkv.patching.record` keeps them.
+    with continuation ``c`` (0 or 1), as :func:`qkv.patching.record` keeps them. Layers
+    and heads are counted from 0 here; the stream entering layer 0 is the embeddings.
+
+    Examples
+    --------
+    With the model installed (not run here)::
+
+        pair = MinimalPair.of(model, "The capital of France is", "The capital of Italy is",
+                              " Paris", " Rome")
+        pair.since                         # 3: the texts differ at ' France' / ' Italy'
+        where = np.zeros((2, 5), dtype=bool)
+        where[:, 3] = True                 # copy text 2's stream at ' Italy' ...
+        pair.effect(pair.patched_stream([0, 29], where))  # ... entering layers 0 and 29
+        which = np.zeros((1, 30, 9), dtype=bool)
+        which[0, 23, 4] = True             # copy one head's output at every text position
+        pair.effect(pair.patched_heads(which))
     """
 
     model: Model = field(repr=False)
