@@ -16,7 +16,7 @@ from tiny_model import tiny_model
 
 import qkv
 from qkv import smollm2, toy
-from qkv.lab import interventions, patching, prefixes, scaling, training
+from qkv.lab import attribution, effects, interventions, lens, patching, prefixes, scaling, training
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(3, 8))  # three tokens, d_model = 8
@@ -364,6 +364,58 @@ CASES = [
         r"keys and values must both be \(batch, n_kv_heads, P, d_head\), "
         r"got shapes \(2, 1, 3, 4\) and \(2, 1, 3\)",
     ),
+    # qkv.lab.lens, qkv.lab.attribution, qkv.lab.effects: on the tiny model, with token ids
+    (lens.streams, lambda: lens.streams(TINY, [1, 10]), "token id 10 at position 1 is out of range"),
+    (
+        lens.logit_lens,
+        lambda: lens.logit_lens(TINY, [1, 2, 3], position=3),
+        r"position 3 is outside a text of 3 tokens: give 0\.\.2, or -3\.\.-1 from the end",
+    ),
+    (lens.logit_lens, lambda: lens.logit_lens(TINY, [1, 2, 3], top=0), r"top must be an int in 1\.\.10"),
+    (lens.logit_lens, lambda: lens.logit_lens(TINY, [1, 2], position=1.0), "position must be an int"),
+    (
+        attribution.direct_logit_attribution,
+        lambda: attribution.direct_logit_attribution(TINY, [1, 2, 3], 4, 10),
+        r"token_b must be a token id in 0\.\.9, got 10",
+    ),
+    (
+        attribution.direct_logit_attribution,
+        lambda: attribution.direct_logit_attribution(TINY, [1, 2, 3], 4, 5, position=-4),
+        "position -4 is outside a text of 3 tokens",
+    ),
+    (
+        effects.preference,
+        lambda: effects.preference(TINY, [1, 2, 3], [4], [10]),
+        "continuation_2: token id 10 at position 0 is out of range",
+    ),
+    (
+        effects.patching_effect,
+        lambda: effects.patching_effect([0.2, 0.3], 1.0, 1.0),
+        r"text 2's preference equals text 1's \(1\.0\): a patch has nothing to restore",
+    ),
+    (effects.patching_effect, lambda: effects.patching_effect(0.5, np.nan, 1.0), "must be finite"),
+    (
+        effects.MinimalPair,
+        lambda: effects.MinimalPair.of(TINY, [1, 2, 3], [1, 2], [4], [5]),
+        "text_1 has 3 tokens and text_2 2: patching copies position by position",
+    ),
+    (
+        effects.MinimalPair,
+        lambda: effects.MinimalPair.of(TINY, [1, 2, 3], [1, 2, 3], [4], [5]),
+        "text_1 and text_2 are the same tokens",
+    ),
+    (
+        effects.MinimalPair,
+        lambda: effects.MinimalPair.of(TINY, [1, 2, 3], [1, 5, 3], [4], [5]).patched_stream(0, [[1, 0, 1]]),
+        r"where must be a bool array \(n_variants, T\) = \(n_variants, 3\), got int64 of shape \(1, 3\)",
+    ),
+    (
+        effects.MinimalPair,
+        lambda: effects.MinimalPair.of(TINY, [1, 2, 3], [1, 5, 3], [4], [5]).patched_heads(
+            np.ones((1, 2, 3), bool)
+        ),
+        r"which must be a bool array \(n_variants, n_layers, n_heads\) = \(n_variants, 2, 2\)",
+    ),
 ]
 
 
@@ -393,6 +445,8 @@ NOTHING_TO_REFUSE = {
     "feature_embeddings",
     "hand_built_projections",
     "Recorded",
+    "LogitLens",
+    "Attribution",
 }
 
 
@@ -412,7 +466,7 @@ def public_callables(module) -> dict:
 
 def test_every_public_function_has_a_case():
     public = {}
-    for module in (qkv, toy, scaling, training, patching, prefixes):
+    for module in (qkv, toy, scaling, training, patching, prefixes, lens, attribution, effects):
         public.update(public_callables(module))
     covered = {function for function, _, _ in CASES}
     missing = sorted(n for n, obj in public.items() if obj not in covered and n not in NOTHING_TO_REFUSE)
