@@ -152,7 +152,8 @@ def plan(root: Path, slug: str, title: str) -> dict[str, str]:
         f"tests/fast/test_chapter_{module}.py": "test.py.tmpl",
     }
     if taken := [path for path in new if (root / path).exists()]:
-        raise ValueError(f"the slug {slug!r} is taken: {', '.join(taken)} exists; choose another slug")
+        there = f"{' and '.join(taken)} {'exists' if len(taken) == 1 else 'exist'}"
+        raise ValueError(f"the slug {slug!r} is taken: {there} already; choose another slug")
     claimed = [p.name for p in sorted((root / "docs").glob("*.md")) if f"<!-- claim: {slug}-" in read(p)]
     if claimed:
         raise ValueError(f"the slug {slug!r} starts claim ids already used in docs/{claimed[0]}")
