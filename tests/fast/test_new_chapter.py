@@ -2,7 +2,7 @@
 saying why, with a non-zero exit and nothing written; what it writes is read back as written.
 
 That the chapter it writes passes the tests and the strict build is
-tests/site/test_new_chapter.py's to show: it runs them in a copy of the repository.
+tests/site/test_new_chapter_builds.py's to show: it runs them in a copy of the repository.
 """
 
 from __future__ import annotations
