@@ -125,6 +125,8 @@ def explanation(mkdocs_yml: str) -> tuple[list[tuple[int, str, str]], int]:
     chapters, end = [], starts[0] + 1
     for i in range(starts[0] + 1, len(lines)):
         line = lines[i]
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue  # a blank line or a comment inside the part
         if len(line) - len(line.lstrip()) <= depth:
             break
         ((label, path),) = yaml.safe_load(line.strip())[0].items()

@@ -106,3 +106,15 @@ def test_the_title_reads_back_from_the_nav_and_front_matter_and_a_second_run_is_
     assert run(root, monkeypatch, "attention-sinks", "Another title") == 2
     assert "is taken" in capsys.readouterr().err
     assert snapshot(root) == before
+
+
+def test_the_nav_part_is_read_past_comments_blank_lines_and_quoted_labels():
+    nav = (
+        "nav:\n  - Home: index.md\n  - The explanation:\n      - 1. One: one.md\n"
+        '      # a comment\n\n      - "2. Two: a colon": two.md\n  - Explorer: explorer.md\n'
+    )
+    chapters, end = new_chapter.explanation(nav)
+    assert chapters == [(1, "One", "one.md"), (2, "Two: a colon", "two.md")]
+    assert nav.splitlines()[end - 1].endswith("two.md")  # the next chapter goes after it
+    with pytest.raises(ValueError, match=r"'Explorer' is not 'N\. Title'"):
+        new_chapter.explanation(nav.replace("  - Explorer", "      - Explorer"))
