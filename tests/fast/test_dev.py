@@ -82,7 +82,7 @@ def test_an_unknown_command_prints_the_commands_and_exits_2(dev):
     typo = dev("tset")
     assert typo.returncode == 2
     assert "unknown command 'tset'" in typo.stderr
-    for command in ("serve", "check", "test", "build", "bench", "lock"):
+    for command in ("serve", "check", "test", "build", "bench", "lock", "new-chapter"):
         assert f"./dev {command}" in typo.stderr
     assert dev().returncode == 2  # no command at all is no command CI meant
     asked = dev("help")
@@ -220,6 +220,17 @@ def test_the_model_tier_holds_the_tests_that_run_the_model_and_no_other():
     assert any(i.startswith("tests/fast/test_interventions.py::") for i in ids)
     assert "tests/fast/test_snippets.py::test_snippet_runs_and_prints[trained_model.py]" in ids
     assert not any("[soft_lookup.py]" in i or i.startswith("tests/fast/test_attention.py") for i in ids)
+
+
+def test_new_chapter_installs_the_docs_group_and_hands_its_arguments_to_the_generator(dev):
+    done = dev("new-chapter", "attention-sinks", "Why the first token collects the weight")
+    assert done.returncode == 0, done.stderr
+    *_, generate = dev.calls()
+    # the stand-in logs its arguments joined by spaces: the title is the rest of the line
+    assert generate == "-m qkv_site.new_chapter attention-sinks Why the first token collects the weight"
+    installs = pip_calls(dev.calls())
+    assert installs[-1].endswith("--group docs")
+    assert not any("torch" in c for c in installs)
 
 
 def test_lock_installs_only_the_pins_so_a_lock_older_than_pyproject_can_be_rewritten(dev):
