@@ -274,8 +274,9 @@ def linear_attention(q, k, v, feature_map=elu_plus_one, causal: bool = False) ->
     about ``T·d_k·d_v`` multiply-adds against softmax attention's
     ``T²·(d_k + d_v)``: linear in ``T``, and fewer once ``T`` exceeds the
     head width (:func:`~qkv.linear_attention_flops` counts both). The
-    weights are no longer a softmax of ``q·k``: no score can take nearly all
-    the weight the way a large one does under ``exp``.
+    weights are no longer a softmax of ``q·k``: a key's weight grows in
+    proportion to its score, not exponentially, so one key takes nearly all
+    the weight only with a far larger lead over the others than ``exp`` needs.
 
     With ``causal=True`` query i sums over keys ``0..i`` only: a running
     ``d_k × d_v`` state, updated once per position as a recurrent network

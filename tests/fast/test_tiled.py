@@ -323,6 +323,33 @@ def test_linear_attention_weights_are_not_softmax_weights():
     check_prose("tiled-linear-not-a-softmax", 20, softmax_top, linear_top)
 
 
+def _linear_weights(lead: float) -> np.ndarray:
+    """linear_attention's weights (elu+1 features) for the query (1, 0) over the keys
+    (lead, 0), (0, 0), (0, 0): with the values one-hot, the output row is the weights."""
+    q = np.array([[1.0, 0.0]])
+    k = np.array([[lead, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    return qkv.linear_attention(q, k, np.eye(3))[0]
+
+
+@pytest.mark.claim("tiled-linear-share-grows-slowly")
+def test_linear_attention_gives_one_key_nearly_everything_only_for_a_huge_lead():
+    def share(c):  # by hand: φ(q) = (2, 1); φ(k) = (c + 1, 1), (1, 1), (1, 1)
+        return (2 * c + 3) / (2 * c + 9)
+
+    leads = [20.0, 200.0, 2000.0]
+    for c in leads:
+        w = _linear_weights(c)
+        np.testing.assert_allclose(w[0], share(c), rtol=1e-12)
+        # the ratio to another key is (2c + 3) / 3: linear in the lead
+        np.testing.assert_allclose(w[0] / w[1], (2 * c + 3) / 3, rtol=1e-12)
+    shares = [_linear_weights(c)[0] for c in leads]
+    assert shares[0] < shares[1] < shares[2] < 1  # nearly everything, in the end
+    # softmax needs a lead of a few units for what linear attention needs thousands for
+    softmax_at_10 = qkv.softmax(np.array([10.0, 0.0, 0.0]))[0]
+    assert softmax_at_10 > shares[2]
+    check_prose("tiled-linear-share-grows-slowly", 3, 9, 0, shares[1], 200, shares[2], 2000)
+
+
 @pytest.mark.claim("tiled-linear-crossover")
 def test_the_flop_counts_cross_at_t_equal_d_plus_one():
     for d in (16, 64, 128):
