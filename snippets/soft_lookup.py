@@ -158,4 +158,13 @@ print(
     f"(summed: {np.delete(w[0], names.index('blue')).sum():.2g})",
 )
 print("red channel above zero:", a[0, 0] > 0)
+# longer still: the other weights fall below the smallest number the type holds
+for factor, dtype in [(2000, np.float64), (200, np.float32)]:
+    far = (factor * keys[names.index("blue")][None]).astype(dtype)
+    w, a = qkv.attention(far, keys.astype(dtype), values.astype(dtype))
+    print(
+        f"x{factor} in {np.dtype(dtype).name}: weights {w[0]}, answer {a[0]},",
+        "exactly blue:",
+        bool((a[0] == [0.0, 0.0, 1.0]).all()),
+    )
 # --8<-- [end:exercise_blue]

@@ -409,6 +409,31 @@ def test_a_query_aimed_at_blue_never_gives_pure_blue(shown_lookup):
     assert line_of(text, "red channel above zero:") == "red channel above zero: True"
 
 
+@pytest.mark.claim("lookup-ex-blue-underflow")
+def test_a_long_enough_query_gives_exactly_blue_once_the_other_weights_underflow(shown_lookup):
+    long64, long32 = stated("lookup-ex-blue-underflow")[:2]
+    for factor, dtype in [(long64, np.float64), (long32, np.float32)]:
+        at_blue = factor * KEYS[BLUE]
+        scores = KEYS @ at_blue / math.sqrt(2)  # exact enough: these are whole multiples
+        # the exact weight of each other colour, in logs: score gap minus log of the sum
+        log_rest = (
+            np.delete(scores, BLUE)
+            - scores[BLUE]
+            - np.log1p(np.exp(np.delete(scores, BLUE) - scores[BLUE]).sum())
+        )
+        half_least = math.log(float(np.finfo(dtype).smallest_subnormal)) - math.log(2)
+        assert (log_rest < half_least).all()  # every other weight rounds to 0 in this type
+        weights, answer = qkv.attention(at_blue[None].astype(dtype), KEYS.astype(dtype), VALUES.astype(dtype))
+        assert answer.dtype == dtype
+        assert np.delete(weights[0], BLUE).tolist() == [0.0, 0.0, 0.0]
+        assert answer[0].tolist() == [0.0, 0.0, 1.0]  # exactly blue
+        line = shown_lookup.line("soft_lookup.py:exercise_blue", f"x{factor:g} in {np.dtype(dtype).name}")
+        assert line.endswith("exactly blue: True")
+    # and in float64 at the page's own 64 times the answer is not yet blue (claim above)
+    assert qkv.attention(64 * KEYS[BLUE][None], KEYS, VALUES).output[0, 0] > 0
+    check_prose("lookup-ex-blue-underflow", long64, long32, 0, *answer[0])
+
+
 # ---- 2. Where Q, K and V come from -----------------------------------------------------
 
 
