@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 import textwrap
 
 import numpy as np
@@ -1204,6 +1205,21 @@ def test_every_recorded_published_model_uses_heads_of_64_or_128():
     assert qkv.MODELS  # their number and fields: test_chapter_kv_cache.py
     sizes = sorted({m.d_head for m in qkv.MODELS})
     check_prose("three-head-sizes", *sizes)
+
+
+@pytest.mark.claim("three-gemma-head-widths")
+def test_gemma_7b_and_gemma_2_9b_have_heads_of_256_and_gemma_2_27b_of_128(page_output):
+    # Gemma 7B: chapter 16 prints its W_Q as d_model × (16 heads × d_head), from its report
+    gemma7 = next(
+        line
+        for line in page_output("faq.md")["faq.py:weight_shapes"].splitlines()
+        if line.startswith("Gemma 7B")
+    )
+    gemma7_head = int(re.search(r"W_Q \d+x(\d+)", gemma7).group(1)) // 16  # 16 query heads
+    windowed = {m.name: m.d_head for m in qkv.WINDOWED_MODELS}  # checked against their configs
+    assert gemma7_head == windowed["Gemma 2 9B"] > max(m.d_head for m in qkv.MODELS)  # "wider"
+    # ...: the "2" of "Gemma 2", a name
+    check_prose("three-gemma-head-widths", ..., gemma7_head, ..., windowed["Gemma 2 27B"])
 
 
 @pytest.mark.claim("three-ex-scale")
