@@ -533,9 +533,7 @@ def test_fewer_queries_copy_one_value_over_more_keys(by_keys, keys_table):
         512,
         N_KEYS_DRAWS,
     )
-    check_prose(
-        "traps-no-scaling-copies", 64, COPY, 100 * shares[6][0], 6, 100 * shares[512][0], 512, N_KEYS_DRAWS
-    )
+    check_prose("traps-no-scaling-copies", 64, COPY, 100 * shares[6][0], 6, 100 * shares[512][0], 512)
 
 
 @pytest.mark.claim("scale-keys-same-draws")
