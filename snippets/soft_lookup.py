@@ -88,7 +88,7 @@ print(f"  largest difference {np.abs(softmax_w - kernel_w).max():.0e}")
 own_w = qkv.attention(query, keys, values, scale=False).weights[0]
 gap = np.abs(own_w - kernel_weights(query[0], keys, variance=1.0)).max()
 print(f"the palette's own keys (norms differ): differ by up to {gap:.2f}")
-for variance in (1.0, 0.1, 0.01):  # a narrower kernel: nearer to nearest-neighbour
+for variance in (1.0, 0.1, 0.01):  # narrower: nearer to nearest-neighbour
     w = kernel_weights(query[0], unit_keys, variance)
     print(
         f"kernel variance {variance:<4}: nearest key ({names[w.argmax()]}) "
