@@ -4,7 +4,8 @@ and linear attention.
 :func:`online_softmax` finds a row's maximum and normaliser in one pass over its
 blocks (Milakov & Gimelshein 2018). :func:`tiled_attention` runs the same running
 maximum and sum over blocks of keys, so it never holds more than a block of scores
-(Dao et al. 2022; Rabe & Staats 2021). :func:`linear_attention` replaces the softmax
+(Rabe & Staats 2021), in the loop order of FlashAttention-2 (Dao 2023): query blocks
+outside, key blocks inside. :func:`linear_attention` replaces the softmax
 by a feature map, so the keys and values can be summed first (Katharopoulos et al.
 2020).
 
@@ -120,7 +121,7 @@ class TiledAttention(NamedTuple):
     """(..., Tq, d_v): the same as ``attention(q, k, v, mask).output``."""
     logsumexp: np.ndarray
     """(..., Tq): ``log Σ_j exp(score_ij)`` over the keys query i may attend to;
-    FlashAttention keeps it for the backward pass, which recomputes the weights
+    FlashAttention-2 keeps it for the backward pass, which recomputes the weights
     from it as ``exp(score_ij - logsumexp_i)``."""
 
 
@@ -128,7 +129,7 @@ class TiledAttention(NamedTuple):
 def tiled_attention(
     q, k, v, mask=None, block_q: int = 1024, block_k: int = 2048, scale=True
 ) -> TiledAttention:
-    """Scaled dot-product attention computed block by block, FlashAttention's forward pass.
+    """Scaled dot-product attention computed block by block, in the order of FlashAttention-2.
 
     The queries are cut into blocks of ``block_q`` rows and the keys and
     values into blocks of ``block_k``. For each block of queries, the key
@@ -137,9 +138,12 @@ def tiled_attention(
     unnormalised output ``acc``; a block that raises the maximum rescales
     ``l_sum`` and ``acc`` by ``exp(m_old - m_new)``, exactly as in
     :func:`online_softmax`. At most ``block_q × block_k`` scores exist at any
-    time, never the ``Tq × Tk`` matrix (Dao et al. 2022, Algorithm 1;
-    Rabe & Staats 2021). Blocks need not divide ``Tq`` or ``Tk``: the last
-    one is shorter.
+    time, never the ``Tq × Tk`` matrix (Rabe & Staats 2021). The loops are
+    nested as in FlashAttention-2 (Dao 2023, Algorithm 1): each block of
+    queries is finished, divided by its sum and given its log-sum-exp, before
+    the next starts. FlashAttention (Dao et al. 2022) nests them the other way
+    round, key blocks outside, and keeps every row's maximum and sum between
+    visits. Blocks need not divide ``Tq`` or ``Tk``: the last one is shorter.
 
     Parameters
     ----------
@@ -270,8 +274,9 @@ def linear_attention(q, k, v, feature_map=elu_plus_one, causal: bool = False) ->
     about ``T·d_k·d_v`` multiply-adds against softmax attention's
     ``T²·(d_k + d_v)``: linear in ``T``, and fewer once ``T`` exceeds the
     head width (:func:`~qkv.linear_attention_flops` counts both). The
-    weights are no longer a softmax of ``q·k``: no score can take nearly all
-    the weight the way a large one does under ``exp``.
+    weights are no longer a softmax of ``q·k``: a key's weight grows in
+    proportion to its score, not exponentially, so one key takes nearly all
+    the weight only with a far larger lead over the others than ``exp`` needs.
 
     With ``causal=True`` query i sums over keys ``0..i`` only: a running
     ``d_k × d_v`` state, updated once per position as a recurrent network

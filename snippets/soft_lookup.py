@@ -72,25 +72,26 @@ print("average:   ", soft_before.round(3), "->", soft_after.round(3))
 
 
 # --8<-- [start:kernel]
-def kernel_weights(q, keys, width):
-    """Nadaraya-Watson: a Gaussian of the distance to each key, normalised."""
-    w = np.exp(-((q - keys) ** 2).sum(axis=-1) / (2 * width))  # (n_keys,)
+def kernel_weights(q, keys, variance):
+    """Nadaraya-Watson: a Gaussian of the distance to each key, normalised;
+    ``variance`` is the Gaussian's variance, the square of its width."""
+    w = np.exp(-((q - keys) ** 2).sum(axis=-1) / (2 * variance))  # (n_keys,)
     return w / w.sum()
 
 
 unit_keys = keys / np.linalg.norm(keys, axis=1, keepdims=True)  # all of norm 1
 softmax_w = qkv.attention(query, unit_keys, values, scale=False).weights[0]
-kernel_w = kernel_weights(query[0], unit_keys, width=1.0)
+kernel_w = kernel_weights(query[0], unit_keys, variance=1.0)
 print("softmax of q·k, keys of norm 1:", softmax_w.round(4))
 print("Gaussian kernel of |q - k|:    ", kernel_w.round(4))
 print(f"  largest difference {np.abs(softmax_w - kernel_w).max():.0e}")
 own_w = qkv.attention(query, keys, values, scale=False).weights[0]
-gap = np.abs(own_w - kernel_weights(query[0], keys, width=1.0)).max()
+gap = np.abs(own_w - kernel_weights(query[0], keys, variance=1.0)).max()
 print(f"the palette's own keys (norms differ): differ by up to {gap:.2f}")
-for width in (1.0, 0.1, 0.01):  # a narrower kernel: nearer to nearest-neighbour
-    w = kernel_weights(query[0], unit_keys, width)
+for variance in (1.0, 0.1, 0.01):  # narrower: nearer to nearest-neighbour
+    w = kernel_weights(query[0], unit_keys, variance)
     print(
-        f"kernel width {width:<4}: nearest key ({names[w.argmax()]}) "
+        f"kernel variance {variance:<4}: nearest key ({names[w.argmax()]}) "
         f"gets {w.max():.4f}"
     )
 # --8<-- [end:kernel]
@@ -157,4 +158,13 @@ print(
     f"(summed: {np.delete(w[0], names.index('blue')).sum():.2g})",
 )
 print("red channel above zero:", a[0, 0] > 0)
+# longer still: the other weights fall below the smallest number the type holds
+for factor, dtype in [(2000, np.float64), (200, np.float32)]:
+    far = (factor * keys[names.index("blue")][None]).astype(dtype)
+    w, a = qkv.attention(far, keys.astype(dtype), values.astype(dtype))
+    print(
+        f"x{factor} in {np.dtype(dtype).name}: weights {w[0]}, answer {a[0]},",
+        "exactly blue:",
+        bool((a[0] == [0.0, 0.0, 1.0]).all()),
+    )
 # --8<-- [end:exercise_blue]

@@ -63,12 +63,12 @@ for d_k in [64, 256, 512]:
 # --8<-- [start:keys]
 from qkv.lab.scaling import scale_effect
 
-# one query over n_keys keys at d_k = 64;
-# the same 1,000 draws with and without scaling
+# one query over n_keys keys at d_k = 64; the same 10,000 draws with and
+# without scaling (over six keys, the draws of the table above)
 print("        share copying one value    median |dw/dq|")
 print("n_keys  unscaled  scaled          unscaled  scaled")
 for n_keys in [6, 64, 512]:
-    e = scale_effect(d_k=64, n_keys=n_keys, threshold=0.95, n_draws=1000)
+    e = scale_effect(d_k=64, n_keys=n_keys, threshold=0.95, n_draws=10_000)
     print(
         f"{n_keys:6}  {e.copying[0]:8.1%}  {e.copying[1]:6.1%}",
         f"        {e.median_query_gradient[0]:8.4f}  "

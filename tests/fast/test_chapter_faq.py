@@ -238,6 +238,80 @@ def test_the_layer_scales_by_the_head_size_not_the_model_width(shown):
     )  # ...: "chapter 6"
 
 
+def _gemma2_weights(query_pre_attn_scalar, head_dim=128, softcap=50.0, seed=0):
+    """transformers' own Gemma 2 attention (eager, no rotation) on random inputs, with weights
+    large enough that the cap matters: its weights, and the queries and keys it scored."""
+    import torch
+    from transformers import Gemma2Config
+    from transformers.models.gemma2.modeling_gemma2 import Gemma2Attention
+
+    torch.manual_seed(seed)
+    config = Gemma2Config(
+        hidden_size=64,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=head_dim,
+        query_pre_attn_scalar=query_pre_attn_scalar,
+        attn_logit_softcapping=softcap,
+        num_hidden_layers=1,
+        layer_types=["full_attention"],
+    )
+    config._attn_implementation = "eager"
+    layer = Gemma2Attention(config, layer_idx=0).eval()
+    t = 5
+    with torch.no_grad():
+        for weight in layer.parameters():
+            weight.normal_(0.0, 3.0)
+        x = torch.randn(1, t, 64)
+        no_rotation = (torch.ones(1, t, head_dim), torch.zeros(1, t, head_dim))
+        _, weights = layer(x, no_rotation, attention_mask=None)
+        q = layer.q_proj(x).view(1, t, 2, head_dim).transpose(1, 2).double().numpy()
+        k = layer.k_proj(x).view(1, t, 1, head_dim).transpose(1, 2).double().numpy()
+    return weights.double().numpy(), q, k
+
+
+def _softmax_rows(s):
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _capped(s, cap=50.0):
+    return cap * np.tanh(s / cap)
+
+
+@pytest.mark.claim("faq-gemma2-scale")
+def test_gemma2_27b_divides_by_the_root_of_its_query_pre_attn_scalar_not_of_its_head_width():
+    # Gemma 2 27B as its report publishes it (Gemma Team 2024b, table 1): d_model 4608,
+    # 32 heads of 128; query_pre_attn_scalar is d_model / heads
+    d_model, n_heads = 4608, 32
+    (gemma27,) = [m for m in qkv.WINDOWED_MODELS if m.name == "Gemma 2 27B"]
+    head_dim, scalar = gemma27.d_head, d_model // n_heads
+    assert scalar * n_heads == d_model and scalar != head_dim
+    weights, q, k = _gemma2_weights(scalar, head_dim)
+    s = q @ k.swapaxes(-1, -2)
+    by_scalar = _softmax_rows(_capped(s / np.sqrt(scalar)))
+    by_head_dim = _softmax_rows(_capped(s / np.sqrt(head_dim)))
+    np.testing.assert_allclose(weights, by_scalar, atol=1e-5)  # transformers computes in float32
+    assert np.abs(weights - by_head_dim).max() > 1e-2
+    check_prose("faq-gemma2-scale", ..., head_dim, scalar, np.sqrt(scalar), d_model, n_heads)
+
+
+@pytest.mark.claim("faq-gemma2-softcap")
+def test_gemma2_caps_its_scaled_scores_softly_at_50():
+    from transformers import Gemma2Config
+
+    cap = Gemma2Config().attn_logit_softcapping  # the library's default, every Gemma 2's value
+    weights, q, k = _gemma2_weights(256, head_dim=256)
+    s = q @ k.swapaxes(-1, -2) / np.sqrt(256)
+    assert np.abs(s).max() > 2 * cap  # scores large enough for the cap to matter
+    np.testing.assert_allclose(weights, _softmax_rows(_capped(s, cap)), atol=1e-5)
+    assert np.abs(weights - _softmax_rows(s)).max() > 1e-2
+    loss = 100 * (1 - _capped(5.0, cap) / 5.0)  # percent of a score of 5 lost to the cap
+    huge = np.array([60.0, 1e3, 1e300])
+    assert (np.abs(_capped(huge, cap)) <= cap).all() and (np.abs(_capped(-huge, cap)) <= cap).all()
+    check_prose("faq-gemma2-softcap", ..., cap, cap, 5, loss, cap)
+
+
 COSINE_MAX = 1  # a cosine lies in [-1, 1]
 
 

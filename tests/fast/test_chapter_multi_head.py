@@ -227,6 +227,37 @@ def test_eight_float16_maps_at_8192_tokens_take_one_gib():
     check_prose("heads-1gib-maps", t, maps, np.dtype(dtype).itemsize * 8, maps * one_map / 2**30)
 
 
+def _sdpa_largest_allocation(backend, q, k, v) -> int:
+    """The most bytes any one operation allocates (net of what it frees) during one
+    ``scaled_dot_product_attention`` call restricted to ``backend``, as PyTorch's profiler
+    counts them on the CPU."""
+    from torch.nn.attention import sdpa_kernel
+    from torch.profiler import ProfilerActivity, profile
+
+    with sdpa_kernel(backend):
+        F.scaled_dot_product_attention(q, k, v)  # warm-up, outside the count
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            F.scaled_dot_product_attention(q, k, v)
+    ops = [e for e in prof.events() if e.name.startswith("aten::")]
+    assert any(e.name == "aten::scaled_dot_product_attention" for e in ops)  # the call was seen
+    return max(e.self_cpu_memory_usage for e in ops)
+
+
+@pytest.mark.claim("heads-sdpa-tiles-or-not")
+def test_pytorch_sdpa_tiles_with_its_fused_kernel_and_holds_the_map_in_its_math_fallback():
+    from torch.nn.attention import SDPBackend
+
+    t, d = 2048, 64
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 1, t, d, dtype=torch.float32) for _ in range(3))
+    one_map = t * t * 4  # bytes of one float32 T × T map
+    fused = _sdpa_largest_allocation(SDPBackend.FLASH_ATTENTION, q, k, v)
+    math_fallback = _sdpa_largest_allocation(SDPBackend.MATH, q, k, v)
+    assert 0 < fused < one_map / 4, (fused, one_map)
+    assert math_fallback >= one_map, (math_fallback, one_map)
+    check_prose("heads-sdpa-tiles-or-not", t)
+
+
 def test_causal_mask_zeroes_every_later_key_in_every_head():
     for seed in range(5):
         w, x = _layer(seed=seed, t=9)

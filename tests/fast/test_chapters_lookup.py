@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 import textwrap
 
 import numpy as np
@@ -407,6 +408,31 @@ def test_a_query_aimed_at_blue_never_gives_pure_blue(shown_lookup):
     np.testing.assert_allclose(printed[1:], answer[0], rtol=1e-6)
     assert numbers(line_of(text, "weight left for the other three:")) == [0, float(f"{rest:.2g}")]
     assert line_of(text, "red channel above zero:") == "red channel above zero: True"
+
+
+@pytest.mark.claim("lookup-ex-blue-underflow")
+def test_a_long_enough_query_gives_exactly_blue_once_the_other_weights_underflow(shown_lookup):
+    long64, long32 = stated("lookup-ex-blue-underflow")[:2]
+    for factor, dtype in [(long64, np.float64), (long32, np.float32)]:
+        at_blue = factor * KEYS[BLUE]
+        scores = KEYS @ at_blue / math.sqrt(2)  # exact enough: these are whole multiples
+        # the exact weight of each other colour, in logs: score gap minus log of the sum
+        log_rest = (
+            np.delete(scores, BLUE)
+            - scores[BLUE]
+            - np.log1p(np.exp(np.delete(scores, BLUE) - scores[BLUE]).sum())
+        )
+        half_least = math.log(float(np.finfo(dtype).smallest_subnormal)) - math.log(2)
+        assert (log_rest < half_least).all()  # every other weight rounds to 0 in this type
+        weights, answer = qkv.attention(at_blue[None].astype(dtype), KEYS.astype(dtype), VALUES.astype(dtype))
+        assert answer.dtype == dtype
+        assert np.delete(weights[0], BLUE).tolist() == [0.0, 0.0, 0.0]
+        assert answer[0].tolist() == [0.0, 0.0, 1.0]  # exactly blue
+        line = shown_lookup.line("soft_lookup.py:exercise_blue", f"x{factor:g} in {np.dtype(dtype).name}")
+        assert line.endswith("exactly blue: True")
+    # and in float64 at the page's own 64 times the answer is not yet blue (claim above)
+    assert qkv.attention(64 * KEYS[BLUE][None], KEYS, VALUES).output[0, 0] > 0
+    check_prose("lookup-ex-blue-underflow", long64, long32, 0, *answer[0])
 
 
 # ---- 2. Where Q, K and V come from -----------------------------------------------------
@@ -1179,6 +1205,21 @@ def test_every_recorded_published_model_uses_heads_of_64_or_128():
     assert qkv.MODELS  # their number and fields: test_chapter_kv_cache.py
     sizes = sorted({m.d_head for m in qkv.MODELS})
     check_prose("three-head-sizes", *sizes)
+
+
+@pytest.mark.claim("three-gemma-head-widths")
+def test_gemma_7b_and_gemma_2_9b_have_heads_of_256_and_gemma_2_27b_of_128(page_output):
+    # Gemma 7B: chapter 16 prints its W_Q as d_model × (16 heads × d_head), from its report
+    gemma7 = next(
+        line
+        for line in page_output("faq.md")["faq.py:weight_shapes"].splitlines()
+        if line.startswith("Gemma 7B")
+    )
+    gemma7_head = int(re.search(r"W_Q \d+x(\d+)", gemma7).group(1)) // 16  # 16 query heads
+    windowed = {m.name: m.d_head for m in qkv.WINDOWED_MODELS}  # checked against their configs
+    assert gemma7_head == windowed["Gemma 2 9B"] > max(m.d_head for m in qkv.MODELS)  # "wider"
+    # ...: the "2" of "Gemma 2", a name
+    check_prose("three-gemma-head-widths", ..., gemma7_head, ..., windowed["Gemma 2 27B"])
 
 
 @pytest.mark.claim("three-ex-scale")

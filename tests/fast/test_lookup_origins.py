@@ -32,8 +32,8 @@ def softmax_of_dots(q, keys):
     return e / e.sum()
 
 
-def gaussian_weights(q, keys, width=1.0):
-    e = np.exp(-np.sum((q - keys) ** 2, axis=1) / (2 * width))
+def gaussian_weights(q, keys, variance=1.0):
+    e = np.exp(-np.sum((q - keys) ** 2, axis=1) / (2 * variance))
     return e / e.sum()
 
 
@@ -74,16 +74,16 @@ def test_the_palette_with_unit_keys_is_kernel_regression(shown):
 @pytest.mark.claim("lookup-kernel-narrow")
 def test_a_narrow_kernel_puts_all_weight_on_the_nearest_key(shown):
     unit = KEYS / np.linalg.norm(KEYS, axis=1, keepdims=True)
-    widths = (1.0, 0.1, 0.01)
-    tops = [gaussian_weights(WARM, unit, w).max() for w in widths]
+    variances = (1.0, 0.1, 0.01)
+    tops = [gaussian_weights(WARM, unit, v).max() for v in variances]
     assert tops[0] < tops[1] < tops[2]  # narrower, harder
     nearest = int(np.argmin(np.linalg.norm(WARM - unit, axis=1)))
     assert NAMES[nearest] == "red"
     assert int(gaussian_weights(WARM, unit, 0.01).argmax()) == nearest
-    for w, top in zip(widths, tops, strict=True):
-        line = shown.line("soft_lookup.py:kernel", f"kernel width {w:<4}")
+    for v, top in zip(variances, tops, strict=True):
+        line = shown.line("soft_lookup.py:kernel", f"kernel variance {v:<4}")
         assert "(red)" in line and abs(numbers(line)[-1] - top) <= 5e-5 + 1e-12
-    check_prose("lookup-kernel-narrow", 0.01, tops[2])
+    check_prose("lookup-kernel-narrow", variances[2], np.sqrt(variances[2]), tops[2])
 
 
 @pytest.mark.claim("lookup-additive-saturates")

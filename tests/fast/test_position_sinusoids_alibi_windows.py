@@ -103,6 +103,18 @@ def test_a_stack_of_sliding_windows_reaches_w_minus_1_times_l_plus_1(shown):
     check_prose("pos-window-receptive-field", 1, 1, *counts, 4, 1, 4, mistral, 32, 4096)
 
 
+@pytest.mark.claim("pos-window-paper-convention")
+def test_with_the_papers_window_of_w_plus_1_keys_the_reach_goes_back_w_times_l():
+    # the paper's window i - W .. i holds W + 1 keys: each layer steps back 0 .. W
+    w = 4
+    back = [39 - reach_by_walking(40, w + 1, n, 39)[0] for n in range(1, 5)]
+    assert back == [w * n for n in range(1, 5)]
+    paper = 4096 * 32  # Mistral 7B: window 4096, 32 layers (Jiang et al., Table 1)
+    assert abs(paper - 131_000) < 1_000  # "approximately 131K"
+    assert paper - ((4096 - 1) * 32 + 1) == 31  # the two conventions differ by L - 1
+    check_prose("pos-window-paper-convention", paper, w, 1, 4, *back)
+
+
 @pytest.mark.claim("pos-ex-window")
 def test_six_layers_of_window_8_reach_43_tokens_back_from_100(shown):
     sources = reach_by_walking(120, 8, 6, 100)

@@ -38,6 +38,7 @@ def checked_ids() -> set[str]:
     return ids
 
 
+@pytest.mark.claim("home-prose-numbers-checked")
 def test_every_number_in_a_guarded_sentence_is_checked_by_its_test():
     claims = find_claims(ROOT / "docs")
     with_numbers = {c.id for c in claims if written_numbers(c.sentence)}

@@ -71,3 +71,21 @@ def test_every_entry_is_cited_by_a_page():
         f"docs/references.md lists {uncited}, and no page links to references.md#<id>: "
         "cite each where its result is used, or remove it"
     )
+
+
+def chapter_files() -> dict[int, str]:
+    """{chapter number: page file}, from the numbered titles of mkdocs.yml's nav."""
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    found = re.findall(r'^\s*- "?(\d+)\. [^\n]*?"?: ([\w-]+\.md)\s*$', nav, re.M)
+    return {int(n): page for n, page in found}
+
+
+def test_an_entry_that_says_where_it_is_used_names_a_chapter_that_cites_it():
+    chapters, cited = chapter_files(), citations()
+    assert len(chapters) >= 2 and sorted(chapters) == list(range(1, len(chapters) + 1))
+    said = [(i, int(n)) for i, text in entries() for n in re.findall(r"\bUsed in chapters? (\d+)", text)]
+    assert said, "no entry says where it is used: the test has nothing to check"
+    wrong = [(i, n, sorted(cited.get(i, ()))) for i, n in said if chapters.get(n) not in cited.get(i, ())]
+    assert not wrong, (
+        f"entries that name a chapter that does not cite them (id, chapter, citing pages): {wrong}"
+    )

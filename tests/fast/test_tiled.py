@@ -205,6 +205,42 @@ def test_online_softmax_never_overflows_on_huge_scores(z):
     np.testing.assert_allclose(got.sum(), 1.0, rtol=1e-12)
 
 
+class _NumPyRecordingBlocks:
+    """Stands in for NumPy inside qkv.tiled and records the shape of every array of scores it
+    exponentiates (two columns or more: the per-row corrections have one)."""
+
+    def __init__(self):
+        self.blocks = []
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    def exp(self, x, *args, **kwargs):
+        if np.ndim(x) >= 2 and np.shape(x)[-1] >= 2:
+            self.blocks.append(np.shape(x))
+        return np.exp(x, *args, **kwargs)
+
+
+@pytest.mark.claim("tiled-flash-2-order")
+def test_tiled_attention_finishes_each_query_block_before_the_next_as_flashattention_2(monkeypatch):
+    # 5 queries in blocks of 2 (2, 2, 1 rows), 8 keys in blocks of 3 (3, 3, 2 columns)
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(5, 4)), rng.normal(size=(8, 4)), rng.normal(size=(8, 2))
+    recorder = _NumPyRecordingBlocks()
+    monkeypatch.setattr(qkv.tiled, "np", recorder)
+    got = qkv.tiled_attention(q, k, v, block_q=2, block_k=3)
+    monkeypatch.undo()
+    rows, cols = [2, 2, 1], [3, 3, 2]
+    query_blocks_outside = [(r, c) for r in rows for c in cols]  # FlashAttention-2
+    key_blocks_outside = [(r, c) for c in cols for r in rows]  # FlashAttention(-1)
+    assert query_blocks_outside != key_blocks_outside  # the shapes tell the orders apart
+    assert recorder.blocks == query_blocks_outside
+    # one number per query row: the log-sum-exp of its scores, by hand
+    scores = q @ k.T / 2.0  # √d_k = 2
+    assert got.logsumexp.shape == (5,)
+    np.testing.assert_allclose(got.logsumexp, np.log(np.exp(scores).sum(axis=1)), rtol=1e-12)
+
+
 # ---- memory: no T × T array ----------------------------------------------------------------
 
 
@@ -285,6 +321,33 @@ def test_linear_attention_weights_are_not_softmax_weights():
     # by hand: φ(q) = (2, 1), φ(k) = (21, 1), (1, 1), (1, 1): weights 43, 3, 3
     np.testing.assert_allclose(linear_top, 43 / 49, rtol=1e-12)
     check_prose("tiled-linear-not-a-softmax", 20, softmax_top, linear_top)
+
+
+def _linear_weights(lead: float) -> np.ndarray:
+    """linear_attention's weights (elu+1 features) for the query (1, 0) over the keys
+    (lead, 0), (0, 0), (0, 0): with the values one-hot, the output row is the weights."""
+    q = np.array([[1.0, 0.0]])
+    k = np.array([[lead, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    return qkv.linear_attention(q, k, np.eye(3))[0]
+
+
+@pytest.mark.claim("tiled-linear-share-grows-slowly")
+def test_linear_attention_gives_one_key_nearly_everything_only_for_a_huge_lead():
+    def share(c):  # by hand: φ(q) = (2, 1); φ(k) = (c + 1, 1), (1, 1), (1, 1)
+        return (2 * c + 3) / (2 * c + 9)
+
+    leads = [20.0, 200.0, 2000.0]
+    for c in leads:
+        w = _linear_weights(c)
+        np.testing.assert_allclose(w[0], share(c), rtol=1e-12)
+        # the ratio to another key is (2c + 3) / 3: linear in the lead
+        np.testing.assert_allclose(w[0] / w[1], (2 * c + 3) / 3, rtol=1e-12)
+    shares = [_linear_weights(c)[0] for c in leads]
+    assert shares[0] < shares[1] < shares[2] < 1  # nearly everything, in the end
+    # softmax needs a lead of a few units for what linear attention needs thousands for
+    softmax_at_10 = qkv.softmax(np.array([10.0, 0.0, 0.0]))[0]
+    assert softmax_at_10 > shares[2]
+    check_prose("tiled-linear-share-grows-slowly", 3, 9, 0, shares[1], 200, shares[2], 2000)
 
 
 @pytest.mark.claim("tiled-linear-crossover")

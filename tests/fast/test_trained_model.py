@@ -764,6 +764,25 @@ def test_note_trained_lookups_are_soft(saturation):
     check_prose("note-soft-lookup-trained", ..., top[8.0].mean(), 100 * (top[8.0] > 0.99).mean(), 0.99)
 
 
+@pytest.mark.claim("note-soft-lookup-sink")
+def test_note_the_largest_weight_is_mostly_the_sinks(texts, saturation):
+    _, _, top = saturation
+    largest, on_first_token = [], []
+    for t in texts:
+        w = t.weights.astype(np.float64)[:, :, 1:]  # (layers, heads, queries 1.., keys)
+        largest.append(w.max(-1).ravel())
+        on_first_token.append((w.argmax(-1) == 0).ravel())
+    largest, on_first_token = np.concatenate(largest), np.concatenate(on_first_token)
+    np.testing.assert_allclose(np.sort(largest), np.sort(top[8.0]), atol=1e-5)  # the same rows
+    elsewhere = largest[~on_first_token].mean()
+    # "mostly": the sink's rows are most rows and carry most of the mean, and the other rows'
+    # largest weight is well below the overall mean
+    assert on_first_token.mean() > 0.5
+    assert largest[on_first_token].sum() > largest.sum() / 2
+    assert elsewhere < top[8.0].mean() - 0.1
+    check_prose("note-soft-lookup-sink", top[8.0].mean(), 100 * on_first_token.mean(), elsewhere)
+
+
 # ---- the cache, for the note in kv-cache.md ---------------------------------------------
 
 

@@ -9,12 +9,14 @@ Sybil runs; the tests below build the same PyTorch objects (same seed) to check 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from prose import check_prose
-from support import numbers, softmax_by_hand
+from support import ROOT, numbers, softmax_by_hand
 
 import qkv
 from qkv import toy
@@ -364,3 +366,20 @@ def test_only_symmetric_scores_make_a_word_its_own_favourite(shown):
     for (n, d, dk), ((same, tied, apart), t) in shares.items():
         line = shown.line("traps.py:twin_variations", f"{n!s}  {d:7}  {dk:3}")
         np.testing.assert_allclose(numbers(line)[-4:], [same, tied, apart, 1 / t], atol=0.005 + 1e-9)
+
+
+NUMBER_WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def test_every_page_that_counts_the_traps_gives_the_number_the_chapter_has():
+    docs = ROOT / "docs"
+    headings = re.findall(r"^## (\d+)\. ", (docs / "traps.md").read_text(encoding="utf-8"), re.M)
+    assert headings == [str(n) for n in range(1, len(headings) + 1)]  # numbered 1, 2, ... in order
+    counted = {
+        (page.name, word.lower())
+        for page in sorted(docs.glob("*.md"))
+        for word in re.findall(r"\b(\w+) attention bugs\b", page.read_text(encoding="utf-8"), re.I)
+    }
+    assert {page for page, _ in counted} >= {"traps.md", "position.md"}  # the phrase is still found
+    wrong = {(page, word) for page, word in counted if word != NUMBER_WORDS[len(headings) - 1]}
+    assert not wrong, f"chapter 10 has {len(headings)} traps; these pages count otherwise: {sorted(wrong)}"

@@ -458,7 +458,7 @@ def test_dividing_by_sigma_squared_sqrt_d_k_restores_unit_std(shown):
 # ---- the number of keys (issue 24, item 6) ------------------------------------------------
 
 KEYS = (6, 64, 512)
-N_KEYS_DRAWS = 1000  # the page's table: 1,000 draws per number of keys at d_k = 64
+N_KEYS_DRAWS = N_SAT  # the page's table: as many draws per number of keys at d_k = 64
 WIDTH_DRAWS = 300  # the "How far does this hold?" table at d_k = 16 and 256
 COPY = 0.95  # "more than 0.95 of the weight on one key"
 
@@ -531,8 +531,47 @@ def test_fewer_queries_copy_one_value_over_more_keys(by_keys, keys_table):
         64,
         100 * shares[512][0],
         512,
+        N_KEYS_DRAWS,
     )
     check_prose("traps-no-scaling-copies", 64, COPY, 100 * shares[6][0], 6, 100 * shares[512][0], 512)
+
+
+@pytest.mark.claim("scale-keys-same-draws")
+def test_the_key_count_table_over_six_keys_is_the_saturation_tables_sample(by_keys, sat):
+    raw, scaled = sat[64, False], sat[64, True]
+    assert len(raw.max_weight) == N_KEYS_DRAWS
+    six = by_keys[64, 6]
+    # the same draws: the same shares and the same medians, to the last bit
+    assert six.copying == tuple(float((s.max_weight > COPY).mean()) for s in (raw, scaled))
+    assert six.median_query_gradient == tuple(float(np.median(s.query_gradient_norm)) for s in (raw, scaled))
+    check_prose("scale-keys-same-draws", N_KEYS_DRAWS, N_KEYS_DRAWS)
+
+
+def scaled_copying_rate(n_draws=10_000_000, d_k=64, n_keys=6, seed=2026):
+    """The share of scaled queries whose largest weight exceeds COPY, from ``n_draws`` draws
+    taken without building any vector: given the query, the scores q·k_j / √d_k of independent
+    N(0, 1) keys are independent N(0, |q|² / d_k), and |q|² is chi-squared with d_k degrees of
+    freedom. Returns (share, its standard error)."""
+    rng = np.random.default_rng(seed)
+    hits, chunk = 0, 1_000_000
+    for start in range(0, n_draws, chunk):
+        m = min(chunk, n_draws - start)
+        spread = np.sqrt(rng.chisquare(d_k, size=m) / d_k)  # (m,) the scores' standard deviation
+        s = rng.standard_normal((m, n_keys)) * spread[:, None]  # (m, n_keys) scaled scores
+        w = np.exp(s - s.max(axis=1, keepdims=True))
+        hits += int((w.max(axis=1) / w.sum(axis=1) > COPY).sum())
+    share = hits / n_draws
+    return share, np.sqrt(share * (1 - share) / n_draws)
+
+
+@pytest.mark.claim("scale-copying-scaled-rate")
+def test_with_the_scale_copying_is_rare_but_not_impossible(by_keys, once_per_run):
+    share, se = once_per_run("why-scale-scaled-copying-rate", scaled_copying_rate)
+    assert by_keys[64, 6].copying[1] == 0  # none in the page's 10,000
+    assert share - Z * se > 0  # not zero
+    assert share + Z * se < 1 / N_KEYS_DRAWS  # too rare for 10,000 draws to be sure of one
+    per = 100_000
+    check_prose("scale-copying-scaled-rate", share * per, per)
 
 
 @pytest.mark.claim("scale-copying-falls-with-keys")
@@ -542,7 +581,7 @@ def test_copying_falls_with_keys_and_stays_above_scaled_for_every_width_and_seed
     d_k, seed, by_keys, other_seed
 ):
     # the listed variations: d_k 16, 64, 256; here also a second seed (300 draws each; at
-    # 64, seed 0, the page's 1,000)
+    # 64, seed 0, the page's 10,000)
     effects = [(by_keys if seed == 0 else other_seed)[d_k, n] for n in KEYS]
     unscaled = [e.copying[0] for e in effects]
     assert unscaled[0] > unscaled[1] >= unscaled[2] - 0.05  # falls (allowing sampling error at the tail)
