@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import qkv
-from qkv import interventions, patching, scaling, smollm2, toy, training
+from qkv import exercises, interventions, patching, scaling, smollm2, toy, training
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(3, 8))  # three tokens, d_model = 8
@@ -340,6 +340,18 @@ CASES = [
         lambda: patching.log_prob(TINY, RUN_A, [3], [0]),
         r"rows \[3\] must be positions 0\.\.2",
     ),
+    # qkv.exercises: a checker takes the reader's function; anything else is a mistake of the call
+    *(
+        (check, lambda check=check: check(np.ones(3)), rf"{check.__name__} takes your function itself")
+        for check in (
+            exercises.check_softmax,
+            exercises.check_one_query_attention,
+            exercises.check_causal_mask,
+            exercises.check_split_heads,
+            exercises.check_kv_cache_step,
+            exercises.check_online_softmax,
+        )
+    ),
 ]
 
 
@@ -369,6 +381,7 @@ NOTHING_TO_REFUSE = {
     "feature_embeddings",
     "hand_built_projections",
     "Recorded",
+    "CheckResult",
 }
 
 
@@ -388,7 +401,7 @@ def public_callables(module) -> dict:
 
 def test_every_public_function_has_a_case():
     public = {}
-    for module in (qkv, toy, scaling, training, patching):
+    for module in (qkv, toy, scaling, training, patching, exercises):
         public.update(public_callables(module))
     covered = {function for function, _, _ in CASES}
     missing = sorted(n for n, obj in public.items() if obj not in covered and n not in NOTHING_TO_REFUSE)
