@@ -15,6 +15,7 @@ online softmax that reads the row twice passes, as long as its weights are right
 
 from __future__ import annotations
 
+import textwrap
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,8 +45,8 @@ RANDOM_CASES = 100  # seeded random inputs per checker, besides its edge cases
 class CheckResult:
     """What a checker found: ``ok`` and one sentence saying what passed or what is wrong.
 
-    It shows as its sentence (``repr`` and ``str`` are the message), and is true when
-    the check passed.
+    It shows as its sentence (``repr`` and ``str`` are the message, wrapped at 80
+    characters), and is true when the check passed.
 
     Examples
     --------
@@ -61,10 +62,10 @@ class CheckResult:
     message: str
 
     def __str__(self) -> str:
-        return self.message
+        return textwrap.fill(self.message, 80)  # lines a page or a notebook shows whole
 
     def __repr__(self) -> str:
-        return self.message
+        return str(self)
 
     def __bool__(self) -> bool:
         return self.ok

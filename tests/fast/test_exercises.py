@@ -7,10 +7,12 @@ the diagnosis (the words that name the mistake), not only that the check failed.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
+from support import ROOT
 
 import qkv
 from qkv import exercises
@@ -37,7 +39,9 @@ def fails_with(result, *phrases: str) -> None:
 def passes(result) -> None:
     assert result.ok and result, result.message
     assert result.message.startswith("Passed: ") and "\n" not in result.message
-    assert repr(result) == str(result) == result.message  # a notebook shows the sentence
+    # a notebook and a page show the sentence, in lines of at most 80 characters
+    assert repr(result) == str(result) and " ".join(str(result).split()) == result.message
+    assert max(len(line) for line in str(result).splitlines()) <= 80
 
 
 # ---- each checker accepts qkv's own function ----------------------------------------------
@@ -409,3 +413,132 @@ def test_the_checkers_leave_numpys_error_state_as_they_found_it():
     before = np.geterr()
     check_softmax(naive_softmax)  # overflows inside, silenced there
     assert np.geterr() == before
+
+
+# ---- the exercises on the pages ---------------------------------------------------------------
+
+# (page, snippet file, skeleton section, solution section, the checker its solution calls)
+ON_THE_PAGES = [
+    ("soft-lookup.md", "soft_lookup.py", "write_softmax_skeleton", "write_softmax", check_softmax),
+    (
+        "step-by-step.md",
+        "step_by_step.py",
+        "write_one_query_skeleton",
+        "write_one_query",
+        check_one_query_attention,
+    ),
+    (
+        "three-kinds.md",
+        "three_kinds_exercises.py",
+        "write_causal_mask_skeleton",
+        "write_causal_mask",
+        check_causal_mask,
+    ),
+    (
+        "multi-head.md",
+        "multi_head_exercises.py",
+        "write_split_heads_skeleton",
+        "write_split_heads",
+        check_split_heads,
+    ),
+    ("kv-cache.md", "kv_cache_exercises.py", "write_step_skeleton", "write_step", check_kv_cache_step),
+    (
+        "attention-at-scale.md",
+        "attention_at_scale_exercises.py",
+        "write_it_skeleton",
+        "write_it",
+        check_online_softmax,
+    ),
+]
+
+
+def section_code(script: str, name: str) -> str:
+    text = (ROOT / "snippets" / script).read_text(encoding="utf-8")
+    return text.split(f"# --8<-- [start:{name}]\n", 1)[1].split(f"# --8<-- [end:{name}]", 1)[0]
+
+
+@pytest.mark.parametrize(("page", "script", "skeleton", "solution", "check"), ON_THE_PAGES)
+def test_each_skeleton_runs_its_checker_which_says_it_is_not_written_yet(
+    page, script, skeleton, solution, check, capsys
+):
+    # the page shows the skeleton; run alone, as a reader copies it, it calls the checker
+    # on the function still to be written, and the checker answers in a sentence
+    shown = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    assert f'--8<-- "snippets/{script}:{skeleton}"' in shown
+    exec(compile(section_code(script, skeleton), f"{script}:{skeleton}", "exec"), {})
+    printed = " ".join(capsys.readouterr().out.split())
+    assert printed.startswith("Your function raised NotImplementedError: your code here (")
+    assert check.__name__ in section_code(script, skeleton)
+
+
+def pass_sentence(check) -> str:
+    """What ``check`` prints for a function that passes: its sentence for qkv's own."""
+    right = {
+        check_softmax: qkv.softmax,
+        check_one_query_attention: one_query_attention,
+        check_causal_mask: qkv.causal_mask,
+        check_split_heads: qkv.split_heads,
+        check_kv_cache_step: decode_step,
+        check_online_softmax: qkv.online_softmax,
+    }[check]
+    return str(check(right))
+
+
+def solution_prints_the_pass(page_output, page, script, solution, check) -> None:
+    """The solution's block on the page prints the checker's pass sentence first."""
+    printed = page_output(page)[f"{script}:{solution}"]
+    assert printed.startswith(pass_sentence(check) + "\n"), printed
+
+
+@pytest.mark.claim("lookup-ex-write-softmax")
+def test_the_softmax_solution_passes_and_needs_both_of_its_steps(page_output):
+    solution_prints_the_pass(page_output, "soft-lookup.md", "soft_lookup.py", "write_softmax", check_softmax)
+    # without the subtraction: overflow; without keepdims: the sums do not line up
+    fails_with(check_softmax(naive_softmax), "nan or inf")
+    fails_with(check_softmax(softmax_without_keepdims), "keepdims=True")
+
+
+@pytest.mark.claim("steps-ex-write-one-query")
+def test_the_one_query_solution_passes_and_the_named_mistakes_are_named(page_output):
+    solution_prints_the_pass(
+        page_output, "step-by-step.md", "step_by_step.py", "write_one_query", check_one_query_attention
+    )
+    fails_with(check_one_query_attention(attention_unscaled), "not divided by √d_k")
+    fails_with(check_one_query_attention(attention_exponentiating_raw_scores), "nan or inf")
+    fails_with(check_one_query_attention(attention_handing_on_the_weights), "Your output is the weights")
+
+
+@pytest.mark.claim("kinds-ex-write-causal-mask")
+def test_the_causal_mask_solution_passes_and_the_named_mistakes_are_named(page_output):
+    solution_prints_the_pass(
+        page_output, "three-kinds.md", "three_kinds_exercises.py", "write_causal_mask", check_causal_mask
+    )
+    fails_with(check_causal_mask(mask_without_the_diagonal), "off by one")
+    fails_with(check_causal_mask(upper_triangle), "upper triangle")
+    fails_with(check_causal_mask(future_mask), "polarity is reversed")
+
+
+@pytest.mark.claim("heads-ex-write-split")
+def test_the_split_heads_solution_passes_and_reshaping_straight_is_named(page_output):
+    solution_prints_the_pass(
+        page_output, "multi-head.md", "multi_head_exercises.py", "write_split_heads", check_split_heads
+    )
+    fails_with(check_split_heads(split_by_reshaping_only), "deals each token's numbers out to several heads")
+
+
+@pytest.mark.claim("cache-ex-write-step")
+def test_the_cache_step_solution_passes_and_attending_first_is_named(page_output):
+    solution_prints_the_pass(
+        page_output, "kv-cache.md", "kv_cache_exercises.py", "write_step", check_kv_cache_step
+    )
+    fails_with(check_kv_cache_step(step_attending_before_appending), "does not attend to itself")
+    # "with each shared key/value head repeated": without the repeat it fails
+    fails_with(check_kv_cache_step(step_without_repeating_shared_heads), "np.repeat")
+
+
+def test_the_notebook_offers_the_same_skeletons():
+    # one source: each exercise cell of the notebook is the skeleton its chapter shows
+    cells = json.loads((ROOT / "docs" / "notebook.ipynb").read_text(encoding="utf-8"))["cells"]
+    code = ["".join(c["source"]).strip() for c in cells if c["cell_type"] == "code"]
+    for _, script, skeleton, _, _ in ON_THE_PAGES:
+        assert section_code(script, skeleton).strip() in code, f"{script}:{skeleton} is not in the notebook"
