@@ -246,8 +246,8 @@ def _softmax_case(fn, z: np.ndarray, axis: int, what: str) -> None:
     if not np.isfinite(got).all():
         if np.isneginf(z).any() and not finite and np.abs(z[np.isfinite(z)]).max() < 50:
             raise _Wrong(
-                "A score of -inf (a masked key) gives nan in your weights; its weight must be exactly 0, "
-                "and exp(-inf) is 0, so subtract each row's finite maximum, not -inf."
+                "A score of -inf (a masked key) makes nan in your weights: its weight must be exactly 0, "
+                "which exp(-inf) = 0 gives, so nothing on the way may compute -inf - (-inf) or 0 * inf."
             )
         with np.errstate(all="ignore"):
             global_max = np.exp(z - z.max())  # the largest score of the whole array subtracted
@@ -909,7 +909,13 @@ def _online_mistakes(z: np.ndarray, block: int):
 
 
 def _online_case(fn, z: np.ndarray, block: int, what: str) -> None:
-    got = _array(_call(fn, f"on {what}", z.copy(), block), what)
+    # the single rows come first: a table that fails after them fails for being a table
+    rows = (
+        "it passes on single rows, so keep one running maximum and sum per row (axis=-1, keepdims=True)"
+        if z.ndim > 1
+        else ""
+    )
+    got = _array(_call(fn, f"on {what}", z.copy(), block, hint=rows), what)
     want = online_softmax(z, block=block)
     if got.shape != want.shape:
         raise _Wrong(
@@ -935,10 +941,9 @@ def _online_case(fn, z: np.ndarray, block: int, what: str) -> None:
             f"does not divide the row, loop over range(0, n, block) and let the last slice be shorter."
         )
     gap, where = _worst(got, want)
-    one_row = z.ndim > 1
     raise _Wrong(
         f"On {what}, your weights differ from softmax's by up to {gap:.3g} (at index {where})"
-        + ("; keep one running maximum and sum per row, with axis=-1 and keepdims=True" if one_row else "")
+        + (f"; {rows}" if rows else "")
         + "."
     )
 

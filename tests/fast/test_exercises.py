@@ -110,6 +110,11 @@ def softmax_shifted_by_the_global_max(z, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def softmax_shifted_by_the_minimum(z, axis=-1):  # right by shift invariance, until a -inf
+    e = np.exp(z - z.min(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
 def softmax_unnormalised(z, axis=-1):
     return np.exp(z - z.max(axis=axis, keepdims=True))
 
@@ -125,6 +130,7 @@ def softmax_unnormalised(z, axis=-1):
             ["each row's own maximum", "not the largest score of the whole array"],
         ),
         (softmax_unnormalised, ["do not sum to 1"]),
+        (softmax_shifted_by_the_minimum, ["A score of -inf (a masked key) makes nan", "-inf - (-inf)"]),
     ],
 )
 def test_check_softmax_names_the_mistake(wrong, phrases):
@@ -379,6 +385,22 @@ def test_the_tests_online_softmax_is_right_when_nothing_is_left_out():
 )
 def test_check_online_softmax_names_the_mistake(options, phrases):
     fails_with(check_online_softmax(lambda z, block: online(z, block, **options)), *phrases)
+
+
+def test_check_online_softmax_says_when_only_single_rows_work():
+    def one_row_at_a_time(z, block):  # plain Python, as for a list of scores
+        m, s = -math.inf, 0.0
+        for score in z:
+            m_new = max(m, score)
+            s = s * math.exp(m - m_new) + math.exp(score - m_new)
+            m = m_new
+        return np.array([math.exp(score - m) / s for score in z])
+
+    fails_with(
+        check_online_softmax(one_row_at_a_time),
+        "Your function raised ValueError",
+        "it passes on single rows, so keep one running maximum and sum per row",
+    )
 
 
 def test_check_online_softmax_names_blockwise_normalising_and_a_dropped_last_block():
