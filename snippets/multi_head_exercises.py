@@ -23,3 +23,31 @@ for name in ("w_q", "w_k", "w_v", "w_o"):
 grouped = sum(m.size for m in (g.w_q, g.w_k, g.w_v, g.w_o))
 print(f"weights in the layer: {grouped:,}")
 # --8<-- [end:grouped_shapes]
+
+# --8<-- [start:write_split_heads_skeleton]
+from qkv.exercises import check_split_heads
+
+
+def split_heads(x, n_heads):
+    """x of shape (..., T, n_heads * d_head) becomes (..., n_heads, T, d_head):
+    head h holds columns h * d_head to (h + 1) * d_head of every position."""
+    raise NotImplementedError("your code here")
+
+
+print(check_split_heads(split_heads))
+# --8<-- [end:write_split_heads_skeleton]
+
+# --8<-- [start:write_split_heads]
+import numpy as np
+
+from qkv.exercises import check_split_heads
+
+
+def split_heads(x, n_heads):
+    *lead, t, width = x.shape
+    x = x.reshape(*lead, t, n_heads, width // n_heads)  # (..., T, heads, d_head)
+    return np.swapaxes(x, -3, -2)  # (..., heads, T, d_head)
+
+
+print(check_split_heads(split_heads))
+# --8<-- [end:write_split_heads]

@@ -168,3 +168,33 @@ for factor, dtype in [(2000, np.float64), (200, np.float32)]:
         bool((a[0] == [0.0, 0.0, 1.0]).all()),
     )
 # --8<-- [end:exercise_blue]
+
+
+# --8<-- [start:write_softmax_skeleton]
+from qkv.exercises import check_softmax
+
+
+def softmax(z, axis=-1):
+    """Weights of the same shape as the scores z: positive, summing to 1
+    along `axis`, and finite even when the scores are huge."""
+    raise NotImplementedError("your code here")
+
+
+print(check_softmax(softmax))
+# --8<-- [end:write_softmax_skeleton]
+
+
+# --8<-- [start:write_softmax]
+import numpy as np
+
+from qkv.exercises import check_softmax
+
+
+def softmax(z, axis=-1):
+    # each row's largest score becomes 0, so exp cannot overflow
+    e = np.exp(z - z.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)  # keepdims: one sum per row
+
+
+print(check_softmax(softmax))
+# --8<-- [end:write_softmax]

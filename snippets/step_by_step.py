@@ -137,3 +137,34 @@ print("each row ranks the keys the same, raw or scaled:", same_order)
 print(f"largest weight per row, raw:    {unscaled.max(axis=-1).round(2)}")
 print(f"largest weight per row, scaled: {weights.max(axis=-1).round(2)}")
 # --8<-- [end:exercise_order]
+
+
+# --8<-- [start:write_one_query_skeleton]
+from qkv.exercises import check_one_query_attention
+
+
+def one_query_attention(q, k, v):
+    """q (d_k,) against k (T, d_k) and v (T, d_v): return the pair
+    (weights of shape (T,), output of shape (d_v,))."""
+    raise NotImplementedError("your code here")
+
+
+print(check_one_query_attention(one_query_attention))
+# --8<-- [end:write_one_query_skeleton]
+
+
+# --8<-- [start:write_one_query]
+import numpy as np
+
+from qkv.exercises import check_one_query_attention
+
+
+def one_query_attention(q, k, v):
+    scores = k @ q / np.sqrt(len(q))  # (T,): one scaled score per key
+    e = np.exp(scores - scores.max())  # the largest becomes exp(0) = 1
+    weights = e / e.sum()  # (T,), summing to 1
+    return weights, weights @ v  # (d_v,): the weighted average of the values
+
+
+print(check_one_query_attention(one_query_attention))
+# --8<-- [end:write_one_query]

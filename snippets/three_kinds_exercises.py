@@ -39,3 +39,31 @@ causal_only = qkv.self_attention(batch, p, mask=causal).output
 gap = np.abs(both[0, :4] - causal_only[0, :4]).max()
 print(f"real tokens, causal + padding vs causal alone: max difference {gap}")
 # --8<-- [end:end_padding]
+
+# --8<-- [start:write_causal_mask_skeleton]
+from qkv.exercises import check_causal_mask
+
+
+def causal_mask(t_q, t_k=None):
+    """A (t_q, t_k) boolean array, True where a query may attend. With
+    t_k > t_q the queries are the last t_q of t_k positions."""
+    raise NotImplementedError("your code here")
+
+
+print(check_causal_mask(causal_mask))
+# --8<-- [end:write_causal_mask_skeleton]
+
+# --8<-- [start:write_causal_mask]
+import numpy as np
+
+from qkv.exercises import check_causal_mask
+
+
+def causal_mask(t_q, t_k=None):
+    t_k = t_q if t_k is None else t_k
+    # query i sits at position t_k - t_q + i: it sees the keys up to there
+    return np.tril(np.ones((t_q, t_k), dtype=bool), k=t_k - t_q)
+
+
+print(check_causal_mask(causal_mask))
+# --8<-- [end:write_causal_mask]

@@ -15,7 +15,7 @@ import pytest
 from tiny_model import tiny_model
 
 import qkv
-from qkv import smollm2, toy
+from qkv import exercises, smollm2, toy
 from qkv.lab import attribution, effects, interventions, lens, patching, prefixes, scaling, training
 
 RNG = np.random.default_rng(0)
@@ -416,6 +416,18 @@ CASES = [
         ),
         r"which must be a bool array \(n_variants, n_layers, n_heads\) = \(n_variants, 2, 2\)",
     ),
+    # qkv.exercises: a checker takes the reader's function; anything else is a mistake of the call
+    *(
+        (check, lambda check=check: check(np.ones(3)), rf"{check.__name__} takes your function itself")
+        for check in (
+            exercises.check_softmax,
+            exercises.check_one_query_attention,
+            exercises.check_causal_mask,
+            exercises.check_split_heads,
+            exercises.check_kv_cache_step,
+            exercises.check_online_softmax,
+        )
+    ),
 ]
 
 
@@ -447,6 +459,7 @@ NOTHING_TO_REFUSE = {
     "Recorded",
     "LogitLens",
     "Attribution",
+    "CheckResult",
 }
 
 
@@ -466,7 +479,7 @@ def public_callables(module) -> dict:
 
 def test_every_public_function_has_a_case():
     public = {}
-    for module in (qkv, toy, scaling, training, patching, prefixes, lens, attribution, effects):
+    for module in (qkv, toy, scaling, training, patching, prefixes, lens, attribution, effects, exercises):
         public.update(public_callables(module))
     covered = {function for function, _, _ in CASES}
     missing = sorted(n for n, obj in public.items() if obj not in covered and n not in NOTHING_TO_REFUSE)

@@ -29,6 +29,7 @@ LIBRARY = {
     "cost",
     "diagnostics",
     "dot_product",
+    "exercises",
     "kvcache",
     "masks",
     "multihead",
@@ -41,7 +42,8 @@ LIBRARY = {
     "toy",
 }
 """The library's modules: attention and what a trained model needs to run it. ``toy`` is the
-example data every page starts from (the way a library ships its example data sets)."""
+example data every page starts from (the way a library ships its example data sets);
+``exercises`` checks a reader's own version of the library's functions against them."""
 
 SHARED_PRIVATE = "qkv._checks"
 CHECKED = ("qkv", "sitebuild", "snippets", "benchmarks")

@@ -18,6 +18,7 @@ from qkv_site.figures.tiled_memory import peak_mib
 from support import numbers
 
 import qkv
+from qkv.exercises import check_online_softmax
 
 PAGE = "attention-at-scale.md"
 
@@ -115,6 +116,9 @@ def test_the_hand_written_online_softmax_matches_where_the_formula_overflows(sho
     row = 1000 + np.random.default_rng(3).normal(size=1000) * 3
     with np.errstate(over="ignore", invalid="ignore"):
         assert np.isnan(np.exp(row) / np.exp(row).sum()).all()
+    # the checker passes the solution: its first line is the sentence it gives qkv's own
+    passed = str(check_online_softmax(qkv.online_softmax))
+    assert shown["attention_at_scale_exercises.py:write_it"].startswith(passed + "\n")
     printed = shown.line("attention_at_scale_exercises.py:write_it", "largest difference")
     assert numbers(printed)[-1] < 1e-15
     assert numbers(shown.line("attention_at_scale_exercises.py:write_it", "weights sum to:")) == [1.0]

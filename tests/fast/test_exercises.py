@@ -1,0 +1,566 @@
+"""The exercise checkers (qkv.exercises): each accepts qkv's own function and names the
+mistake of each typical wrong one in its sentence.
+
+The wrong functions below are the mistakes a reader makes, written out; each test asserts
+the diagnosis (the words that name the mistake), not only that the check failed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from support import ROOT
+
+import qkv
+from qkv import exercises
+from qkv.exercises import (
+    check_causal_mask,
+    check_kv_cache_step,
+    check_one_query_attention,
+    check_online_softmax,
+    check_softmax,
+    check_split_heads,
+)
+
+
+def fails_with(result, *phrases: str) -> None:
+    """The check failed, in one sentence, and that sentence says each of ``phrases``."""
+    assert not result.ok and not result, result.message
+    sentence = result.message
+    assert "\n" not in sentence and sentence.endswith("."), sentence
+    assert "Traceback" not in sentence
+    for phrase in phrases:
+        assert phrase in sentence, sentence
+
+
+def passes(result) -> None:
+    assert result.ok and result, result.message
+    assert result.message.startswith("Passed: ") and "\n" not in result.message
+    # a notebook and a page show the sentence, in lines of at most 80 characters
+    assert repr(result) == str(result) and " ".join(str(result).split()) == result.message
+    assert max(len(line) for line in str(result).splitlines()) <= 80
+
+
+# ---- each checker accepts qkv's own function ----------------------------------------------
+
+
+def one_query_attention(q, k, v):
+    weights, output = qkv.attention(q[None], k, v)  # one query: a table of one row
+    return weights[0], output[0]
+
+
+def decode_step(x_new, w, cache):
+    """The step of qkv.decode_with_cache's loop, written out as the exercise asks."""
+    q = qkv.split_heads(x_new @ w.w_q, w.n_heads)
+    cache.append(qkv.split_heads(x_new @ w.w_k, w.n_kv_heads), qkv.split_heads(x_new @ w.w_v, w.n_kv_heads))
+    group = w.n_heads // w.n_kv_heads
+    k, v = np.repeat(cache.keys, group, axis=0), np.repeat(cache.values, group, axis=0)
+    weights, out = qkv.attention(q, k, v)
+    return weights, qkv.merge_heads(out) @ w.w_o
+
+
+@pytest.mark.parametrize(
+    ("check", "right"),
+    [
+        (check_softmax, qkv.softmax),
+        (check_one_query_attention, one_query_attention),
+        (check_causal_mask, qkv.causal_mask),
+        (check_split_heads, qkv.split_heads),
+        (check_kv_cache_step, decode_step),
+        (check_online_softmax, qkv.online_softmax),
+    ],
+)
+def test_each_checker_accepts_the_right_function(check, right):
+    passes(check(right))
+
+
+def test_the_checkers_reference_step_is_qkvs_cached_decoding():
+    # check_kv_cache_step compares with its own copy of the loop's step: chained, it must give
+    # decode_with_cache's outputs, with multi-head, grouped and multi-query weights
+    for n_kv in (4, 2, 1):
+        w = qkv.MultiHeadWeights.random(3, d_model=16, n_heads=4, n_kv_heads=n_kv)
+        x = np.random.default_rng(4).normal(size=(6, 16))
+        cache = qkv.KVCache.empty(w.n_kv_heads, w.d_head)
+        steps = np.concatenate([exercises._decode_step(x[t : t + 1], w, cache)[1] for t in range(6)])
+        assert np.array_equal(steps, qkv.decode_with_cache(x, w))
+
+
+# ---- softmax ----------------------------------------------------------------------------
+
+
+def naive_softmax(z, axis=-1):  # the formula as written: exp overflows (trap 7)
+    return np.exp(z) / np.exp(z).sum(axis=axis, keepdims=True)
+
+
+def softmax_down_the_columns(z, axis=-1):  # axis 0 whatever it is given (trap 1)
+    e = np.exp(z - z.max(axis=0, keepdims=True))
+    return e / e.sum(axis=0, keepdims=True)
+
+
+def softmax_without_keepdims(z, axis=-1):
+    e = np.exp(z - z.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis)
+
+
+def softmax_shifted_by_the_global_max(z, axis=-1):
+    e = np.exp(z - z.max())
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def softmax_shifted_by_the_minimum(z, axis=-1):  # right by shift invariance, until a -inf
+    e = np.exp(z - z.min(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def softmax_unnormalised(z, axis=-1):
+    return np.exp(z - z.max(axis=axis, keepdims=True))
+
+
+@pytest.mark.parametrize(
+    ("wrong", "phrases"),
+    [
+        (naive_softmax, ["nan or inf", "subtract each row's maximum"]),
+        (softmax_down_the_columns, ["Wrong axis", "along axis -2 instead of axis -1"]),
+        (softmax_without_keepdims, ["keepdims=True"]),
+        (
+            softmax_shifted_by_the_global_max,
+            ["each row's own maximum", "not the largest score of the whole array"],
+        ),
+        (softmax_unnormalised, ["do not sum to 1"]),
+        (softmax_shifted_by_the_minimum, ["A score of -inf (a masked key) makes nan", "-inf - (-inf)"]),
+    ],
+)
+def test_check_softmax_names_the_mistake(wrong, phrases):
+    fails_with(check_softmax(wrong), *phrases)
+
+
+def test_a_function_that_raises_is_reported_in_a_sentence():
+    def softmax_of_one_row(z, axis=-1):
+        top = max(z)  # Python's max: right for one row, ambiguous for a table
+        e = [math.exp(s - top) for s in z]
+        return [x / sum(e) for x in e]
+
+    fails_with(
+        check_softmax(softmax_of_one_row),
+        "Your function raised ValueError: The truth value of an array",
+        "(on a 3 x 3 table of scores).",
+    )
+
+    def forgets_return(z, axis=-1):
+        np.exp(z)
+
+    fails_with(check_softmax(forgets_return), "returned None", "return statement")
+
+
+# ---- one query's attention --------------------------------------------------------------
+
+
+def attention_unscaled(q, k, v):
+    weights = qkv.softmax(k @ q)
+    return weights, weights @ v
+
+
+def attention_divided_by_d_k(q, k, v):
+    weights = qkv.softmax(k @ q / len(q))
+    return weights, weights @ v
+
+
+def attention_handing_on_the_weights(q, k, v):  # trap 2
+    weights = qkv.softmax(k @ q / np.sqrt(len(q)))
+    return weights, weights
+
+
+def attention_exponentiating_raw_scores(q, k, v):
+    e = np.exp(k @ q / np.sqrt(len(q)))
+    weights = e / e.sum()
+    return weights, weights @ v
+
+
+def attention_of_a_table_of_one_query(q, k, v):
+    weights = qkv.softmax(q[None] @ k.T / np.sqrt(len(q)))  # (1, T)
+    return weights, (weights @ v)[0]
+
+
+@pytest.mark.parametrize(
+    ("wrong", "phrases"),
+    [
+        (attention_unscaled, ["not divided by √d_k", "with d_k = 4", "k @ q / 2 "]),
+        (attention_divided_by_d_k, ["divided the scores by d_k = 4", "√d_k = 2."]),
+        (attention_handing_on_the_weights, ["Your output is the weights", "weights @ v"]),
+        (attention_exponentiating_raw_scores, ["nan or inf", "largest score is 5000"]),
+        (attention_of_a_table_of_one_query, ["shape (1, 5)", "needs 5 weights, shape (5,)"]),
+    ],
+)
+def test_check_one_query_attention_names_the_mistake(wrong, phrases):
+    fails_with(check_one_query_attention(wrong), *phrases)
+
+
+# ---- the causal mask ----------------------------------------------------------------------
+
+
+def future_mask(t_q, t_k=None):  # True = hidden: nn.Transformer's convention, not SDPA's
+    return np.triu(np.ones((t_q, t_k or t_q), dtype=bool), k=1 + (t_k or t_q) - t_q)
+
+
+def mask_without_the_diagonal(t_q, t_k=None):
+    return np.tril(np.ones((t_q, t_k or t_q), dtype=bool), k=-1 + (t_k or t_q) - t_q)
+
+
+def upper_triangle(t_q, t_k=None):
+    return np.triu(np.ones((t_q, t_k or t_q), dtype=bool), k=(t_k or t_q) - t_q)
+
+
+def mask_ignoring_the_cached_tokens(t_q, t_k=None):
+    return np.tril(np.ones((t_q, t_k or t_q), dtype=bool))
+
+
+def additive_mask(t_q, t_k=None):
+    return np.where(qkv.causal_mask(t_q, t_k), 0.0, -np.inf)
+
+
+def mask_of_ones_and_zeros(t_q, t_k=None):
+    return np.tril(np.ones((t_q, t_k or t_q)), k=(t_k or t_q) - t_q)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "phrases"),
+    [
+        (future_mask, ["polarity is reversed", "True must mean 'may attend'"]),
+        (mask_without_the_diagonal, ["off by one", "the diagonal is True"]),
+        (upper_triangle, ["upper triangle"]),
+        (mask_ignoring_the_cached_tokens, ["causal_mask(2, 5)", "the last t_q positions", "keys 0 to 3 + i"]),
+        (additive_mask, ["additive", "boolean"]),
+        (mask_of_ones_and_zeros, ["holds float64", "dtype=bool"]),
+    ],
+)
+def test_check_causal_mask_names_the_mistake(wrong, phrases):
+    fails_with(check_causal_mask(wrong), *phrases)
+
+
+# ---- splitting into heads ---------------------------------------------------------------
+
+
+def split_by_reshaping_only(x, n_heads):
+    *lead, t, width = x.shape
+    return x.reshape(*lead, n_heads, t, width // n_heads)
+
+
+def split_without_moving_the_head_axis(x, n_heads):
+    *lead, t, width = x.shape
+    return x.reshape(*lead, t, n_heads, width // n_heads)
+
+
+def split_into_interleaved_columns(x, n_heads):
+    *lead, t, width = x.shape
+    return np.moveaxis(x.reshape(*lead, t, width // n_heads, n_heads), -1, -3)
+
+
+def split_one_sequence_only(x, n_heads):
+    t, width = x.shape
+    return x.reshape(t, n_heads, width // n_heads).transpose(1, 0, 2)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "phrases"),
+    [
+        (split_by_reshaping_only, ["reshaped straight to (..., n_heads, T, d_head)", "then swap"]),
+        (split_without_moving_the_head_axis, ["wrong axis", "(3, 2, 4)", "(2, 3, 4)"]),
+        (split_into_interleaved_columns, ["every n_heads-th column", "contiguous slice"]),
+        (split_one_sequence_only, ["raised ValueError", "a batch x of shape (2, 3, 12)"]),
+    ],
+)
+def test_check_split_heads_names_the_mistake(wrong, phrases):
+    fails_with(check_split_heads(wrong), *phrases)
+
+
+# ---- one decoding step with the cache ------------------------------------------------------
+
+
+def step_attending_before_appending(x_new, w, cache):
+    q = qkv.split_heads(x_new @ w.w_q, w.n_heads)
+    weights, out = qkv.attention(q, cache.keys, cache.values)
+    cache.append(qkv.split_heads(x_new @ w.w_k, w.n_kv_heads), qkv.split_heads(x_new @ w.w_v, w.n_kv_heads))
+    return weights, qkv.merge_heads(out) @ w.w_o
+
+
+def step_that_never_appends(x_new, w, cache):
+    q = qkv.split_heads(x_new @ w.w_q, w.n_heads)
+    k = np.concatenate([cache.keys, qkv.split_heads(x_new @ w.w_k, w.n_kv_heads)], axis=1)
+    v = np.concatenate([cache.values, qkv.split_heads(x_new @ w.w_v, w.n_kv_heads)], axis=1)
+    weights, out = qkv.attention(q, k, v)
+    return weights, qkv.merge_heads(out) @ w.w_o
+
+
+def step_without_repeating_shared_heads(x_new, w, cache):
+    q = qkv.split_heads(x_new @ w.w_q, w.n_heads)
+    cache.append(qkv.split_heads(x_new @ w.w_k, w.n_kv_heads), qkv.split_heads(x_new @ w.w_v, w.n_kv_heads))
+    weights, out = qkv.attention(q, cache.keys, cache.values)
+    return weights, qkv.merge_heads(out) @ w.w_o
+
+
+def step_tiling_shared_heads(x_new, w, cache):
+    q = qkv.split_heads(x_new @ w.w_q, w.n_heads)
+    cache.append(qkv.split_heads(x_new @ w.w_k, w.n_kv_heads), qkv.split_heads(x_new @ w.w_v, w.n_kv_heads))
+    group = w.n_heads // w.n_kv_heads
+    k, v = np.tile(cache.keys, (group, 1, 1)), np.tile(cache.values, (group, 1, 1))
+    weights, out = qkv.attention(q, k, v)
+    return weights, qkv.merge_heads(out) @ w.w_o
+
+
+def step_without_the_output_projection(x_new, w, cache):
+    weights, output = decode_step(x_new, w, cache)
+    return weights, output @ np.linalg.pinv(w.w_o)  # undo w_o: the merged heads
+
+
+def step_unscaled(x_new, w, cache):
+    q = qkv.split_heads(x_new @ w.w_q, w.n_heads)
+    cache.append(qkv.split_heads(x_new @ w.w_k, w.n_kv_heads), qkv.split_heads(x_new @ w.w_v, w.n_kv_heads))
+    group = w.n_heads // w.n_kv_heads
+    k, v = np.repeat(cache.keys, group, axis=0), np.repeat(cache.values, group, axis=0)
+    weights = qkv.softmax(q @ k.swapaxes(-1, -2))
+    return weights, qkv.merge_heads(weights @ v) @ w.w_o
+
+
+@pytest.mark.parametrize(
+    ("wrong", "phrases"),
+    [
+        (step_attending_before_appending, ["does not attend to itself", "3 earlier positions", "append"]),
+        (step_that_never_appends, ["did not add the new token to the cache", "cache.append"]),
+        (
+            step_without_repeating_shared_heads,
+            ["raised ValueError", "sharing 2 key/value heads", "np.repeat"],
+        ),
+        (step_tiling_shared_heads, ["wrong key/value heads", "not np.tile"]),
+        (step_without_the_output_projection, ["skips the output projection", "w.w_o"]),
+        (step_unscaled, ["not divided by √d_head = 2"]),
+    ],
+)
+def test_check_kv_cache_step_names_the_mistake(wrong, phrases):
+    fails_with(check_kv_cache_step(wrong), *phrases)
+
+
+# ---- the online softmax ---------------------------------------------------------------------
+
+
+def online(z, block, rescale=True, shift_guard=True, final_max=True, subtract_max=True):
+    """An online softmax along the last axis with one of its steps optionally left out."""
+    n = z.shape[-1]
+    m = np.full((*z.shape[:-1], 1), -np.inf)
+    s = np.zeros_like(m)
+    blocks, maxima = [], []
+    for start in range(0, n, block):
+        chunk = z[..., start : start + block]
+        m_new = np.maximum(m, chunk.max(axis=-1, keepdims=True)) if subtract_max else np.zeros_like(m)
+        shift = np.where(np.isneginf(m_new), 0, m_new) if shift_guard else m_new
+        e = np.exp(chunk - shift)
+        s = (s * np.exp(m - shift) if rescale else s) + e.sum(axis=-1, keepdims=True)
+        m = m_new
+        blocks.append(e)
+        maxima.append(shift)
+    final = np.where(np.isneginf(m), 0, m) if shift_guard else m
+    return (
+        np.concatenate(
+            [e * np.exp(mt - final) if final_max else e for e, mt in zip(blocks, maxima, strict=True)],
+            axis=-1,
+        )
+        / s
+    )
+
+
+def test_the_tests_online_softmax_is_right_when_nothing_is_left_out():
+    passes(check_online_softmax(online))  # so each wrong one below differs by its one step
+
+
+@pytest.mark.parametrize(
+    ("options", "phrases"),
+    [
+        ({"rescale": False}, ["running sum is not rescaled", "exp(m_old - m_new)"]),
+        ({"final_max": False}, ["never brought to the final maximum"]),
+        ({"shift_guard": False}, ["first block is all -inf", "shift by 0"]),
+        ({"subtract_max": False}, ["nan or inf", "subtract each row's maximum"]),
+    ],
+)
+def test_check_online_softmax_names_the_mistake(options, phrases):
+    fails_with(check_online_softmax(lambda z, block: online(z, block, **options)), *phrases)
+
+
+def test_check_online_softmax_says_when_only_single_rows_work():
+    def one_row_at_a_time(z, block):  # plain Python, as for a list of scores
+        m, s = -math.inf, 0.0
+        for score in z:
+            m_new = max(m, score)
+            s = s * math.exp(m - m_new) + math.exp(score - m_new)
+            m = m_new
+        return np.array([math.exp(score - m) / s for score in z])
+
+    fails_with(
+        check_online_softmax(one_row_at_a_time),
+        "Your function raised ValueError",
+        "it passes on single rows, so keep one running maximum and sum per row",
+    )
+
+
+def test_check_online_softmax_names_blockwise_normalising_and_a_dropped_last_block():
+    def per_block(z, block):
+        return np.concatenate(
+            [qkv.softmax(z[..., a : a + block]) for a in range(0, z.shape[-1], block)], axis=-1
+        )
+
+    fails_with(check_online_softmax(per_block), "sum to 1 in each block", "3 in all")
+
+    def drops_the_last_block(z, block):
+        full = z.shape[-1] - z.shape[-1] % block
+        return np.concatenate([online(z[..., :full], block), np.zeros_like(z[..., full:])], axis=-1)
+
+    fails_with(
+        check_online_softmax(drops_the_last_block), "last, shorter block is left out", "range(0, n, block)"
+    )
+
+
+# ---- the checkers themselves ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "check", [getattr(exercises, name) for name in exercises.__all__ if name.startswith("check_")]
+)
+def test_a_checker_given_something_it_cannot_call_says_so(check):
+    with pytest.raises(ValueError, match=rf"{check.__name__} takes your function itself.*got 3"):
+        check(3)
+
+
+def test_the_checkers_leave_numpys_error_state_as_they_found_it():
+    before = np.geterr()
+    check_softmax(naive_softmax)  # overflows inside, silenced there
+    assert np.geterr() == before
+
+
+# ---- the exercises on the pages ---------------------------------------------------------------
+
+# (page, snippet file, skeleton section, solution section, the checker its solution calls)
+ON_THE_PAGES = [
+    ("soft-lookup.md", "soft_lookup.py", "write_softmax_skeleton", "write_softmax", check_softmax),
+    (
+        "step-by-step.md",
+        "step_by_step.py",
+        "write_one_query_skeleton",
+        "write_one_query",
+        check_one_query_attention,
+    ),
+    (
+        "three-kinds.md",
+        "three_kinds_exercises.py",
+        "write_causal_mask_skeleton",
+        "write_causal_mask",
+        check_causal_mask,
+    ),
+    (
+        "multi-head.md",
+        "multi_head_exercises.py",
+        "write_split_heads_skeleton",
+        "write_split_heads",
+        check_split_heads,
+    ),
+    ("kv-cache.md", "kv_cache_exercises.py", "write_step_skeleton", "write_step", check_kv_cache_step),
+    (
+        "attention-at-scale.md",
+        "attention_at_scale_exercises.py",
+        "write_it_skeleton",
+        "write_it",
+        check_online_softmax,
+    ),
+]
+
+
+def section_code(script: str, name: str) -> str:
+    text = (ROOT / "snippets" / script).read_text(encoding="utf-8")
+    return text.split(f"# --8<-- [start:{name}]\n", 1)[1].split(f"# --8<-- [end:{name}]", 1)[0]
+
+
+@pytest.mark.parametrize(("page", "script", "skeleton", "solution", "check"), ON_THE_PAGES)
+def test_each_skeleton_runs_its_checker_which_says_it_is_not_written_yet(
+    page, script, skeleton, solution, check, capsys
+):
+    # the page shows the skeleton; run alone, as a reader copies it, it calls the checker
+    # on the function still to be written, and the checker answers in a sentence
+    shown = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    assert f'--8<-- "snippets/{script}:{skeleton}"' in shown
+    exec(compile(section_code(script, skeleton), f"{script}:{skeleton}", "exec"), {})
+    printed = " ".join(capsys.readouterr().out.split())
+    assert printed.startswith("Your function raised NotImplementedError: your code here (")
+    assert check.__name__ in section_code(script, skeleton)
+
+
+def pass_sentence(check) -> str:
+    """What ``check`` prints for a function that passes: its sentence for qkv's own."""
+    right = {
+        check_softmax: qkv.softmax,
+        check_one_query_attention: one_query_attention,
+        check_causal_mask: qkv.causal_mask,
+        check_split_heads: qkv.split_heads,
+        check_kv_cache_step: decode_step,
+        check_online_softmax: qkv.online_softmax,
+    }[check]
+    return str(check(right))
+
+
+def solution_prints_the_pass(page_output, page, script, solution, check) -> None:
+    """The solution's block on the page prints the checker's pass sentence first."""
+    printed = page_output(page)[f"{script}:{solution}"]
+    assert printed.startswith(pass_sentence(check) + "\n"), printed
+
+
+@pytest.mark.claim("lookup-ex-write-softmax")
+def test_the_softmax_solution_passes_and_needs_both_of_its_steps(page_output):
+    solution_prints_the_pass(page_output, "soft-lookup.md", "soft_lookup.py", "write_softmax", check_softmax)
+    # without the subtraction: overflow; without keepdims: the sums do not line up
+    fails_with(check_softmax(naive_softmax), "nan or inf")
+    fails_with(check_softmax(softmax_without_keepdims), "keepdims=True")
+
+
+@pytest.mark.claim("steps-ex-write-one-query")
+def test_the_one_query_solution_passes_and_the_named_mistakes_are_named(page_output):
+    solution_prints_the_pass(
+        page_output, "step-by-step.md", "step_by_step.py", "write_one_query", check_one_query_attention
+    )
+    fails_with(check_one_query_attention(attention_unscaled), "not divided by √d_k")
+    fails_with(check_one_query_attention(attention_exponentiating_raw_scores), "nan or inf")
+    fails_with(check_one_query_attention(attention_handing_on_the_weights), "Your output is the weights")
+
+
+@pytest.mark.claim("kinds-ex-write-causal-mask")
+def test_the_causal_mask_solution_passes_and_the_named_mistakes_are_named(page_output):
+    solution_prints_the_pass(
+        page_output, "three-kinds.md", "three_kinds_exercises.py", "write_causal_mask", check_causal_mask
+    )
+    fails_with(check_causal_mask(mask_without_the_diagonal), "off by one")
+    fails_with(check_causal_mask(upper_triangle), "upper triangle")
+    fails_with(check_causal_mask(future_mask), "polarity is reversed")
+
+
+@pytest.mark.claim("heads-ex-write-split")
+def test_the_split_heads_solution_passes_and_reshaping_straight_is_named(page_output):
+    solution_prints_the_pass(
+        page_output, "multi-head.md", "multi_head_exercises.py", "write_split_heads", check_split_heads
+    )
+    fails_with(check_split_heads(split_by_reshaping_only), "deals each token's numbers out to several heads")
+
+
+@pytest.mark.claim("cache-ex-write-step")
+def test_the_cache_step_solution_passes_and_attending_first_is_named(page_output):
+    solution_prints_the_pass(
+        page_output, "kv-cache.md", "kv_cache_exercises.py", "write_step", check_kv_cache_step
+    )
+    fails_with(check_kv_cache_step(step_attending_before_appending), "does not attend to itself")
+    # "with each shared key/value head repeated": without the repeat it fails
+    fails_with(check_kv_cache_step(step_without_repeating_shared_heads), "np.repeat")
+
+
+def test_the_notebook_offers_the_same_skeletons():
+    # one source: each exercise cell of the notebook is the skeleton its chapter shows
+    cells = json.loads((ROOT / "docs" / "notebook.ipynb").read_text(encoding="utf-8"))["cells"]
+    code = ["".join(c["source"]).strip() for c in cells if c["cell_type"] == "code"]
+    for _, script, skeleton, _, _ in ON_THE_PAGES:
+        assert section_code(script, skeleton).strip() in code, f"{script}:{skeleton} is not in the notebook"
