@@ -75,7 +75,7 @@ def glossary_markdown(terms: list[Term], where: dict[str, str], titles: dict[str
     lines = [
         "---",
         "title: Glossary",
-        "description: Every term the explanation uses, defined in plain words, with where it is first explained.",
+        "description: Every term the explanation uses, in plain words, and where it is first explained.",
         "---",
         "",
         "# Glossary",

@@ -69,7 +69,8 @@ def first_reading_problems(terms: list[Term], pages: dict[str, str]) -> list[str
             problems.append(f"{term.name!r} is first used on {first} and not defined there (<dfn>)")
         elif uses(term, text)[0] < min(defined):
             at = uses(term, text)[0]
-            problems.append(f"{first} uses {term.name!r} before its <dfn>: ...{text[max(0, at - 60) : at + 30]!r}")
+            context = text[max(0, at - 60) : at + 30]
+            problems.append(f"{first} uses {term.name!r} before its <dfn>: ...{context!r}")
     return problems
 
 
@@ -93,7 +94,8 @@ def test_each_term_is_defined_once_and_every_definition_is_a_term():
 def test_the_order_check_finds_a_use_before_the_definition_and_a_missing_one():
     token = Term(("token", "tokens"), "a piece of text")
     early = {"a.md": "Two tokens here.", "b.md": f"A {DFN}token{DFN} is a piece of text."}
-    assert first_reading_problems([token], early) == ["'token' is first used on a.md and not defined there (<dfn>)"]
+    missing = "'token' is first used on a.md and not defined there (<dfn>)"
+    assert first_reading_problems([token], early) == [missing]
     late = {"a.md": f"Tokens first, then a {DFN}token{DFN}."}
     assert "a.md uses 'token' before its <dfn>" in first_reading_problems([token], late)[0]
     assert first_reading_problems([token], {"a.md": f"A {DFN}token{DFN}; two tokens."}) == []
