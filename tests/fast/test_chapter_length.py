@@ -41,6 +41,10 @@ def visible_prose(page: str) -> str:
     hidden = soup.select("details:not([open]), .highlight, pre, .arithmatex, .headerlink")
     for element in hidden:
         element.decompose()
+    # a glossary mark inside a word ("multi-<abbr>head</abbr>") is not a word boundary
+    for mark in soup.find_all(["abbr", "dfn"]):
+        mark.unwrap()
+    soup.smooth()
     return soup.get_text(" ")
 
 
