@@ -77,11 +77,14 @@ def borrow_environment(root: Path) -> Path:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment for commands run in a copy: no variable pointing back at this tree
-    (``QKV_VENV``, ``QKV_CACHE``, ...) or changing what a build makes."""
+    (``QKV_VENV``, ``QKV_CACHE``, ...) or changing what a build makes, and none of this
+    pytest run's (``PYTEST_XDIST_WORKER`` would make a pytest run in the copy take itself
+    for a worker of this one, and put its builds in another folder)."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not (k.startswith("QKV_") and k != "QKV_CHROMIUM")
+        and not k.startswith("PYTEST_")
         and k not in ("VIRTUAL_ENV", "PYTHONPATH", "SOURCE_DATE_EPOCH")
     }
     return {**env, "NO_MKDOCS_2_WARNING": "1", **extra}

@@ -9,7 +9,7 @@ the built page (its figure, the figure's table, its output, its title and descri
 whose build is the copy's ``mkdocs build --strict``. The new page's code then runs as a
 reader pastes it. docs/contributing.md lists these rules under "Add a chapter".
 
-The copy shares this tree's artifact cache once the run's build has filled it, so the copy's
+The copy shares the artifact cache of the build that computed this run's pages, so the copy's
 build computes the new chapter's snippet and figure and reads everything else from the
 cache. Taking the chapter out of the nav makes the chapter tests fail: they read the rules'
 subject from mkdocs.yml, so this test can fail.
@@ -23,6 +23,7 @@ import subprocess
 import sys
 
 from checkout import clean_env, copy_project
+from qkv_site.config import cache_dir
 from support import ROOT
 from test_copy_paste import make_reader_env, run_blocks, runnable_blocks
 
@@ -87,9 +88,10 @@ def pytest_in(root, args, **env) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_new_chapter_passes_the_chapter_rules_and_the_strict_build(built_site, built_dist, tmp_path):
-    # built_site: the run's build has filled the artifact cache the copy reads
-    cache = ROOT / os.environ.get("QKV_CACHE", ".cache/artifacts")
+def test_the_new_chapter_passes_the_chapter_rules_and_the_strict_build(page_artifacts, built_dist, tmp_path):
+    # the cache of the build that computed this run's pages (in a fresh clone, the clean
+    # build's: the tree's own stays empty), which the copy's build reads
+    cache = page_artifacts() or cache_dir(ROOT)
     root = generate(tmp_path)
     run = tmp_path / "run"  # the copy's pytest builds its site into run/session-build/site
     done = pytest_in(root, [f"--basetemp={run}", "-k", ONLY_NEW_PAGE, *RULES], QKV_CACHE=str(cache))
