@@ -20,6 +20,19 @@ def whole_number(name: str, value, minimum: int = 0) -> int:
     return int(value)
 
 
+def position_in(position, n_tokens: int) -> int:
+    """``position`` in a text of ``n_tokens`` tokens (from 0, or negative from the end) as an
+    index from 0; a ValueError naming the range otherwise."""
+    if isinstance(position, bool | np.bool_) or not isinstance(position, int | np.integer):
+        raise ValueError(f"position must be an int, got {position!r}")
+    if not -n_tokens <= position < n_tokens:
+        raise ValueError(
+            f"position {position} is outside a text of {n_tokens} tokens: "
+            f"give 0..{n_tokens - 1}, or -{n_tokens}..-1 from the end"
+        )
+    return int(position) % n_tokens
+
+
 def real_array(name: str, x) -> np.ndarray:
     """Return ``x`` as an array of real numbers (ints become float64); NaN and inf pass."""
     try:

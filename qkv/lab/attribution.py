@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from qkv._checks import position_in
 from qkv.multihead import merge_heads
 from qkv.smollm2 import Edit, Model, check_ids, decoder_layer, linear
 
@@ -121,14 +122,7 @@ def direct_logit_attribution(
     config = model.config
     ids = check_ids(ids, config)
     n_tokens = len(ids)
-    if isinstance(position, bool | np.bool_) or not isinstance(position, int | np.integer):
-        raise ValueError(f"position must be an int, got {position!r}")
-    if not -n_tokens <= position < n_tokens:
-        raise ValueError(
-            f"position {position} is outside a text of {n_tokens} tokens: "
-            f"give 0..{n_tokens - 1}, or -{n_tokens}..-1 from the end"
-        )
-    position = int(position) % n_tokens
+    position = position_in(position, n_tokens)
     token_a = _token("token_a", token_a, config.vocab_size)
     token_b = _token("token_b", token_b, config.vocab_size)
     ids = ids[: position + 1]  # later tokens cannot change this position (causal mask)

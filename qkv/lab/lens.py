@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from qkv._checks import position_in
 from qkv.dot_product import softmax
 from qkv.smollm2 import Model, Trace, check_ids, output_logits, run_layers
 
@@ -45,18 +46,6 @@ def _ids(model: Model, text_or_ids) -> np.ndarray:
     if isinstance(text_or_ids, str):
         return model.encode(text_or_ids)
     return check_ids(text_or_ids, model.config)
-
-
-def _position(position, n_tokens: int) -> int:
-    """``position`` (from 0, or negative from the end) as an index from 0, or a ValueError."""
-    if isinstance(position, bool | np.bool_) or not isinstance(position, int | np.integer):
-        raise ValueError(f"position must be an int, got {position!r}")
-    if not -n_tokens <= position < n_tokens:
-        raise ValueError(
-            f"position {position} is outside a text of {n_tokens} tokens: "
-            f"give 0..{n_tokens - 1}, or -{n_tokens}..-1 from the end"
-        )
-    return int(position) % n_tokens
 
 
 def streams(model: Model, ids) -> np.ndarray:
@@ -146,7 +135,7 @@ def logit_lens(model: Model, trace_or_ids, position: int = -1, top: int = 5) -> 
         seen.final_ranks[10]                # its rank among 49,152 tokens after layer 10
     """
     ids = _ids(model, trace_or_ids)
-    position = _position(position, len(ids))
+    position = position_in(position, len(ids))
     vocab = model.config.vocab_size
     if isinstance(top, bool | np.bool_) or not isinstance(top, int | np.integer) or not 1 <= top <= vocab:
         raise ValueError(f"top must be an int in 1..{vocab} (vocab_size), got {top!r}")
