@@ -28,6 +28,7 @@ PAGE = "glossary.md"
 _LINE = re.compile(r"^\*\[([^\]]+)\]:[ \t]*(.+?)[ \t]*$", re.M)
 _DFN = re.compile(r"<dfn>([^<]+)</dfn>")
 _ABBR = re.compile(r'<abbr title="([^"]*)">(.*?)</abbr>', re.S)
+_HEADING = re.compile(r"<h([1-6])\b[^>]*>.*?</h\1>", re.S)
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,9 @@ def glossary_markdown(terms: list[Term], where: dict[str, str], titles: dict[str
 
 
 def first_marks_only(page_html: str) -> str:
-    """Keep the first ``<abbr>`` of each definition on a page, focusable; the later ones
-    become plain text."""
+    """Keep the first ``<abbr>`` of each definition on a page's text, focusable; the later
+    ones, and any in a heading (a title is not where a term is explained), become plain text."""
+    page_html = _HEADING.sub(lambda m: _ABBR.sub(r"\2", m.group(0)), page_html)
     seen: set[str] = set()
 
     def keep(match: re.Match) -> str:

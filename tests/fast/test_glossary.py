@@ -119,3 +119,9 @@ def test_a_page_keeps_the_first_mark_of_each_term_focusable():
     assert first_marks_only(page) == (
         '<p><abbr title="d1" tabindex="0">head</abbr> and heads, <abbr title="d2" tabindex="0">KL</abbr></p>'
     )
+
+
+def test_a_heading_keeps_no_mark_and_the_text_gets_the_first():
+    page = '<h1 id="x"><abbr title="d1">head</abbr> width</h1><p>a <abbr title="d1">head</abbr></p>'
+    marked = '<p>a <abbr title="d1" tabindex="0">head</abbr></p>'
+    assert first_marks_only(page) == '<h1 id="x">head width</h1>' + marked
