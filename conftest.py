@@ -154,27 +154,14 @@ class PageOutput:
         return lines[0]
 
 
-def build_blocks(name: str) -> list[tuple[str, str | None]]:
-    """The code of every block the build runs on ``docs/NAME`` (``exec="on"``), in page
-    order, as the build's fence receives it, with its session (None: a block alone)."""
-    from qkv_site.page_blocks import page_blocks
-
-    return [(block.code, block.session) for block in page_blocks(ROOT, name)]
-
-
-def page_html(name: str) -> str:
-    """``docs/NAME`` as the site's Markdown extensions render it, its executed blocks not
-    run: the code blocks it shows, as the build shows them."""
-    from qkv_site.page_blocks import render_page
-
-    return render_page(ROOT, name)[0]
-
-
 @pytest.fixture(scope="session")
 def rendered_page():
-    """``rendered_page("coreference.md")``: :func:`page_html`, for tests that must not wait
-    for the site's build."""
-    return page_html
+    """``rendered_page("coreference.md")``: the page as the site's Markdown extensions render
+    it, its executed blocks not run (the code blocks it shows, as the build shows them), for
+    tests that must not wait for the site's build."""
+    from qkv_site.page_blocks import render_page
+
+    return lambda name: render_page(ROOT, name)[0]
 
 
 def run_page_blocks(name: str, cache: Path | None = None) -> PageOutput:

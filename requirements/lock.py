@@ -27,11 +27,13 @@ and it pulls the ``nvidia-*`` packages); CI installs the CPU build from PyTorch'
 configuration). So ``test.txt`` pins torch's dependencies but not torch, and ``torch.txt``
 pins torch's version with the hashes of PyPI's files for it except the Linux ones (macOS
 installs from PyPI), of the file pip picks on the machine that locks (this machine's local
-CPU build), and, when ``QKV_TORCH_INDEX`` is set, of that index's files for the version: an
-install accepts exactly those files, and fails on any other (PyPI's CUDA build included).
-A torch file from an index that was not read when locking (the CPU index, locked on a
-machine that cannot reach it) fails the hash check: lock again with ``QKV_TORCH_INDEX``
-set where that index is reachable.
+CPU build), and, when ``QKV_TORCH_INDEX`` is set while locking, of that index's files for
+the version; a comment names the file of each hash. An install from these hashes accepts
+exactly those files and fails on any other (PyPI's CUDA build included). An install with
+``QKV_TORCH_INDEX`` set (CI's Linux jobs) takes the pinned version from that index by version
+alone (``./dev``'s ``install_torch``): the CPU index has a file per Python, and a machine that
+cannot reach it cannot hash them; tests/fast/test_lock.py checks that every machine CI installs
+on is covered one way or the other.
 """
 
 from __future__ import annotations

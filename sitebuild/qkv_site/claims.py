@@ -191,7 +191,8 @@ def how_we_know_markdown(
     return "\n".join(lines)
 
 
-def _title(path: Path) -> str:
+def page_title(path: Path) -> str:
+    """A page's title: its front matter's ``title``, else its first heading, else its name."""
     text = path.read_text(encoding="utf-8")
     front = re.match(r"---\n(.*?)\n---", text, re.S)
     if front and (m := re.search(r"^title:\s*(.+)$", front.group(1), re.M)):
@@ -209,7 +210,7 @@ def on_files(files, config):
     guards = find_guards(Path(config.config_file_path).resolve().parent / "tests")
     for problem in problems(claims, guards):
         log.warning(problem)
-    titles = {c.page: _title(docs_dir / c.page) for c in claims}
+    titles = {c.page: page_title(docs_dir / c.page) for c in claims}
     page = how_we_know_markdown(claims, guards, titles, nav_order(config["nav"]))
     files.append(File.generated(config, PAGE, content=page))
     return files

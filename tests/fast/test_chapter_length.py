@@ -31,12 +31,17 @@ def site_markdown() -> tuple[list, dict]:
     return markdown_settings(names, settings, lambda *_, **__: "<pre></pre>", root=ROOT)
 
 
+def rendered(page: str) -> BeautifulSoup:
+    """A page's Markdown (front matter dropped) rendered as the site renders it."""
+    page = re.sub(r"\A---\n.*?\n---\n", "", page, flags=re.S)
+    names, settings = site_markdown()
+    return BeautifulSoup(markdown.markdown(page, extensions=names, extension_configs=settings), "html.parser")
+
+
 def visible_prose(page: str) -> str:
     """The text a reader sees of a page's Markdown, rendered as the site renders it, with
     every ``???`` block (a closed ``<details>``) folded."""
-    page = re.sub(r"\A---\n.*?\n---\n", "", page, flags=re.S)  # front matter
-    names, settings = site_markdown()
-    soup = BeautifulSoup(markdown.markdown(page, extensions=names, extension_configs=settings), "html.parser")
+    soup = rendered(page)
     # folded blocks; code blocks (with their titles); maths; permalink signs
     hidden = soup.select("details:not([open]), .highlight, pre, .arithmatex, .headerlink")
     for element in hidden:

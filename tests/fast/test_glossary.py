@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import re
 
-import markdown
-from bs4 import BeautifulSoup
 from qkv_site.glossary import Term, defined_in, first_marks_only, read_terms
 from support import ROOT, nav_section
-from test_chapter_length import site_markdown
+from test_chapter_length import rendered
 
 DOCS = ROOT / "docs"
 READING = [path for _, path in nav_section("The explanation")] + ["explorer.md"]
@@ -31,9 +29,7 @@ DFN = "\x00"  # stands for a <dfn> in the text a test reads
 def prose(page: str) -> str:
     """The text of a page's prose, folded boxes included, code and maths left out; each
     ``<dfn>X</dfn>`` written as DFN + X + DFN."""
-    text = re.sub(r"\A---\n.*?\n---\n", "", (DOCS / page).read_text(encoding="utf-8"), flags=re.S)
-    names, settings = site_markdown()
-    soup = BeautifulSoup(markdown.markdown(text, extensions=names, extension_configs=settings), "html.parser")
+    soup = rendered((DOCS / page).read_text(encoding="utf-8"))
     for element in soup.select(".highlight, pre, code, .arithmatex, .headerlink"):
         element.decompose()
     for dfn in soup.find_all("dfn"):

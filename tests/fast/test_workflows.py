@@ -107,3 +107,13 @@ def test_the_pages_build_installs_no_torch():
     assert not docs & {"torch", "transformers", "accelerate", "pytest"}, docs
     assert {"transformers", "pytest"} <= test and pins("torch.txt") == {"torch"}
     # that ./dev build installs the docs lock alone: tests/fast/test_dev.py
+
+
+def test_the_fast_job_runs_under_another_blas_kernel_with_one_thread():
+    # docs/contributing.md, "Numbers that depend on the machine": a claim quoting one
+    # machine's rounding fails in this job
+    tests = yaml.safe_load((ROOT / ".github" / "workflows" / "tests.yml").read_text())
+    fast = tests["jobs"]["fast"]
+    assert fast["env"]["OPENBLAS_CORETYPE"] == "Haswell" and str(fast["env"]["OPENBLAS_NUM_THREADS"]) == "1"
+    assert any(step.get("run", "").strip() == "./dev check" for step in fast["steps"])
+    assert "OPENBLAS_CORETYPE" not in tests["jobs"]["test"].get("env", {})  # the other job: the runner's own

@@ -55,7 +55,7 @@ from mkdocs.utils import meta
 from qkv_site.artifacts.runner import ArtifactError, Job
 from qkv_site.artifacts.session import OUTPUT, STATE
 from qkv_site.artifacts.tasks import MODEL_PACKAGES
-from qkv_site.page_blocks import BLOCK_EXTENSIONS, extensions_of, find_blocks
+from qkv_site.page_blocks import BLOCK_EXTENSIONS, FENCES, extensions_of, find_blocks
 
 EMPTY_STATE = "empty"  # what the first block of a session, or a block without one, starts from
 
@@ -101,8 +101,8 @@ class Snippets:
                 "markdown-exec plugin from mkdocs.yml"
             )
         fences = config.mdx_configs.setdefault("pymdownx.superfences", {}).setdefault("custom_fences", [])
-        fences[:] = [f for f in fences if f.get("name") not in ("python", "py")]
-        for name in ("python", "py"):
+        fences[:] = [f for f in fences if f.get("name") not in FENCES]
+        for name in FENCES:
             fences.append(
                 {"name": name, "class": name, "validator": markdown_exec.validator, "format": self.format}
             )
