@@ -1,4 +1,4 @@
-"""Solutions to the exercises of docs/attention-at-scale.md (chapter 13).
+"""Solutions to the exercises of docs/attention-at-scale.md.
 
 Run it as `python snippets/attention_at_scale_exercises.py`.
 """

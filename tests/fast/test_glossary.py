@@ -17,7 +17,11 @@ from support import ROOT, nav_section
 from test_chapter_length import rendered
 
 DOCS = ROOT / "docs"
-READING = [path for _, path in nav_section("The explanation")] + ["explorer.md"]
+READING = (
+    [path for _, path in nav_section("The explanation")]
+    + ["explorer.md"]
+    + [path for _, path in nav_section("Going further")]
+)
 # the terms issue 33 asks every reader to meet defined
 REQUIRED = {
     "token", "embedding", "width", "head", "softmax", "logit", "residual stream",
