@@ -100,3 +100,37 @@ def test_with_heads_off_the_layers_before_them_stay_and_the_last_is_the_edited_p
     assert shown[-1]["id"] == int(np.argmax(p))
     assert shown[-1]["prob"] == pytest.approx(p.max(), abs=PROB_SHOWN)
     assert shown[-1]["prob"] != pytest.approx(plain.top_probs[-1, 0], abs=10 * PROB_SHOWN)  # the edit shows
+
+
+LOGIT_SHOWN = 0.00005 + 1e-4  # four decimals, rounded once; plus 1e-4
+
+
+def test_direct_logit_attribution_of_the_pairs_question_is_qkvs(page, site_url):
+    from qkv.lab import attribution
+
+    text, cont1, cont2 = "The capital of France is", " Paris", " London"
+    open_lab(page, site_url, text, text2=quote("The capital of England is"), cont1=quote(cont1), cont2=quote(cont2))
+    enc = lambda t: model().tokenizer.encode(t, add_special_tokens=False).ids  # noqa: E731
+    a, b = enc(cont1)[0], enc(cont2)[0]
+    page.wait_for_selector(f"#qkv-explorer .qx-trained[data-attributed='{a},{b}']", timeout=180000)
+    cells = page.eval_on_selector_all(
+        '[data-testid="dla-cell"]', "cs => cs.map(c => [c.dataset.layer, c.dataset.head, +c.dataset.value])"
+    )
+    expected = attribution.direct_logit_attribution(model(), np.array(ids_of(text)), a, b)
+    n_layers, n_heads = expected.heads.shape
+    heads = np.full((n_layers, n_heads), np.nan)
+    mlps = np.full(n_layers, np.nan)
+    for layer, head, value in cells:
+        if head == "mlp":
+            mlps[int(layer) - 1] = value
+        else:
+            heads[int(layer) - 1, int(head) - 1] = value
+    assert len(cells) == n_layers * (n_heads + 1)
+    np.testing.assert_allclose(heads, expected.heads, rtol=0, atol=LOGIT_SHOWN)
+    np.testing.assert_allclose(mlps, expected.mlps, rtol=0, atol=LOGIT_SHOWN)
+    total = page.get_by_test_id("dla-total")
+    assert float(total.get_attribute("data-value")) == pytest.approx(expected.logit_difference, abs=LOGIT_SHOWN)
+    assert float(total.get_attribute("data-embedding")) == pytest.approx(expected.embedding, abs=LOGIT_SHOWN)
+    # the largest head is named as qkv finds it
+    layer, head = np.unravel_index(np.argmax(np.abs(expected.heads)), expected.heads.shape)
+    assert f"layer {layer + 1} head {head + 1}" in page.get_by_test_id("dla-note").text_content()
