@@ -161,6 +161,12 @@ def shown_lookup(page_output):
     return page_output("soft-lookup.md")
 
 
+@pytest.fixture(scope="module")
+def shown_lookup_depth(page_output):
+    """Chapter 1's deep dive: tiny weights, the origins, the exercise aimed at blue."""
+    return page_output("soft-lookup-in-depth.md")
+
+
 def palette_weights(query):
     """Softmax of the palette's scores for ``query``, written out here (d_k = 2)."""
     s = KEYS @ np.asarray(query, dtype=float) / np.sqrt(2)
@@ -298,17 +304,17 @@ def blue_at_64():
 
 
 @pytest.mark.claim("lookup-sharpen-never-exact")
-def test_at_64_times_the_worst_key_still_has_a_tiny_positive_weight(shown_lookup, blue_at_64):
+def test_at_64_times_the_worst_key_still_has_a_tiny_positive_weight(shown_lookup_depth, blue_at_64):
     weights = qkv.attention(WARM * 64, KEYS, VALUES).weights[0]
     assert weights.dtype == np.float64 and (weights > 0).all()
     assert weights[BLUE] == pytest.approx(blue_at_64, rel=1e-9)
     check_prose("lookup-sharpen-never-exact", *sci(weights[BLUE]))
-    line = shown_lookup.line("soft_lookup.py:sharpen", "weight on blue at x64:")
+    line = shown_lookup_depth.line("soft_lookup.py:underflow", "weight on blue at x64:")
     assert numbers(line.split("in float64")[0])[-1] == float(f"{blue_at_64:.2g}")
 
 
 @pytest.mark.claim("lookup-underflow-types")
-def test_the_weight_is_a_subnormal_in_float32_and_bfloat16_and_zero_in_float16(shown_lookup, blue_at_64):
+def test_the_weight_is_a_subnormal_in_float32_and_bfloat16_and_zero_in_float16(shown_lookup_depth, blue_at_64):
     tiny32 = float(np.finfo(np.float32).tiny)
     tiny16 = float(np.finfo(np.float16).smallest_subnormal)
     assert 0 < np.float32(blue_at_64) < tiny32  # a subnormal: below the smallest normal
@@ -326,7 +332,7 @@ def test_the_weight_is_a_subnormal_in_float32_and_bfloat16_and_zero_in_float16(s
     check_prose(
         "lookup-underflow-types", *sci(tiny32), flushed32, *sci(tiny16), float(np.float16(blue_at_64))
     )
-    line = shown_lookup.line("soft_lookup.py:sharpen", "weight on blue at x64:")
+    line = shown_lookup_depth.line("soft_lookup.py:underflow", "weight on blue at x64:")
     assert line.endswith("0.0 as float16") and "e-40 as float32" in line
 
 
@@ -392,7 +398,7 @@ def test_red_first_passes_the_threshold_at_the_stated_factor(shown_lookup):
 
 
 @pytest.mark.claim("lookup-ex-never-pure")
-def test_a_query_aimed_at_blue_never_gives_pure_blue(shown_lookup):
+def test_a_query_aimed_at_blue_never_gives_pure_blue(shown_lookup_depth):
     factor = stated("lookup-ex-never-pure")[0]
     at_blue = factor * KEYS[BLUE][None]
     w = palette_weights(at_blue[0])
@@ -402,7 +408,7 @@ def test_a_query_aimed_at_blue_never_gives_pure_blue(shown_lookup):
     np.testing.assert_allclose(weights[0], w, rtol=1e-9)
     assert answer[0, 0] > 0 and answer[0, 0] == pytest.approx(w @ VALUES[:, 0], rel=1e-9)
     check_prose("lookup-ex-never-pure", factor, *sci(rest), w[BLUE])
-    text = shown_lookup["soft_lookup.py:exercise_blue"]
+    text = shown_lookup_depth["soft_lookup.py:exercise_blue"]
     printed = numbers(line_of(text, "weight on blue"))
     assert printed[0] == pytest.approx(w[BLUE], abs=5e-7)
     np.testing.assert_allclose(printed[1:], answer[0], rtol=1e-6)
@@ -411,7 +417,7 @@ def test_a_query_aimed_at_blue_never_gives_pure_blue(shown_lookup):
 
 
 @pytest.mark.claim("lookup-ex-blue-underflow")
-def test_a_long_enough_query_gives_exactly_blue_once_the_other_weights_underflow(shown_lookup):
+def test_a_long_enough_query_gives_exactly_blue_once_the_other_weights_underflow(shown_lookup_depth):
     long64, long32 = stated("lookup-ex-blue-underflow")[:2]
     for factor, dtype in [(long64, np.float64), (long32, np.float32)]:
         at_blue = factor * KEYS[BLUE]
@@ -428,7 +434,7 @@ def test_a_long_enough_query_gives_exactly_blue_once_the_other_weights_underflow
         assert answer.dtype == dtype
         assert np.delete(weights[0], BLUE).tolist() == [0.0, 0.0, 0.0]
         assert answer[0].tolist() == [0.0, 0.0, 1.0]  # exactly blue
-        line = shown_lookup.line("soft_lookup.py:exercise_blue", f"x{factor:g} in {np.dtype(dtype).name}")
+        line = shown_lookup_depth.line("soft_lookup.py:exercise_blue", f"x{factor:g} in {np.dtype(dtype).name}")
         assert line.endswith("exactly blue: True")
     # and in float64 at the page's own 64 times the answer is not yet blue (claim above)
     assert qkv.attention(64 * KEYS[BLUE][None], KEYS, VALUES).output[0, 0] > 0
