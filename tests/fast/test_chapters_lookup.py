@@ -450,6 +450,12 @@ def shown_where(page_output):
 
 
 @pytest.fixture(scope="module")
+def shown_where_depth(page_output):
+    """Chapter 2's deep dive: widths that disagree, the key-bias exercise."""
+    return page_output("where-qkv-come-from-in-depth.md")
+
+
+@pytest.fixture(scope="module")
 def random_toy():
     """The random toy of chapter 2: X, its projections with d_k = 8 and d_v = 4, Q, K, V."""
     x, p = toy.embeddings(), toy.projections(d_k=toy.D_K, d_v=toy.D_V)
@@ -514,12 +520,12 @@ def test_attention_takes_only_its_inputs_and_holds_no_arrays(shown_where, random
 
 
 @pytest.mark.claim("proj-dk-must-match")
-def test_keys_of_another_width_are_refused_naming_both_shapes(shown_where, random_toy):
+def test_keys_of_another_width_are_refused_naming_both_shapes(shown_where_depth, random_toy):
     _, _, q, k, v = random_toy
     with pytest.raises(ValueError, match=r"share d_k.*\(6, 8\).*\(6, 5\)") as refused:
         qkv.attention(q, k[:, :5], v)
     # the page wraps the message over lines; the words are the same
-    printed = shown_where["where_qkv_come_from.py:dk_must_match"]
+    printed = shown_where_depth["where_qkv_come_from.py:dk_must_match"]
     assert printed.split() == f"ValueError: {refused.value}".split()
     assert printed.strip() == textwrap.fill(f"ValueError: {refused.value}", width=70)
 
@@ -535,12 +541,12 @@ def test_value_width_is_free_and_sets_the_output_width(seed, d_k, d_v):
 
 
 @pytest.mark.claim("proj-dv-free")
-def test_the_page_values_are_4_wide_beside_8_wide_keys_and_so_is_the_output(shown_where, random_toy):
+def test_the_page_values_are_4_wide_beside_8_wide_keys_and_so_is_the_output(shown_where_depth, random_toy):
     x, p = random_toy[:2]
     output = qkv.self_attention(x, p).output
     assert output.shape == (len(WORDS), p.d_v) and p.d_v != p.d_k
     check_prose("proj-dv-free", p.d_v, p.d_k, output.shape[1])
-    q_line = numbers(shown_where.line("where_qkv_come_from.py:project", "Q "))
+    q_line = numbers(shown_where_depth.line("where_qkv_come_from.py:project", "Q "))
     assert q_line[1::2] == [8, 8, 4]  # the widths of Q, K and V as printed
 
 
@@ -576,19 +582,19 @@ def bias_changes():
 
 
 @pytest.mark.claim("proj-key-bias-cancels")
-def test_the_page_shows_the_key_bias_changing_nothing(shown_where, bias_changes):
+def test_the_page_shows_the_key_bias_changing_nothing(shown_where_depth, bias_changes):
     (bound,) = stated("proj-key-bias-cancels")  # "below 10^-12": rounding, and only that
     check_prose("proj-key-bias-cancels", bound)
     assert bound <= 1e-10
     assert all(on_keys < bound for on_keys, _ in bias_changes)
-    line = shown_where.line("where_qkv_come_from.py:key_bias", "bias on the keys:")
+    line = shown_where_depth.line("where_qkv_come_from.py:key_bias", "bias on the keys:")
     assert 0 <= numbers(line)[0] < bound
 
 
 @pytest.mark.claim("proj-query-bias-matters")
-def test_a_bias_on_the_queries_changes_the_weights(shown_where, bias_changes):
+def test_a_bias_on_the_queries_changes_the_weights(shown_where_depth, bias_changes):
     assert all(on_queries > 0.01 for _, on_queries in bias_changes)
-    line = shown_where.line("where_qkv_come_from.py:key_bias", "bias on the queries:")
+    line = shown_where_depth.line("where_qkv_come_from.py:key_bias", "bias on the queries:")
     assert numbers(line)[0] > 0.01  # far above the keys' rounding-level change
 
 
