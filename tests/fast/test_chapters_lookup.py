@@ -314,7 +314,9 @@ def test_at_64_times_the_worst_key_still_has_a_tiny_positive_weight(shown_lookup
 
 
 @pytest.mark.claim("lookup-underflow-types")
-def test_the_weight_is_a_subnormal_in_float32_and_bfloat16_and_zero_in_float16(shown_lookup_depth, blue_at_64):
+def test_the_weight_is_a_subnormal_in_float32_and_bfloat16_and_zero_in_float16(
+    shown_lookup_depth, blue_at_64
+):
     tiny32 = float(np.finfo(np.float32).tiny)
     tiny16 = float(np.finfo(np.float16).smallest_subnormal)
     assert 0 < np.float32(blue_at_64) < tiny32  # a subnormal: below the smallest normal
@@ -434,7 +436,9 @@ def test_a_long_enough_query_gives_exactly_blue_once_the_other_weights_underflow
         assert answer.dtype == dtype
         assert np.delete(weights[0], BLUE).tolist() == [0.0, 0.0, 0.0]
         assert answer[0].tolist() == [0.0, 0.0, 1.0]  # exactly blue
-        line = shown_lookup_depth.line("soft_lookup.py:exercise_blue", f"x{factor:g} in {np.dtype(dtype).name}")
+        line = shown_lookup_depth.line(
+            "soft_lookup.py:exercise_blue", f"x{factor:g} in {np.dtype(dtype).name}"
+        )
         assert line.endswith("exactly blue: True")
     # and in float64 at the page's own 64 times the answer is not yet blue (claim above)
     assert qkv.attention(64 * KEYS[BLUE][None], KEYS, VALUES).output[0, 0] > 0

@@ -53,7 +53,11 @@ def data() -> tuple[Row, ...]:
 
 def tables() -> list[Table]:
     return [
-        Table(f"{row.label}: one entry per feature", ("feature", "entry"), tuple(zip(row.columns, row.values.tolist())))
+        Table(
+            f"{row.label}: one entry per feature",
+            ("feature", "entry"),
+            tuple(zip(row.columns, row.values.tolist(), strict=True)),
+        )
         for row in data()
     ]
 
