@@ -67,6 +67,8 @@ def expected_tables(name: str, d) -> list[list[list]]:
             [[n, s, h] for n, s, h in zip(d.names, d.soft, d.hard, strict=True)],
             [["soft (blend)", *d.soft_answer], ["hard (best key)", *d.hard_answer]],
         ]
+    if name == "one-row-three-vectors":
+        return [[[c, e] for c, e in zip(row.columns, row.values, strict=True)] for row in d]
     if name == "tied-qk":
         return [[[w, *row] for w, row in zip(d.words, m, strict=True)] for m in (d.separate, d.tied)]
     if name == "vanishing-gradient":
