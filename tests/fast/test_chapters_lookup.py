@@ -1225,10 +1225,11 @@ def test_every_recorded_published_model_uses_heads_of_64_or_128():
 
 @pytest.mark.claim("three-gemma-head-widths")
 def test_gemma_7b_and_gemma_2_9b_have_heads_of_256_and_gemma_2_27b_of_128(page_output):
-    # Gemma 7B: chapter 16 prints its W_Q as d_model × (16 heads × d_head), from its report
+    # Gemma 7B: the FAQ's long answers print its W_Q as d_model × (16 heads × d_head), from
+    # its report
     gemma7 = next(
         line
-        for line in page_output("faq.md")["faq.py:weight_shapes"].splitlines()
+        for line in page_output("faq-long-answers.md")["faq.py:weight_shapes"].splitlines()
         if line.startswith("Gemma 7B")
     )
     gemma7_head = int(re.search(r"W_Q \d+x(\d+)", gemma7).group(1)) // 16  # 16 query heads

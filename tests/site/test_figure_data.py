@@ -123,6 +123,9 @@ def expected_tables(name: str, d) -> list[list[list]]:
             means = [line.mean(axis=0) for line in lines]
             curves.append([[int(step), *(m[j] for m in means)] for j, step in enumerate(d.steps)])
         return [summary, *curves]
+    if name == "dot-vs-cosine":
+        columns = (d.names, d.lengths, d.angles, d.dot_scores, d.dot, d.cos_scores, d.cosine)
+        return [[list(row) for row in zip(*columns, strict=True)]]
     raise AssertionError(f"no expected table for figure {name!r}: add one here")
 
 
