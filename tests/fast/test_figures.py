@@ -25,6 +25,7 @@ from qkv_site.figures import (
     cross_attention,
     data_flow,
     four_stages,
+    key_or_value,
     kv_cache_memory,
     kv_cache_work,
     masks,
@@ -256,6 +257,31 @@ def test_soft_vs_hard_soft_weighs_everything_hard_picks_one():
     assert d.hard.tolist() == [1.0, 0.0, 0.0, 0.0] and d.names[0] == "red"
     assert not any(np.allclose(d.soft_answer, v) for v in soft_vs_hard.VALUES), "a blend"
     np.testing.assert_array_equal(d.hard_answer, soft_vs_hard.VALUES[0])
+
+
+def test_key_or_value_shows_a_value_leaving_the_weights_and_a_key_moving_them():
+    d = key_or_value.data()
+    words, hands = list(d.words), list(d.hands)
+    drank, milk = words.index("drank"), words.index("milk")
+    dairy, container = hands.index("dairy"), hands.index("container")
+    built, new_value, wiped_key = d.weights
+    # drank's scaled scores as built: 8/√8 on milk, 4/√8 on she, 0 on the other four;
+    # with milk's key wiped, milk scores 0 like the others
+    e8, e4 = np.exp(8 / np.sqrt(8)), np.exp(4 / np.sqrt(8))
+    assert built[milk] == pytest.approx(e8 / (e8 + e4 + 4), rel=1e-12)
+    assert wiped_key[milk] == pytest.approx(1 / (e4 + 5), rel=1e-12)
+    np.testing.assert_array_equal(new_value, built)  # "do not move at all"
+    assert not np.allclose(wiped_key, built)
+    # the output is the weights times the values: a new value moves drank's output by its
+    # weight on milk, out of dairy and into container
+    moved = d.received[1] - d.received[0]
+    np.testing.assert_allclose(moved[[dairy, container]], [-built[milk], built[milk]], rtol=1e-12)
+    assert d.received[2, dairy] < d.received[0, dairy]  # "the dairy it receives falls"
+    assert d.received[2, dairy] == pytest.approx(wiped_key[milk], rel=1e-12)  # milk's value kept
+    # the alt text's numbers, in its order: dairy lost, container gained, then the weight on
+    # milk before and after its key is wiped
+    stated = [-moved[dairy], moved[container], built[milk], wiped_key[milk]]
+    assert numbers(key_or_value.ALT) == [round(float(x), 2) for x in stated]
 
 
 def test_tied_qk_is_symmetric_only_when_tied_and_matches_the_chapter(page_output):

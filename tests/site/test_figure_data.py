@@ -67,6 +67,9 @@ def expected_tables(name: str, d) -> list[list[list]]:
             [[n, s, h] for n, s, h in zip(d.names, d.soft, d.hard, strict=True)],
             [["soft (blend)", *d.soft_answer], ["hard (best key)", *d.hard_answer]],
         ]
+    if name == "key-or-value":
+        cases = ("as built", "milk's value changed", "milk's key wiped")
+        return [[[c, *row] for c, row in zip(cases, m, strict=True)] for m in (d.weights, d.received)]
     if name == "tied-qk":
         return [[[w, *row] for w, row in zip(d.words, m, strict=True)] for m in (d.separate, d.tied)]
     if name == "vanishing-gradient":
