@@ -262,7 +262,7 @@ def test_soft_vs_hard_soft_weighs_everything_hard_picks_one():
 def test_key_or_value_shows_a_value_leaving_the_weights_and_a_key_moving_them():
     d = key_or_value.data()
     words, hands = list(d.words), list(d.hands)
-    drank, milk = words.index("drank"), words.index("milk")
+    milk = words.index("milk")  # the word edited; every number here is drank's
     dairy, container = hands.index("dairy"), hands.index("container")
     built, new_value, wiped_key = d.weights
     # drank's scaled scores as built: 8/√8 on milk, 4/√8 on she, 0 on the other four;
@@ -293,9 +293,14 @@ def test_tied_qk_is_symmetric_only_when_tied_and_matches_the_chapter(page_output
     root = np.sqrt(tied_qk.D_K)
     np.testing.assert_allclose(d.separate, q @ k.T / root, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(d.tied, k @ k.T / root, rtol=1e-12, atol=1e-12)  # W_Q = W_K
-    # The chapter prints each direction of the pair, separate first and then tied.
-    shown = page_output("why-three-projections.md")
-    lines = [line for b in shown.blocks for line in b.text.splitlines()]
+    # Chapter 4's deep dive prints each direction of the pair with separate matrices, the
+    # chapter itself tied.
+    lines = [
+        line
+        for page in ("why-three-projections-in-depth.md", "why-three-projections.md")
+        for b in page_output(page).blocks
+        for line in b.text.splitlines()
+    ]
     for (a, b), (row, col) in ((tied_qk.PAIR, (i, j)), (tied_qk.PAIR[::-1], (j, i))):
         printed = [numbers(line)[0] for line in lines if line.startswith(f"{a} -> {b}: score")]
         np.testing.assert_allclose(printed, [d.separate[row, col], d.tied[row, col]], rtol=0, atol=5e-4)

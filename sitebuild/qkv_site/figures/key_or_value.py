@@ -60,8 +60,16 @@ def tables() -> list[Table]:
     d = data()
     cases = ("as built", "milk's value changed", "milk's key wiped")
     return [
-        Table("Weights of drank", ("case", *d.words), tuple((c, *w) for c, w in zip(cases, d.weights, strict=True))),
-        Table("What drank receives", ("case", *d.hands), tuple((c, *r) for c, r in zip(cases, d.received, strict=True))),
+        Table(
+            "Weights of drank",
+            ("case", *d.words),
+            tuple((c, *w) for c, w in zip(cases, d.weights, strict=True)),
+        ),
+        Table(
+            "What drank receives",
+            ("case", *d.hands),
+            tuple((c, *r) for c, r in zip(cases, d.received, strict=True)),
+        ),
     ]
 
 
@@ -86,8 +94,10 @@ def build(style) -> Figure:
         _bars(bottom, d.hands, d.received[0], d.received[case], style, style.accent)
         top.set_title(title)
         before, after = d.weights[0, j], d.weights[case, j]
-        note = "weights unchanged" if np.array_equal(d.weights[0], d.weights[case]) else (
-            f"milk {before:.2f} → {after:.2f}"
+        note = (
+            "weights unchanged"
+            if np.array_equal(d.weights[0], d.weights[case])
+            else f"milk {before:.2f} → {after:.2f}"
         )
         top.text(0.97, 0.95, note, transform=top.transAxes, ha="right", va="top", fontsize=10.5)
     axes[0, 0].set_ylabel("drank's weight")
