@@ -69,6 +69,9 @@ def expected_tables(name: str, d) -> list[list[list]]:
         ]
     if name == "one-row-three-vectors":
         return [[[c, e] for c, e in zip(row.columns, row.values, strict=True)] for row in d]
+    if name == "key-or-value":
+        cases = ("as built", "milk's value changed", "milk's key wiped")
+        return [[[c, *row] for c, row in zip(cases, m, strict=True)] for m in (d.weights, d.received)]
     if name == "tied-qk":
         return [[[w, *row] for w, row in zip(d.words, m, strict=True)] for m in (d.separate, d.tied)]
     if name == "vanishing-gradient":
