@@ -1,13 +1,11 @@
-"""Masks in PyTorch: the masked function checked against qkv, and a query that may read
-nothing.
+"""Masks in PyTorch: the masked function checked against qkv, and a query that
+may read nothing.
 
 Run: python snippets/masks_in_pytorch.py
 """
 
 # --8<-- [start:masked_numpy]
 import textwrap
-
-import numpy as np
 
 import qkv
 from qkv import toy

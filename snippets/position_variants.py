@@ -1,5 +1,5 @@
-"""Other ways to write position: sinusoidal position vectors, ALiBi's distance penalty,
-and how far a stack of sliding-window layers reaches.
+"""Other ways to write position: sinusoidal position vectors, ALiBi's distance
+penalty, and how far a stack of sliding-window layers reaches.
 
 Run: python snippets/position_variants.py
 """

@@ -93,7 +93,9 @@ def test_end_padding_changes_no_real_token_under_a_causal_mask(masks_in_pytorch)
     causal = qkv.self_attention(x, p, mask=qkv.causal_mask(6))
     gap = np.abs(both.output[0, :4] - causal.output[0, :4]).max()
     assert printed(
-        masks_in_pytorch, "three_kinds_exercises.py:end_padding", "real tokens, causal + padding vs causal alone:"
+        masks_in_pytorch,
+        "three_kinds_exercises.py:end_padding",
+        "real tokens, causal + padding vs causal alone:",
     ) == [gap]
     check_prose("kinds-exercise-end-padding", gap)
 

@@ -6,8 +6,7 @@ Each fact is derived here, with attention and the rotation written out in NumPy 
 against ``qkv.rope``) on the toys of ``qkv.toy`` and on seeded random inputs; then the text
 the page prints under its blocks is checked against it, to the rounding it prints. Where
 the page states its own seeded inputs (the offset query and key; the added positions, on its
-deep dive docs/position-variants.md), the
-test draws the same ones to compare numbers.
+deep dive docs/position-variants.md), the test draws the same ones to compare numbers.
 """
 
 from __future__ import annotations

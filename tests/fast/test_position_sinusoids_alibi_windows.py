@@ -54,7 +54,9 @@ def test_one_matrix_moves_every_sinusoidal_position_k_ahead(shown):
     table = np.random.default_rng(0).normal(size=(6000, 16))
     fit, *_ = np.linalg.lstsq(table[:3000], table[1:3001], rcond=None)
     assert np.abs(table[3000:5999] @ fit - table[3001:]).max() > 1.0
-    errors = [numbers(shown.line("position_variants.py:sinusoid_shift", f"offset {k:>2}:"))[-1] for k in (1, 7, 50)]
+    errors = [
+        numbers(shown.line("position_variants.py:sinusoid_shift", f"offset {k:>2}:"))[-1] for k in (1, 7, 50)
+    ]
     assert all(e < 1e-12 for e in errors)
     vs_rotation = numbers(shown.line("position_variants.py:sinusoid_shift", "M_50 against"))[-1]
     assert vs_rotation < 1e-13
@@ -98,7 +100,9 @@ def test_a_stack_of_sliding_windows_reaches_w_minus_1_times_l_plus_1(shown):
         printed = numbers(shown.line("position_variants.py:receptive", f"{n} layer(s)"))
         assert printed[:3] == [n, 4, count] and printed[-1] == count  # measured, formula
     mistral = (4096 - 1) * 32 + 1  # Mistral 7B: 32 layers, window 4096 (Jiang et al., Table 1)
-    assert numbers(shown.line("position_variants.py:receptive", "Mistral 7B,").replace(",", ""))[-1] == mistral
+    assert (
+        numbers(shown.line("position_variants.py:receptive", "Mistral 7B,").replace(",", ""))[-1] == mistral
+    )
     assert abs(mistral - 131_000) < 1_000  # the paper: "approximately 131K tokens"
     check_prose("pos-window-receptive-field", 1, 1, *counts, 4, 1, 4, mistral, 32, 4096)
 

@@ -394,7 +394,9 @@ def test_qkv_refuses_a_row_that_may_attend_to_nothing(in_pytorch):
     with pytest.raises(ValueError, match=r"query row \(0,\)") as refused:
         qkv.attention(*qkv.project(X, P), mask=blocked_mask())
     # the page prints that error, wrapped at 72 columns
-    assert in_pytorch["masks_in_pytorch.py:fully_masked"].strip() == textwrap.fill(f"qkv: {refused.value}", 72)
+    assert in_pytorch["masks_in_pytorch.py:fully_masked"].strip() == textwrap.fill(
+        f"qkv: {refused.value}", 72
+    )
 
 
 @pytest.mark.claim("kinds-fully-masked-torch")

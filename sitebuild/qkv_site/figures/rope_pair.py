@@ -62,12 +62,17 @@ def tables() -> list[Table]:
         Table(
             "One pair of a query, turned by position",
             ("position", "first number", "second number", "direction (radians)"),
-            tuple((p, *map(float, xy), float(a)) for p, xy, a in zip(d.positions, d.turned, d.angles, strict=True)),
+            tuple(
+                (p, *map(float, xy), float(a))
+                for p, xy, a in zip(d.positions, d.turned, d.angles, strict=True)
+            ),
         ),
         Table(
             "A query and a key two positions apart",
             ("query position", "key position", "angle between (radians)", "dot product"),
-            tuple((m, n, float(b), float(s)) for (m, n), b, s in zip(d.cases, d.between, d.scores, strict=True)),
+            tuple(
+                (m, n, float(b), float(s)) for (m, n), b, s in zip(d.cases, d.between, d.scores, strict=True)
+            ),
         ),
     ]
 
