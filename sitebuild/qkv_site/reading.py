@@ -36,7 +36,7 @@ def word_count(text: str) -> int:
     """Words in ``text``: runs of letters or digits, joined by an apostrophe or a hyphen.
 
     >>> word_count("Multi-head attention isn't one head: it's 3 heads.")
-    7
+    8
     """
     return len(_WORD.findall(text))
 
