@@ -24,6 +24,7 @@ from qkv_site.artifacts.runner import ArtifactError, Runner
 from qkv_site.figures import (
     cross_attention,
     data_flow,
+    explorer_widths,
     four_stages,
     key_or_value,
     kv_cache_memory,
@@ -41,7 +42,7 @@ from qkv_site.figures import (
     vanishing_gradient,
 )
 from qkv_site.figures.render import load
-from support import ROOT, attention_product_flops, numbers
+from support import ROOT, attention_product_flops, numbers, softmax_by_hand
 
 from qkv import MODELS, KVCache, causal_mask, project, self_attention, toy
 
@@ -365,6 +366,25 @@ def test_four_stages_follow_the_formula_and_match_the_chapter(page_output):
     labels, table = _printed_weights(shown["step_by_step.py:softmax"], d.words)
     assert labels == list(d.words)
     np.testing.assert_allclose(table[row], d.weights, rtol=0, atol=5e-4)
+
+
+def test_explorer_widths_spread_with_the_division_and_collapse_without_it():
+    d = explorer_widths.data()
+    x = toy.embeddings(d.words)
+    i = d.words.index(explorer_widths.QUERY)
+    for row, d_k in enumerate(d.widths):
+        p = toy.projections(d_k, d_v=toy.D_V)
+        raw = (x @ p.w_q)[i] @ (x @ p.w_k).T  # the query against every key, written out
+        np.testing.assert_allclose(d.scaled[row], softmax_by_hand(raw / np.sqrt(d_k)), atol=1e-12)
+        np.testing.assert_allclose(d.unscaled[row], softmax_by_hand(raw), atol=1e-12)
+    assert d.widths == (1, 16, 64)  # the widths the alt text names
+    np.testing.assert_array_equal(d.scaled[0], d.unscaled[0])  # "at dₖ = 1 the two are the same"
+    assert d.scaled.max() < 0.6  # "stays below 0.6 at every width"
+    # "grows from 0.28 to 0.97 at dₖ = 16 and to 1.00 at dₖ = 64"
+    assert [f"{w:.2f}" for w in d.unscaled.max(axis=1)] == ["0.28", "0.97", "1.00"]
+    assert np.all(np.diff(d.unscaled.max(axis=1)) > 0)
+    for shown in ("0.28", "0.97", "1.00", "below 0.6"):
+        assert shown in explorer_widths.ALT
 
 
 def test_masks_give_exact_zeros_and_match_the_chapter(page_output):

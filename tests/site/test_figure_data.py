@@ -31,6 +31,11 @@ def expected_tables(name: str, d) -> list[list[list]]:
         return [[[int(k), u, s] for k, u, s in zip(d.dims, d.unscaled, d.scaled, strict=True)]]
     if name == "cross-attention":
         return [[[q, *w] for q, w in zip(d.query_words, d.weights, strict=True)]]
+    if name == "explorer-widths":
+        return [
+            [[f"dₖ = {w}", *row] for w, row in zip(d.widths, weights, strict=True)]
+            for weights in (d.scaled, d.unscaled)
+        ]
     if name == "four-stages":
         return [
             [[w, r, s, p] for w, r, s, p in zip(d.words, d.raw, d.scaled, d.weights, strict=True)],
