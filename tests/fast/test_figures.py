@@ -37,6 +37,7 @@ from qkv_site.figures import (
     soft_vs_hard,
     tied_qk,
     vanishing_gradient,
+    wide_scores,
 )
 from qkv_site.figures.render import load
 from support import ROOT, attention_product_flops, numbers
@@ -256,6 +257,25 @@ def test_soft_vs_hard_soft_weighs_everything_hard_picks_one():
     assert d.hard.tolist() == [1.0, 0.0, 0.0, 0.0] and d.names[0] == "red"
     assert not any(np.allclose(d.soft_answer, v) for v in soft_vs_hard.VALUES), "a blend"
     np.testing.assert_array_equal(d.hard_answer, soft_vs_hard.VALUES[0])
+
+
+def test_wide_scores_only_the_wide_undivided_head_lands_on_one_key():
+    d = wide_scores.data()
+    # the same draws, with softmax written out: q·k, divided by √d_k or not
+    rng = np.random.default_rng(wide_scores.SEED)
+    for i, d_k in enumerate(wide_scores.WIDTHS):
+        q = rng.standard_normal(d_k)
+        k = rng.standard_normal((wide_scores.N_KEYS, d_k))
+        for got, divisor in ((d.unscaled[i], 1.0), (d.scaled[i], np.sqrt(d_k))):
+            e = np.exp((k @ q - (k @ q).max()) / divisor)
+            np.testing.assert_allclose(got, e / e.sum(), rtol=1e-12, atol=1e-15)
+    # the ALT's finding: one key takes more than 0.99 only in the wide head undivided;
+    # every other panel keeps each key at or below 0.4
+    narrow, wide = (wide_scores.WIDTHS.index(w) for w in (4, 256))
+    assert d.unscaled[wide].max() > 0.99
+    assert d.scaled.max() <= 0.4 and d.unscaled[narrow].max() <= 0.4
+    assert "more than 0.99" in wide_scores.ALT and "more than 0.4" in wide_scores.ALT
+    assert "head 4 wide" in wide_scores.ALT and "head 256 wide" in wide_scores.ALT
 
 
 def test_tied_qk_is_symmetric_only_when_tied_and_matches_the_chapter(page_output):
