@@ -40,6 +40,7 @@ from qkv_site.figures import (
     soft_vs_hard,
     tied_qk,
     vanishing_gradient,
+    wide_scores,
 )
 from qkv_site.figures.render import load
 from support import ROOT, attention_product_flops, numbers, softmax_by_hand
@@ -284,6 +285,25 @@ def test_key_or_value_shows_a_value_leaving_the_weights_and_a_key_moving_them():
     # milk before and after its key is wiped
     stated = [-moved[dairy], moved[container], built[milk], wiped_key[milk]]
     assert numbers(key_or_value.ALT) == [round(float(x), 2) for x in stated]
+
+
+def test_wide_scores_only_the_wide_undivided_head_lands_on_one_key():
+    d = wide_scores.data()
+    # the same draws, with softmax written out: q·k, divided by √d_k or not
+    rng = np.random.default_rng(wide_scores.SEED)
+    for i, d_k in enumerate(wide_scores.WIDTHS):
+        q = rng.standard_normal(d_k)
+        k = rng.standard_normal((wide_scores.N_KEYS, d_k))
+        for got, divisor in ((d.unscaled[i], 1.0), (d.scaled[i], np.sqrt(d_k))):
+            e = np.exp((k @ q - (k @ q).max()) / divisor)
+            np.testing.assert_allclose(got, e / e.sum(), rtol=1e-12, atol=1e-15)
+    # the ALT's finding: one key takes more than 0.99 only in the wide head undivided;
+    # every other panel keeps each key at or below 0.4
+    narrow, wide = (wide_scores.WIDTHS.index(w) for w in (4, 256))
+    assert d.unscaled[wide].max() > 0.99
+    assert d.scaled.max() <= 0.4 and d.unscaled[narrow].max() <= 0.4
+    assert "more than 0.99" in wide_scores.ALT and "more than 0.4" in wide_scores.ALT
+    assert "head 4 wide" in wide_scores.ALT and "head 256 wide" in wide_scores.ALT
 
 
 def test_tied_qk_is_symmetric_only_when_tied_and_matches_the_chapter(page_output):

@@ -94,9 +94,9 @@ def test_a_page_that_runs_all_of_a_script_is_found_and_no_other(tmp_path):
     (tmp_path / script.name).write_text(script.read_text(encoding="utf-8") + extra)
     assert page_running_whole(tmp_path / script.name) is None
     # the page runs all its sections, but two of them in the other order
-    script = ROOT / "snippets" / "why_scale.py"
+    script = ROOT / "snippets" / "why_scale_in_depth.py"
     names, _ = sections_and_rest(script)
-    assert page_running_whole(script) == "why-scale.md"
+    assert page_running_whole(script) == "why-scale-in-depth.md"
     text = script.read_text(encoding="utf-8")
     first, second = (
         re.search(rf"# --8<-- \[start:{n}\]\n.*?\[end:{n}\]\n", text, re.S)[0] for n in names[:2]

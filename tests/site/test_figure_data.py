@@ -72,6 +72,14 @@ def expected_tables(name: str, d) -> list[list[list]]:
             for values in (d.entropy, d.max_weight)
             for scale in (True, False)
         ]
+    if name == "wide-scores":
+        return [
+            [
+                [f"dₖ = {d_k}, {label}", *weights[i]]
+                for i, d_k in enumerate(d.widths)
+                for label, weights in (("q·k", d.unscaled), ("q·k / √dₖ", d.scaled))
+            ]
+        ]
     if name == "soft-vs-hard":
         return [
             [[n, s, h] for n, s, h in zip(d.names, d.soft, d.hard, strict=True)],
