@@ -182,6 +182,15 @@ def donor(i):  # the next text (in a circle) whose first word is another word
     return next(j % n for j in range(i + 1, i + n) if words[j % n] != words[i])
 
 
+rng = np.random.default_rng(0)
+
+
+def random_like(v):  # a random direction for each vector, of its length
+    r = rng.standard_normal(v.shape)
+    length = np.linalg.norm(v, axis=-1, keepdims=True)
+    return r * length / np.linalg.norm(r, axis=-1, keepdims=True)
+
+
 kl = []
 for i, t in enumerate(texts):
     # mean weight per layer and K/V head on tokens 1 and 2, queries 3..T: (L, 3)
@@ -202,12 +211,18 @@ for i, t in enumerate(texts):
             interventions.ValueSwap(0, (1 - c)[:, None] * v)
             for c, v in zip(cut, t.v[:, :, 0], strict=True)
         ],
+        "first value: random, of the same length": [
+            interventions.ValueSwap(0, v) for v in random_like(t.v[:, :, 0])
+        ],
+        "first value doubled": [
+            interventions.ValueSwap(0, 2 * v) for v in t.v[:, :, 0]
+        ],
     }
     edits = {
         ly: interventions.PerVariant([e[ly] for e in tried.values()])
         for ly in range(L)
     }
-    # all five edits as one batch; predictions 3..T, where all of them act
+    # all seven edits as one batch; predictions 3..T, where all of them act
     edited = interventions.run_edited(
         model, t.ids, edits, rows=slice(2, None)
     ).logits
@@ -222,6 +237,11 @@ for name, values in zip(tried, kl.T, strict=True):
         f"  {name:<40} mean {values.mean():.2f}, "
         f"from {values.min():.2f} to {values.max():.2f}"
     )
+# how alike the first values of two texts are: cosine, per layer and K/V head
+unit = firsts / np.linalg.norm(firsts, axis=-1, keepdims=True)
+pairs = [(a, b) for a in range(len(texts)) for b in range(a + 1, len(texts))]
+cosine = np.mean([(unit[a] * unit[b]).sum(-1).mean() for a, b in pairs])
+print(f"cosine of two texts' first values, mean: {cosine:.2f}")
 # --8<-- [end:sink_ablation]
 
 # --8<-- [start:value_norms]

@@ -153,9 +153,67 @@ def nav_order(nav) -> list[str]:
     return []
 
 
+FILTER = (
+    '<div class="claim-filter" data-testid="claim-filter">\n'
+    '<label for="claim-filter-input">Show the claims that mention</label>\n'
+    '<input type="search" id="claim-filter-input" autocomplete="off" '
+    'placeholder="a word, a number or a test">\n'
+    '<output id="claim-filter-count" for="claim-filter-input" aria-live="polite"></output>\n'
+    "</div>"
+)
+
+
+def extended_chapter(text: str, chapters: list[str]) -> str | None:
+    """The chapter a page of "Going further" extends: the first chapter of the explanation
+    its first paragraph after the title links to.
+
+    >>> extended_chapter("# Deep\\n\\nThis extends [chapter 7](why-scale.md#x).\\n", ["why-scale.md"])
+    'why-scale.md'
+    """
+    body = re.split(r"^# .+$", text, maxsplit=1, flags=re.M)[-1].strip()
+    first = body.split("\n\n", 1)[0]
+    for target in re.findall(r"\]\(([a-z0-9-]+\.md)", first):
+        if target in chapters:
+            return target
+    return None
+
+
+def reading_groups(
+    pages: list[str], chapters: list[str], extends: dict[str, str | None]
+) -> list[tuple[str, list[str]]]:
+    """The pages that make claims, grouped for "How we know": each chapter of the explanation
+    in order with the pages of "Going further" that extend it, then every other page.
+
+    >>> reading_groups(["b.md", "deep.md", "a.md", "x.md"], ["a.md", "b.md"], {"deep.md": "a.md"})
+    [('a.md', ['a.md', 'deep.md']), ('b.md', ['b.md']), ('', ['x.md'])]
+    """
+    groups = []
+    for chapter in chapters:
+        members = [chapter] if chapter in pages else []
+        members += [p for p in pages if extends.get(p) == chapter]
+        if members:
+            groups.append((chapter, members))
+    grouped = {p for _, members in groups for p in members}
+    rest = [p for p in pages if p not in grouped]
+    return groups + ([("", rest)] if rest else [])
+
+
+def _nav_part(nav, title: str) -> list[str]:
+    """The files under the nav's part ``title`` (none when the nav has no such part)."""
+    parts = [item[title] for item in nav if isinstance(item, dict) and title in item]
+    return nav_order(parts)
+
+
 def how_we_know_markdown(
-    claims: list[Claim], guards: list[Guard], titles: dict[str, str], order: list[str] | None = None
+    claims: list[Claim],
+    guards: list[Guard],
+    titles: dict[str, str],
+    order: list[str] | None = None,
+    chapters: list[str] | None = None,
+    extends: dict[str, str | None] | None = None,
 ) -> str:
+    """The page "How we know": a filter, then the claims grouped by chapter, each chapter
+    of the explanation (``chapters``, numbered) with the deep dives that extend it."""
     tests_by_claim: dict[str, list[str]] = {}
     for guard in guards:
         tests_by_claim.setdefault(guard.claim_id, []).append(guard.test)
@@ -170,24 +228,40 @@ def how_we_know_markdown(
         "Every sentence on this site that states a fact about code or numbers is marked with a",
         "small tick ✓ and checked by a test that runs on every change. This page is generated",
         "while the site builds, from the marks in the chapters and the `@pytest.mark.claim` markers",
-        "in `tests/`; a claim without a test stops the build.",
+        "in `tests/`; a claim without a test stops the build. The claims are grouped by chapter,",
+        "each with the pages of *Going further* that extend it.",
         "",
         f"**{len(claims)} claims**, guarded by **{len({g.test for g in guards})} tests**.",
+        "",
+        FILTER,
         "",
     ]
     by_page: dict[str, list[Claim]] = {}
     for claim in claims:
         by_page.setdefault(claim.page, []).append(claim)
     order = order or []
-    reading = sorted(by_page, key=lambda p: (order.index(p) if p in order else len(order), p))
-    for page in reading:
-        page_claims = by_page[page]
-        lines += [f"## {titles.get(page, page)}", "", "| Claim | Guarded by |", "|---|---|"]
-        for claim in page_claims:
+    chapters = chapters or []
+    pages = sorted(by_page, key=lambda p: (order.index(p) if p in order else len(order), p))
+
+    def table(page: str) -> list[str]:
+        rows = ["| Claim | Guarded by |", "|---|---|"]
+        for claim in by_page[page]:
             tests = "<br>".join(f"`{t}`" for t in tests_by_claim.get(claim.id, [])) or "**none**"
             sentence = claim.sentence.replace("|", "\\|") or claim.id
-            lines.append(f'| <span id="{claim.id}"></span>[{sentence}]({page}#claim-{claim.id}) | {tests} |')
-        lines.append("")
+            rows.append(f'| <span id="{claim.id}"></span>[{sentence}]({page}#claim-{claim.id}) | {tests} |')
+        return rows + [""]
+
+    for chapter, members in reading_groups(pages, chapters, extends or {}):
+        if chapter:
+            number = chapters.index(chapter) + 1
+            lines += [f"## {number}. {titles.get(chapter, chapter)}", ""]
+        else:
+            lines += ["## Elsewhere on the site", ""]
+        for page in members:
+            if page != chapter:
+                kind = "Going further" if chapter else "Page"
+                lines += [f"### {kind}: {titles.get(page, page)}", ""]
+            lines += table(page)
     return "\n".join(lines)
 
 
@@ -211,7 +285,9 @@ def on_files(files, config):
     for problem in problems(claims, guards):
         log.warning(problem)
     titles = {c.page: page_title(docs_dir / c.page) for c in claims}
-    page = how_we_know_markdown(claims, guards, titles, nav_order(config["nav"]))
+    chapters, further = (_nav_part(config["nav"], part) for part in ("The explanation", "Going further"))
+    extends = {p: extended_chapter((docs_dir / p).read_text(encoding="utf-8"), chapters) for p in further}
+    page = how_we_know_markdown(claims, guards, titles, nav_order(config["nav"]), chapters, extends)
     files.append(File.generated(config, PAGE, content=page))
     return files
 

@@ -31,6 +31,7 @@ from qkv_site.figures import (
     multi_head,
     multi_head_flow,
     names,
+    one_row_three_vectors,
     saturation,
     scale_training,
     score_spread,
@@ -482,3 +483,21 @@ def test_wrong_axis_rows_sum_to_one_only_over_the_keys():
     low, high = (float(x) for x in re.search(r"run from ([\d.]+) to ([\d.]+)", wrong_axis.ALT).groups())
     assert abs(rows.min() - low) <= 0.005 and abs(rows.max() - high) <= 0.005
     assert rows.min() < 1 < rows.max()
+
+
+def test_one_row_three_vectors_gives_milk_a_query_a_key_and_a_value_that_share_no_feature():
+    rows = one_row_three_vectors.data()
+    assert [r.label for r in rows] == ["X (milk)", "query", "key", "value"]
+    x, q, k, v = (dict(zip(r.columns, r.values.tolist(), strict=True)) for r in rows)
+    # milk's features, as qkv.toy writes them down, and its row times each matrix, by hand
+    assert {f for f, e in x.items() if e} == set(toy.WORD_FEATURES["milk"]) == {"liquid", "dairy"}
+    hand, row = toy.hand_built_projections(), rows[0].values
+    for r, w in zip(rows[1:], (hand.w_q, hand.w_k, hand.w_v), strict=True):
+        by_hand = [sum(row[i] * w[i, j] for i in range(len(row))) for j in range(w.shape[1])]
+        np.testing.assert_array_equal(r.values, by_hand)
+    # the alt text's finding: one non-zero entry each, under verb, liquid and dairy
+    assert [f for f, e in q.items() if e] == ["verb"]
+    assert [f for f, e in k.items() if e] == ["liquid"]
+    assert [f for f, e in v.items() if e] == ["dairy"] and len(v) == 4 != len(q)
+    for word in ("verb", "liquid", "dairy", "four numbers wide"):
+        assert word in one_row_three_vectors.ALT

@@ -180,15 +180,38 @@ def kl(p_logits, q_logits):  # KL(p || q) per row, written here
     return (np.exp(lp) * (lp - lq)).sum(-1)
 
 
+def same_length_random(vectors, rng):
+    """A random direction in place of each vector (the last axis), each as long as it was."""
+    r = rng.standard_normal(vectors.shape)
+    return r * np.linalg.norm(vectors, axis=-1, keepdims=True) / np.linalg.norm(r, axis=-1, keepdims=True)
+
+
+@once_per_run_fixture
+def random_first_values(model, texts):
+    """Mean KL per text when the first value is replaced in every layer by random vectors of
+    its length, drawn with three other seeds than the page's: does any such vector do?"""
+    out = []
+    for seed in (1, 2, 3):
+        rng = np.random.default_rng(seed)
+        for t in texts:
+            noise = same_length_random(t.v[:, :, 0].astype(np.float64), rng)
+            edits = {ly: interventions.ValueSwap(0, noise[ly]) for ly in range(30)}
+            edited = interventions.run_edited(model, t.ids, edits).logits[0, 2:]  # one variant
+            out.append(kl(t.logits[2:], edited).mean())
+    return np.array(out)
+
+
 @once_per_run_fixture
 def kl_edits(model, texts):
     """Mean KL over predictions 3..T, per text, of five edits of the first two tokens in
     every layer, as the page defines them: the first / second token's value removed, the
     first's value replaced by the next text's (in a circle) with another first word, by the
-    mean of the ten, and scaled down by the second token's share of its weight (per layer
-    and K/V head, queries 3..T, at most all)."""
+    mean of the ten, scaled down by the second token's share of its weight (per layer
+    and K/V head, queries 3..T, at most all), replaced by a random vector of its length (the
+    page's seeded draws), and doubled."""
     firsts = np.stack([t.v[:, :, 0] for t in texts]).astype(np.float64)  # (10, 30, 3, 64)
     words = [int(t.ids[0]) for t in texts]
+    draws = np.random.default_rng(0)  # the page's draws, text by text
     out = []
     for i, t in enumerate(texts):
         donor = next(j % 10 for j in range(i + 1, i + 10) if words[j % 10] != words[i])
@@ -201,6 +224,7 @@ def kl_edits(model, texts):
             ]
         )
         cut = np.minimum(grouped[..., 1] / grouped[..., 0], 1.0)  # (30, 3)
+        noise = same_length_random(firsts[i], draws)
         layers = []
         for ly in range(30):
             layers.append(
@@ -211,12 +235,14 @@ def kl_edits(model, texts):
                         interventions.ValueSwap(0, firsts[donor, ly]),
                         interventions.ValueSwap(0, firsts[:, ly].mean(0)),
                         interventions.ValueSwap(0, (1 - cut[ly])[:, None] * t.v[ly, :, 0]),
+                        interventions.ValueSwap(0, noise[ly]),
+                        interventions.ValueSwap(0, 2.0 * firsts[i, ly]),
                     ]
                 )
             )
         edited = interventions.run_edited(model, t.ids, dict(enumerate(layers))).logits[:, 2:]
         out.append([kl(t.logits[2:], e).mean() for e in edited])
-    return np.array(out)  # (texts, 5)
+    return np.array(out)  # (texts, 7)
 
 
 @once_per_run_fixture
@@ -344,7 +370,7 @@ def test_the_sink_is_the_first_position_not_the_word_the(model, texts):
 
 @pytest.mark.claim("trained-sink-ablation")
 def test_the_model_needs_a_value_at_the_first_position_not_the_words(kl_edits):
-    value_0, value_1, swap, mean, matched = kl_edits.mean(axis=0)
+    value_0, value_1, swap, mean, matched, _, _ = kl_edits.mean(axis=0)
     # the reading: removing the value matters, which word's value is there hardly does,
     # and at matched weight the first token's value matters less than the second's
     assert value_0 > 3 * swap and value_0 > 3 * mean and value_0 > 2 * value_1
@@ -352,13 +378,32 @@ def test_the_model_needs_a_value_at_the_first_position_not_the_words(kl_edits):
     check_prose("trained-sink-ablation", value_0, swap, mean, matched, value_1)
 
 
-@pytest.mark.claim("trained-lead-sink", "note-keys-values-trained")
+@pytest.mark.claim("note-keys-values-trained")
 def test_removing_the_first_value_costs_more_than_swapping_it(kl_edits):
-    # one measurement, quoted by chapter 14's lead and by chapter 3's note on the trained model
+    # one measurement, quoted by chapter 3's note on the trained model
     value_0, swap = kl_edits.mean(axis=0)[[0, 2]]
     assert value_0 > 3 * swap
-    check_prose("trained-lead-sink", value_0, swap)
     check_prose("note-keys-values-trained", value_0, swap)
+
+
+@pytest.mark.claim("trained-lead-sink", "trained-sink-cosine", "trained-sink-specific")
+def test_the_model_needs_that_short_nearly_fixed_vector_not_any_vector(kl_edits, random_first_values, texts):
+    value_0, _, swap, _, _, random, doubled = kl_edits.mean(axis=0)
+    # any vector of that length will not do: a random one costs about what removing does,
+    # with the page's draws and with three other seeds, in every text
+    assert random > 3 * swap and abs(random - value_0) < 0.5 * value_0
+    per_text_swap = np.tile(kl_edits[:, 2], 3)
+    assert np.all(random_first_values > per_text_swap)
+    # nor the same direction at twice the length
+    assert doubled > 3 * swap
+    # the first values of two texts point nearly the same way
+    firsts = np.stack([t.v[:, :, 0] for t in texts]).astype(np.float64)
+    unit = firsts / np.linalg.norm(firsts, axis=-1, keepdims=True)
+    cosines = [(unit[a] * unit[b]).sum(-1).mean() for a in range(10) for b in range(a + 1, 10)]
+    assert np.mean(cosines) > 0.8
+    check_prose("trained-lead-sink", value_0, swap, random)
+    check_prose("trained-sink-cosine", np.mean(cosines))
+    check_prose("trained-sink-specific", random, value_0, doubled)
 
 
 @pytest.mark.claim("trained-sink-each-text")
@@ -632,7 +677,6 @@ def test_note_heads_specialise(induction_losses, kinds):
     check_prose(
         "note-multi-head-trained",
         30 * 9,
-        ...,
         len(above(kinds["previous"][0])),
         len(above(kinds["induction"][0])),
         len(above(kinds["induction"][0])),
@@ -748,7 +792,6 @@ def test_note_scale(saturation, model):
     within, _, top = saturation
     check_prose(
         "note-why-scale-trained",
-        ...,
         model.config.d_head,
         within,
         0.99,
@@ -761,7 +804,7 @@ def test_note_scale(saturation, model):
 def test_note_trained_lookups_are_soft(saturation):
     _, _, top = saturation
     assert (top[8.0] > 0.99).mean() < 0.1  # soft: one key takes almost all in few rows
-    check_prose("note-soft-lookup-trained", ..., top[8.0].mean(), 100 * (top[8.0] > 0.99).mean(), 0.99)
+    check_prose("note-soft-lookup-trained", top[8.0].mean(), 100 * (top[8.0] > 0.99).mean(), 0.99)
 
 
 @pytest.mark.claim("note-soft-lookup-sink")
@@ -809,7 +852,6 @@ def test_note_cache_bytes(model, trace):
     )  # "exactly what kv_cache_bytes predicts"
     check_prose(
         "note-kv-cache-trained",
-        ...,
         c.n_layers,
         c.n_kv_heads,
         c.d_head,

@@ -67,6 +67,8 @@ def expected_tables(name: str, d) -> list[list[list]]:
             [[n, s, h] for n, s, h in zip(d.names, d.soft, d.hard, strict=True)],
             [["soft (blend)", *d.soft_answer], ["hard (best key)", *d.hard_answer]],
         ]
+    if name == "one-row-three-vectors":
+        return [[[c, e] for c, e in zip(row.columns, row.values, strict=True)] for row in d]
     if name == "tied-qk":
         return [[[w, *row] for w, row in zip(d.words, m, strict=True)] for m in (d.separate, d.tied)]
     if name == "vanishing-gradient":
@@ -123,6 +125,9 @@ def expected_tables(name: str, d) -> list[list[list]]:
             means = [line.mean(axis=0) for line in lines]
             curves.append([[int(step), *(m[j] for m in means)] for j, step in enumerate(d.steps)])
         return [summary, *curves]
+    if name == "dot-vs-cosine":
+        columns = (d.names, d.lengths, d.angles, d.dot_scores, d.dot, d.cos_scores, d.cosine)
+        return [[list(row) for row in zip(*columns, strict=True)]]
     raise AssertionError(f"no expected table for figure {name!r}: add one here")
 
 

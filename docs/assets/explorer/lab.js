@@ -5,7 +5,8 @@
  *
  * URL keys (every count from 1, as on the page): off=L.H,L.H (heads switched off),
  * grid=first|previous|entropy|key (the map's summary), key=P (the key of grid=key),
- * text2=, cont1=, cont2= (a minimal pair: the page's text is its first text); trained.js writes
+ * text2=, cont1=, cont2= (a minimal pair: the page's text is its first text), lens=P (the position
+ * the logit lens reads; absent: the text's last); trained.js writes
  * them (lab.keys) once this module has loaded.
  * Hostile values are dropped or clamped, never written as HTML.
  */
@@ -48,6 +49,7 @@ function readLab(p, index, intIn) { // values that name nothing are dropped or c
     off: parseOff(p.get("off"), index.n_layers, index.n_heads),
     grid: Object.prototype.hasOwnProperty.call(SUMMARIES, grid) ? grid : "first",
     key: intIn(p.get("key"), 1, index.max_tokens, 1),
+    lens: intIn(p.get("lens"), 1, index.max_tokens, 0), // 0: the text's last position
     text2: cut(p.get("text2")),
     cont1: cut(p.get("cont1")),
     cont2: cut(p.get("cont2")),
@@ -166,17 +168,19 @@ export function buildLab(h, index, lab, ctx) {
   const id = (name) => h.ROOT_ID + "-lab-" + name;
   // the state, from the address trained.js was opened with
   Object.assign(lab, readLab(new URLSearchParams(lab.query), index, h.intIn),
-                { run: null, edited: null, summary: null, focus: null, paired: null, editId: -1, pairId: -1 });
+                { run: null, edited: null, summary: null, focus: null, paired: null, editId: -1, pairId: -1,
+                  lensId: -1, lensed: null, dlaId: -1, attributed: null });
   lab.keys = () => { // the address's keys, where they differ from the defaults
     const pairs = [];
     if (lab.off.length) pairs.push(["off", offText(lab.off)]);
     if (lab.grid !== "first") pairs.push(["grid", lab.grid]);
     if (lab.grid === "key") pairs.push(["key", lab.key]);
+    if (lab.lens) pairs.push(["lens", lab.lens]);
     for (const key of ["text2", "cont1", "cont2"]) if (lab[key]) pairs.push([key, lab[key]]);
     return pairs;
   };
   const actions = {
-    offChanged: () => { lab.sendEdit(true); lab.sendPair(); ctx.writeUrlSoon(); },
+    offChanged: () => { lab.sendEdit(true); lab.sendPair(); lab.sendLens(); ctx.writeUrlSoon(); },
     pairChanged: () => { lab.sendPair(); ctx.writeUrlSoon(); },
     stateChanged: () => ctx.writeUrlSoon(),
     selectHead: ctx.selectHead, selected: ctx.selected, snapshot: () => snapshot(),
@@ -204,6 +208,32 @@ export function buildLab(h, index, lab, ctx) {
     el("p", { class: "qx-kl-line" }, [el("span", { text: "KL divergence from the model's prediction: " }), lab.kl,
                                       " nats ", lab.klNote]),
   ]);
+
+  // the logit lens: what each layer would predict at one position
+  lab.lensSelect = el("select", { id: id("lens"), "data-testid": "lens-position" });
+  lab.lensNote = el("p", { class: "qx-note", "data-testid": "lens-note" });
+  lab.lensTable = el("table", { class: "qx-map-table qx-lens-table", "data-testid": "lens-table" });
+  lab.lensPart = el("section", { class: "qx-lab-part", "aria-labelledby": id("lens-title") }, [
+    el("h2", { id: id("lens-title"), text: "Where the answer forms: the logit lens" }),
+    el("p", { class: "qx-note", text: "The stream leaving each layer, read as if it were the last: through the " +
+      "final RMSNorm, its scale recomputed from that layer's stream, and the unembedding, as " +
+      "qkv.lab.lens.logit_lens reads it (nostalgebraist 2020). Row 0 is the embeddings; row 30 is the model's own " +
+      "prediction. Heads switched off below apply here too. A layer's reading is a probe, not what the model " +
+      "uses: later layers may read the stream in another way." }),
+    el("div", { class: "qx-controls qx-lab-controls" }, [
+      el("div", { class: "qx-control" }, [el("div", { class: "qx-head" }, [
+        el("label", { for: id("lens"), text: "Position read" })]), lab.lensSelect]),
+    ]),
+    lab.lensNote,
+    el("div", { class: "qx-table-wrap", tabindex: "0", role: "region", "aria-label": "The logit lens, layer by layer" },
+       [lab.lensTable]),
+  ]);
+  lab.lensSelect.addEventListener("change", () => {
+    const r = lab.run, P = Number(lab.lensSelect.value);
+    lab.lens = r && P === r.ids.length ? 0 : P;
+    lab.sendLens();
+    actions.stateChanged();
+  });
 
   // the heads switched off
   lab.offNote = el("p", { id: id("off-note"), class: "qx-note", text:
@@ -292,6 +322,23 @@ export function buildLab(h, index, lab, ctx) {
   });
   lab.pairReadout = el("p", { class: "qx-map-readout", "data-testid": "pair-readout" });
   lab.pairLegend = el("div", { class: "qx-legend", "aria-hidden": "true" });
+  // direct logit attribution of text 1's question
+  lab.dlaNote = el("p", { class: "qx-note", "data-testid": "dla-note" });
+  lab.dlaTotal = el("p", { class: "qx-map-readout", "data-testid": "dla-total" });
+  lab.dlaTable = el("table", { class: "qx-map-table qx-dla-table", "data-testid": "dla-table" });
+  lab.dlaPart = el("section", { class: "qx-lab-part", "aria-labelledby": id("dla-title"), hidden: "" }, [
+    el("h3", { id: id("dla-title"), text: "Who writes the answer: direct logit attribution" }),
+    el("p", { class: "qx-note", text: "At your text's last position, each head's and each layer's MLP's direct " +
+      "contribution to logit(first token of continuation 1) − logit(first token of continuation 2), in logit " +
+      "units: what it adds to the stream, read through the final norm with its scale at that position frozen, and " +
+      "the unembedding, as qkv.lab.attribution.direct_logit_attribution computes it (Elhage et al. 2021). With the " +
+      "embeddings' share they add up to the logit difference. Direct only: a head that works through later " +
+      "layers scores little here. The model's own run: heads switched off do not apply to this table." }),
+    lab.dlaNote, lab.dlaTotal,
+    el("div", { class: "qx-table-wrap", tabindex: "0", role: "region",
+                "aria-label": "Direct logit attribution, layer by head" }, [lab.dlaTable]),
+  ]);
+
   lab.pairPart = el("section", { class: "qx-lab-part", "aria-labelledby": id("pair-title") }, [
     el("h2", { id: id("pair-title"), text: "A minimal pair" }),
     el("p", { class: "qx-note", text: "Two texts that differ where you choose, and two continuations. For each " +
@@ -300,7 +347,7 @@ export function buildLab(h, index, lab, ctx) {
       "tokenized on its own). Positive: the model prefers continuation 1. Heads switched off above apply here too." }),
     el("div", { class: "qx-controls qx-lab-controls" }, [lab.fText2.box, lab.fCont1.box, lab.fCont2.box]),
     el("div", { class: "qx-own-actions" }, [lab.pairRun]), lab.pairStatus, lab.prefs,
-    lab.pairNote, lab.pairLegend, lab.pairMap.grid, lab.pairReadout,
+    lab.pairNote, lab.pairLegend, lab.pairMap.grid, lab.pairReadout, lab.dlaPart,
   ]);
   lab.pairRun.addEventListener("click", () => {
     lab.text2 = lab.fText2.input.value;
@@ -332,7 +379,7 @@ export function buildLab(h, index, lab, ctx) {
     "switch heads off to see whether the prediction needs them. The chapters do exactly that." });
   lab.live = el("p", { class: "qx-sr-only", "aria-live": "polite", "data-testid": "lab-announce" });
   lab.root = el("div", { class: "qx-lab", "data-testid": "lab" },
-                [lab.method, lab.predictions, lab.offPart, lab.mapPart, lab.pairPart, lab.exportPart, lab.live]);
+                [lab.method, lab.predictions, lab.lensPart, lab.offPart, lab.mapPart, lab.pairPart, lab.exportPart, lab.live]);
 
   /* -- drawing -- */
 
@@ -423,6 +470,9 @@ export function buildLab(h, index, lab, ctx) {
     lab.run = r;
     lab.edited = null;
     h.replaceChildren(lab.keySelect, r.labels.map((t, i) => el("option", { value: String(i + 1), text: (i + 1) + " \u00B7 " + t })));
+    h.replaceChildren(lab.lensSelect, r.labels.map((t, i) => el("option", { value: String(i + 1), text: (i + 1) + " \u00B7 " + t })));
+    if (lab.lens > r.ids.length) lab.lens = 0;
+    lab.lensSelect.value = String(lab.lens || r.ids.length);
     predRows(lab.before, "prediction", r.predictions);
     predRows(lab.after, "prediction-edited", null);
     lab.kl.textContent = "\u2014";
@@ -538,8 +588,96 @@ export function buildLab(h, index, lab, ctx) {
     }
     lab.editId = ctx.send({ type: "edit", off: lab.off.map(([L, H]) => [L - 1, H - 1]) });
   }
+  /* The logit lens at the chosen position, heads off as above. */
+  lab.sendLens = function () {
+    ctx.panel.removeAttribute("data-lensed");
+    lab.lensId = -1;
+    if (!ctx.own().result) return;
+    const P = lab.lens || ctx.own().result.ids.length;
+    lab.lensNote.textContent = "Reading the layers at position " + P + "\u2026";
+    lab.lensId = ctx.send({ type: "lens", position: P - 1, off: lab.off.map(([L, H]) => [L - 1, H - 1]) });
+  };
+  function onLensed(msg) {
+    lab.lensed = msg;
+    const r = ctx.own().result, P = msg.position + 1, fin = msg.final;
+    const probText = (p) => p.toFixed(PROB_DECIMALS);
+    const head = el("tr", {}, ["Layer", "Top token", "Its probability", "\u201C" + fin.label + "\u201D: probability",
+                              "Rank"].map((t) => el("th", { scope: "col", text: t })));
+    const rows = msg.layers.map((row) => {
+      const meter = el("meter", { min: "0", max: "1", value: String(row.final_prob),
+                                  "aria-label": "Layer " + row.layer + ": probability of \u201C" + fin.label + "\u201D" });
+      return el("tr", { "data-testid": "lens-row", "data-layer": String(row.layer), "data-token": row.piece,
+                        "data-id": String(row.id), "data-prob": probText(row.prob),
+                        "data-final-prob": probText(row.final_prob), "data-final-rank": String(row.final_rank),
+                        class: row.id === fin.id ? "qx-lens-final" : "" }, [
+        el("th", { scope: "row", text: row.layer === 0 ? "0 (embeddings)" : String(row.layer) }),
+        el("td", { class: "qx-key", text: row.label }),
+        el("td", { text: probText(row.prob) }),
+        el("td", {}, [meter, " ", probText(row.final_prob)]),
+        el("td", { text: String(row.final_rank) }),
+      ]);
+    });
+    h.replaceChildren(lab.lensTable, [
+      el("caption", { text: "At position " + P + " (\u201C" + r.labels[P - 1] + "\u201D): each layer's likeliest next " +
+        "token, and the probability and rank of \u201C" + fin.label + "\u201D, the model's own top token there." }),
+      el("thead", {}, [head]), el("tbody", {}, rows)]);
+    const from = msg.layers.findIndex((row, l) => msg.layers.slice(l).every((x) => x.final_rank === 1));
+    lab.lensNote.textContent = "\u201C" + fin.label + "\u201D is the top token from " +
+      (from === 0 ? "the embeddings" : "layer " + from) + " on" +
+      (msg.off.length ? ", with " + msg.off.length + " head" + (msg.off.length > 1 ? "s" : "") + " switched off." : ".");
+    ctx.panel.setAttribute("data-lensed", P + ":" + offText(msg.off.map(([L, H]) => [L + 1, H + 1])));
+  }
+
+  /* Direct logit attribution: needs a run and the pair's two continuations. */
+  lab.sendDla = function () {
+    ctx.panel.removeAttribute("data-attributed");
+    lab.dlaId = -1;
+    lab.dlaPart.hidden = true;
+    if (!ctx.own().result || !lab.cont1 || !lab.cont2) return;
+    lab.dlaId = ctx.send({ type: "dla", conts: [lab.cont1, lab.cont2] });
+  };
+  const logit = (x) => h.fmt(x, PROB_DECIMALS);
+  function onAttributed(msg) {
+    lab.attributed = msg;
+    lab.dlaPart.hidden = false;
+    const [a, b] = msg.tokens, H = msg.n_heads;
+    let top = 1e-9;
+    msg.heads.forEach((x) => { top = Math.max(top, Math.abs(x)); });
+    msg.mlps.forEach((x) => { top = Math.max(top, Math.abs(x)); });
+    const cell = (L, head, x) => {
+      const td = el("td", { "data-testid": "dla-cell", "data-layer": String(L), "data-head": head,
+                            "data-value": logit(x).replace("\u2212", "-"), text: logit(x) });
+      const alpha = (0.45 * Math.min(1, Math.abs(x) / top)).toFixed(3);
+      td.style.backgroundColor = x >= 0 ? "rgba(30, 136, 229, " + alpha + ")" : "rgba(229, 57, 53, " + alpha + ")";
+      return td;
+    };
+    const headRow = el("tr", {}, [el("th", { scope: "col", text: "Layer" })]);
+    for (let k = 1; k <= H; k++) headRow.appendChild(el("th", { scope: "col", text: "Head " + k }));
+    headRow.appendChild(el("th", { scope: "col", text: "MLP" }));
+    const rows = [];
+    for (let L = 1; L <= msg.n_layers; L++) {
+      const tr = el("tr", {}, [el("th", { scope: "row", text: String(L) })]);
+      for (let k = 1; k <= H; k++) tr.appendChild(cell(L, String(k), msg.heads[(L - 1) * H + k - 1]));
+      tr.appendChild(cell(L, "mlp", msg.mlps[L - 1]));
+      rows.push(tr);
+    }
+    h.replaceChildren(lab.dlaTable, [
+      el("caption", { text: "Each part's direct share of logit(\u201C" + a.label + "\u201D) \u2212 logit(\u201C" +
+        b.label + "\u201D); blue favours \u201C" + a.label + "\u201D, red \u201C" + b.label + "\u201D." }),
+      el("thead", {}, [headRow]), el("tbody", {}, rows)]);
+    let best = 0;
+    msg.heads.forEach((x, i) => { if (Math.abs(x) > Math.abs(msg.heads[best])) best = i; });
+    lab.dlaNote.textContent = "The largest head: layer " + (Math.floor(best / H) + 1) + " head " + (best % H + 1) +
+      ", " + logit(msg.heads[best]) + ". The embeddings add " + logit(msg.embedding) + ".";
+    lab.dlaTotal.textContent = "Logit difference: " + logit(msg.total) + " (the parts and the embeddings add up to it).";
+    lab.dlaTotal.setAttribute("data-value", logit(msg.total).replace("\u2212", "-"));
+    lab.dlaTotal.setAttribute("data-embedding", logit(msg.embedding).replace("\u2212", "-"));
+    ctx.panel.setAttribute("data-attributed", a.id + "," + b.id);
+  }
+
   /* The minimal pair: the page's text and the second text, each with both continuations. */
   lab.sendPair = function () {
+    lab.sendDla();
     ctx.panel.removeAttribute("data-paired");
     lab.pairId = -1;
     if (!ctx.own().result || !lab.pairReady()) {
@@ -602,8 +740,13 @@ export function buildLab(h, index, lab, ctx) {
   lab.onMessage = (msg) => {
     if (msg.type === "edited" && msg.id === lab.editId) onEdited(msg);
     else if (msg.type === "paired" && msg.id === lab.pairId) onPaired(msg);
-    else if (msg.type === "error" && msg.id !== undefined && (msg.id === lab.pairId || msg.id === lab.editId)) {
+    else if (msg.type === "lensed" && msg.id === lab.lensId) onLensed(msg);
+    else if (msg.type === "attributed" && msg.id === lab.dlaId) onAttributed(msg);
+    else if (msg.type === "error" && msg.id !== undefined &&
+             (msg.id === lab.pairId || msg.id === lab.editId || msg.id === lab.lensId || msg.id === lab.dlaId)) {
       if (msg.id === lab.pairId) lab.clearPaired(msg.message);
+      else if (msg.id === lab.dlaId) lab.dlaNote.textContent = msg.message;
+      else if (msg.id === lab.lensId) lab.lensNote.textContent = msg.message;
       else lab.pairStatus.textContent = msg.message;
       lab.say(msg.message);
     } else return false;

@@ -515,6 +515,7 @@ function buildTrained(panel, index, indexUrl) {
       lab.setRun(msg);
       lab.sendEdit();
       lab.sendPair();
+      lab.sendLens();
       showLab(fromControls());
     });
   }

@@ -18,6 +18,14 @@
  *   { type: "pair", id, texts, conts, maxTokens, off }   a minimal pair: each text's
  *                                      log-probability of each continuation, the preference,
  *                                      and how far each head's weights move between the texts
+ *   { type: "lens", id, position, off }   the logit lens at `position` (from 0) of the last text,
+ *                                      heads `off` switched off: the stream leaving each layer
+ *                                      (row 0: the embeddings) through the final RMSNorm, its
+ *                                      scale recomputed from that row, and the tied unembedding,
+ *                                      as qkv.lab.lens.logit_lens reads it
+ *   { type: "dla", id, conts }         direct logit attribution at the last text's last position of
+ *                                      logit(first token of conts[0]) − logit(first of conts[1]),
+ *                                      the model's own run (no head switched off)
  *   { type: "tokenize", id, text }     only the ids, pieces and labels (for the tests)
  * Messages out:
  *   { type: "progress", received, total }   while downloading, a few times a second
@@ -26,6 +34,12 @@
  *   { type: "result", id, ... }              see `run` below
  *   { type: "edited", id, ... }              see `edit` below
  *   { type: "paired", id, ... }              see `pair` below
+ *   { type: "lensed", id, position, off, final, layers }   final: the whole model's top token
+ *                                      ({ id, piece, label }); layers: one row per stream, each
+ *                                      { layer, id, piece, label, prob, final_prob, final_rank }
+ *   { type: "attributed", id, tokens, heads, mlps, embedding, total, scale }   tokens: the two
+ *                                      first tokens ({ id, piece, label }); heads (n_layers x n_heads,
+ *                                      row by row) and mlps in logit units
  *   { type: "tokens", id, ids, pieces, labels }
  *   { type: "error", id, kind, message }     kind: "memory", "file", "network", "cancelled",
  *                                            "not-loaded", "input" (the message or the text
@@ -34,7 +48,9 @@
 
 import { FileError, readGGUF } from "./gguf.js";
 import { compileKernel, makeKernel } from "./kernel.js";
-import { assemble, attentionTables, F16, forward, klDivergence, topTokens, useKernel } from "./smollm2.js";
+import {
+  assemble, attentionTables, directLogitAttribution, F16, forward, klDivergence, logProbs, topTokens, useKernel,
+} from "./smollm2.js";
 import { buildTokenizer, encode, label, pieces } from "./tokenizer.js";
 
 let model = null; // what assemble returned, once loaded
@@ -232,6 +248,56 @@ function edit(id, off) {
                 seconds: (performance.now() - started) / 1000 });
 }
 
+/* The logit lens of the last text at `position` (from 0), with the heads `off` switched off
+   ([layer, head] pairs from 0): each stream, the embeddings and what every layer leaves,
+   read as next-token probabilities; the whole model's top token's probability and rank
+   (1 + how many tokens are likelier, as qkv.lab.lens counts it) at each. */
+function lens(id, position, off) {
+  if (!last) throw new InputError("Run the model on a text first.");
+  const c = model.config, T = last.ids.length, d = c.dModel;
+  if (!(Number.isInteger(position) && position >= 0 && position < T)) {
+    throw new InputError("position must be a whole number from 0 to " + (T - 1) + " (the text has " + T +
+                         " tokens); got " + JSON.stringify(position) + ".");
+  }
+  checkOff(off);
+  const started = performance.now();
+  const trace = off.length ? forward(model, last.ids, null, { off: off, reuse: last.trace }) : last.trace;
+  const streams = trace.inputs.concat([trace.x]); // n_layers + 1 arrays of (T, d_model)
+  const rows = new Float32Array(streams.length * d); // the position's row of each
+  streams.forEach(function (x, l) { rows.set(x.subarray(position * d, (position + 1) * d), l * d); });
+  const logp = logProbs(model, rows, streams.map(function (_, l) { return l; }));
+  const finalId = topTokens(logp[logp.length - 1], 1).ids[0];
+  const tops = logp.map(function (row) { return topTokens(row, 1); });
+  const names = pieces(tokenizer, tops.map(function (t) { return t.ids[0]; }).concat([finalId]));
+  const layers = logp.map(function (row, l) {
+    const x = row[finalId];
+    let rank = 1;
+    for (let i = 0; i < row.length; i++) if (row[i] > x) rank++;
+    return { layer: l, id: tops[l].ids[0], piece: names[l], label: label(names[l]), prob: tops[l].probs[0],
+             final_prob: Math.exp(x), final_rank: rank };
+  });
+  const piece = names[names.length - 1];
+  postMessage({ type: "lensed", id: id, position: position, off: off, layers: layers,
+                final: { id: finalId, piece: piece, label: label(piece) },
+                seconds: (performance.now() - started) / 1000 });
+}
+
+/* Direct logit attribution of the last text's last position: which head and which MLP
+   write, by themselves, towards the first token of one continuation over the other's. */
+function dla(id, conts) {
+  if (!last) throw new InputError("Run the model on a text first.");
+  if (!Array.isArray(conts) || conts.length !== 2) throw new InputError("Give two continuations.");
+  const first = conts.map(function (t) { return encode(tokenizer, String(t))[0]; });
+  if (first.some(function (t) { return t === undefined; })) throw new InputError("Each continuation needs at least one token.");
+  const started = performance.now();
+  const found = directLogitAttribution(model, last.trace, last.ids.length - 1, first[0], first[1]);
+  const names = pieces(tokenizer, first);
+  postMessage({ type: "attributed", id: id, tokens: first.map(function (t, i) {
+    return { id: t, piece: names[i], label: label(names[i]) };
+  }), heads: found.heads, mlps: found.mlps, embedding: found.embedding, total: found.total, scale: found.scale,
+  n_layers: model.config.nLayers, n_heads: model.config.nHeads, seconds: (performance.now() - started) / 1000 });
+}
+
 /* The heads named by a message's `off`, checked: [layer, head] pairs from 0. */
 function checkOff(off) {
   const c = model.config;
@@ -334,7 +400,7 @@ self.onmessage = function (event) {
   const msg = event.data || {};
   if (msg.type === "load") { load(String(msg.url), Number(msg.bytes) || 0, msg.wasm); return; }
   if (msg.type === "cancel") { if (download) download.abort(); return; }
-  if (["run", "tokenize", "edit", "pair"].indexOf(msg.type) < 0) return;
+  if (["run", "tokenize", "edit", "pair", "lens", "dla"].indexOf(msg.type) < 0) return;
   if (!model) {
     postMessage({ type: "error", id: msg.id, kind: "not-loaded", message: "The model is not loaded yet." });
     return;
@@ -344,6 +410,10 @@ self.onmessage = function (event) {
       postMessage(Object.assign({ type: "tokens", id: msg.id }, tokenize(String(msg.text), 0)));
     } else if (msg.type === "edit") {
       edit(msg.id, msg.off);
+    } else if (msg.type === "dla") {
+      dla(msg.id, msg.conts);
+    } else if (msg.type === "lens") {
+      lens(msg.id, msg.position, msg.off || []);
     } else if (msg.type === "pair") {
       if (!(Number.isInteger(msg.maxTokens) && msg.maxTokens > 0)) {
         throw new InputError("maxTokens must be a positive whole number (the site's index gives it); got " +

@@ -1,0 +1,136 @@
+"""The logit lens in the explorer's lab (issue 34, part 1), in headless Chromium: for each
+layer, the stream at the chosen position through the final norm and the unembedding.
+
+Expected numbers come from ``qkv.lab.lens.logit_lens`` (and, with heads switched off, from
+``qkv.lab.interventions``) run on the same text here, never from the page.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from urllib.parse import parse_qs, quote, urlparse
+
+import numpy as np
+import pytest
+from qkv_site.smollm2_data import MAX_TOKENS
+
+from qkv import smollm2
+from qkv.lab import interventions, lens
+
+pytestmark = pytest.mark.usefixtures("offline_and_quiet")
+
+PROB_SHOWN = 0.00005 + 1e-4  # four decimals, rounded once; plus the 1e-4 the worker may differ
+TEXT = "The capital of France is"
+
+
+@cache
+def model():
+    return smollm2.load()
+
+
+@cache
+def ids_of(text: str) -> tuple[int, ...]:
+    return tuple(model().tokenizer.encode(text, add_special_tokens=False).ids[:MAX_TOKENS])
+
+
+def open_lab(page, site_url, text: str, **state) -> None:
+    query = "".join(f"&{k}={v}" for k, v in state.items())
+    page.goto(f"{site_url}explorer/?model=smollm2&text={quote(text, safe='')}{query}")
+    page.wait_for_selector("#qkv-explorer.qx-ready")
+    page.get_by_test_id("load-model").click()
+    page.wait_for_selector("#qkv-explorer .qx-trained[data-drawn^='own,']", timeout=120000)
+
+
+def lens_rows(page, lensed: str) -> list[dict]:
+    page.wait_for_selector(f"#qkv-explorer .qx-trained[data-lensed='{lensed}']", timeout=180000)
+    return page.eval_on_selector_all(
+        '[data-testid="lens-row"]',
+        "rs => rs.map(r => ({layer: +r.dataset.layer, token: r.dataset.token, id: +r.dataset.id,"
+        " prob: +r.dataset.prob, finalProb: +r.dataset.finalProb, finalRank: +r.dataset.finalRank}))",
+    )
+
+
+def test_the_lens_shows_each_layers_top_token_as_qkv_reads_it(page, site_url):
+    open_lab(page, site_url, TEXT)
+    ids = np.array(ids_of(TEXT))
+    shown = lens_rows(page, f"{len(ids)}:")
+    expected = lens.logit_lens(model(), ids, position=-1, top=1)
+    n = model().config.n_layers
+    assert [r["layer"] for r in shown] == list(range(n + 1))  # the embeddings, then every layer
+    assert [r["id"] for r in shown] == [int(i) for i in expected.top_ids[:, 0]]
+    assert [r["token"] for r in shown] == list(model().pieces(expected.top_ids[:, 0]))
+    np.testing.assert_allclose([r["prob"] for r in shown], expected.top_probs[:, 0], rtol=0, atol=PROB_SHOWN)
+    np.testing.assert_allclose([r["finalProb"] for r in shown], expected.final_probs, rtol=0, atol=PROB_SHOWN)
+    assert [r["finalRank"] for r in shown] == [int(k) for k in expected.final_ranks]
+    # the last row is the model's own prediction, which the predictions list shows too
+    top = page.locator('[data-testid="prediction"][data-rank="1"]').get_attribute("data-token")
+    assert shown[-1]["token"] == top
+    note = page.get_by_test_id("lens-note").text_content()
+    assert f"from layer {expected.top_from()} on" in note or (expected.top_from() == 0 and "embeddings" in note)
+
+
+def test_another_position_from_the_control_and_the_address(page, site_url):
+    text = "One two three four five six"
+    open_lab(page, site_url, text, lens=3)
+    ids = np.array(ids_of(text))
+    expected = lens.logit_lens(model(), ids, position=2, top=1)
+    shown = lens_rows(page, "3:")
+    assert [r["id"] for r in shown] == [int(i) for i in expected.top_ids[:, 0]]
+    np.testing.assert_allclose([r["prob"] for r in shown], expected.top_probs[:, 0], rtol=0, atol=PROB_SHOWN)
+    assert parse_qs(urlparse(page.url).query)["lens"] == ["3"]
+    page.get_by_test_id("lens-position").select_option("5")
+    expected = lens.logit_lens(model(), ids, position=4, top=1)
+    shown = lens_rows(page, "5:")
+    np.testing.assert_allclose([r["finalProb"] for r in shown], expected.final_probs, rtol=0, atol=PROB_SHOWN)
+    page.wait_for_function("() => new URLSearchParams(location.search).get('lens') === '5'")
+
+
+def test_with_heads_off_the_layers_before_them_stay_and_the_last_is_the_edited_prediction(page, site_url):
+    open_lab(page, site_url, TEXT, off="24.5,24.6")
+    ids = np.array(ids_of(TEXT))
+    shown = lens_rows(page, f"{len(ids)}:24.5,24.6")
+    plain = lens.logit_lens(model(), ids, top=1)
+    # rows 0..23 (the stream entering layer 24) are untouched by heads of layer 24
+    assert [r["id"] for r in shown[:24]] == [int(i) for i in plain.top_ids[:24, 0]]
+    np.testing.assert_allclose([r["prob"] for r in shown[:24]], plain.top_probs[:24, 0], rtol=0, atol=PROB_SHOWN)
+    edits = interventions.heads_off(model().config, [{(23, 4), (23, 5)}])
+    z = interventions.run_edited(model(), ids, edits, rows=[-1]).logits[0, -1].astype(np.float64)
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    assert shown[-1]["id"] == int(np.argmax(p))
+    assert shown[-1]["prob"] == pytest.approx(p.max(), abs=PROB_SHOWN)
+    assert shown[-1]["prob"] != pytest.approx(plain.top_probs[-1, 0], abs=10 * PROB_SHOWN)  # the edit shows
+
+
+LOGIT_SHOWN = 0.00005 + 1e-4  # four decimals, rounded once; plus 1e-4
+
+
+def test_direct_logit_attribution_of_the_pairs_question_is_qkvs(page, site_url):
+    from qkv.lab import attribution
+
+    text, cont1, cont2 = "The capital of France is", " Paris", " London"
+    open_lab(page, site_url, text, text2=quote("The capital of England is"), cont1=quote(cont1), cont2=quote(cont2))
+    enc = lambda t: model().tokenizer.encode(t, add_special_tokens=False).ids  # noqa: E731
+    a, b = enc(cont1)[0], enc(cont2)[0]
+    page.wait_for_selector(f"#qkv-explorer .qx-trained[data-attributed='{a},{b}']", timeout=180000)
+    cells = page.eval_on_selector_all(
+        '[data-testid="dla-cell"]', "cs => cs.map(c => [c.dataset.layer, c.dataset.head, +c.dataset.value])"
+    )
+    expected = attribution.direct_logit_attribution(model(), np.array(ids_of(text)), a, b)
+    n_layers, n_heads = expected.heads.shape
+    heads = np.full((n_layers, n_heads), np.nan)
+    mlps = np.full(n_layers, np.nan)
+    for layer, head, value in cells:
+        if head == "mlp":
+            mlps[int(layer) - 1] = value
+        else:
+            heads[int(layer) - 1, int(head) - 1] = value
+    assert len(cells) == n_layers * (n_heads + 1)
+    np.testing.assert_allclose(heads, expected.heads, rtol=0, atol=LOGIT_SHOWN)
+    np.testing.assert_allclose(mlps, expected.mlps, rtol=0, atol=LOGIT_SHOWN)
+    total = page.get_by_test_id("dla-total")
+    assert float(total.get_attribute("data-value")) == pytest.approx(expected.logit_difference, abs=LOGIT_SHOWN)
+    assert float(total.get_attribute("data-embedding")) == pytest.approx(expected.embedding, abs=LOGIT_SHOWN)
+    # the largest head is named as qkv finds it
+    layer, head = np.unravel_index(np.argmax(np.abs(expected.heads)), expected.heads.shape)
+    assert f"layer {layer + 1} head {head + 1}" in page.get_by_test_id("dla-note").text_content()
