@@ -890,6 +890,13 @@ def shown_three(page_output):
 
 
 @pytest.fixture(scope="module")
+def shown_three_deep(page_output):
+    """Chapter 4's deep dive: the random toy's one-way scores, self-scores, what breaks the
+    tied symmetry, and the widths."""
+    return page_output("why-three-projections-in-depth.md")
+
+
+@pytest.fixture(scope="module")
 def tie():
     """Chapter 4's random toy: X and separate projections with d_k = 8 and, as the page says,
     values 8 wide; the scores and weights separate, and with W_Q = W_K."""
@@ -983,8 +990,9 @@ def test_from_looks_for_cup_but_cup_does_not_look_for_from(shown_three, hand_bui
 
 
 @pytest.fixture(scope="module")
-def separate_block(shown_three):
-    return shown_three["tie_query_key.py:asymmetric"]
+def separate_block(shown_three_deep):
+    # the deep dive's first block runs the setup, then the asymmetric section
+    return unnamed_block(shown_three_deep, "largest |S - Sᵀ|:")
 
 
 @pytest.mark.claim("three-separate-asymmetric")
@@ -1071,10 +1079,10 @@ def test_tied_a_word_never_scores_itself_below_zero(seed, d_k, t):
 
 
 @pytest.mark.claim("three-tied-self-score")
-def test_separately_every_word_here_scores_itself_below_zero(shown_three, tie):
+def test_separately_every_word_here_scores_itself_below_zero(shown_three_deep, tie):
     separate, tied = np.diag(tie["S"]), np.diag(tie["S_tied"])
     assert (separate < 0).all() and (tied >= 0).all()
-    text = shown_three["tie_query_key.py:self_score"]
+    text = shown_three_deep["tie_query_key.py:self_score"]
     # each line: the diagonal, then "top: N of 6"
     assert_printed(line_of(text, "separate").split("top:")[0], separate, 2)
     assert_printed(line_of(text, "tied").split("top:")[0], tied, 2)
@@ -1082,11 +1090,11 @@ def test_separately_every_word_here_scores_itself_below_zero(shown_three, tie):
 
 
 @pytest.mark.claim("three-tied-self-top")
-def test_tied_every_word_here_scores_itself_highest_and_separately_none_does(shown_three, tie):
+def test_tied_every_word_here_scores_itself_highest_and_separately_none_does(shown_three_deep, tie):
     on_itself = np.arange(len(WORDS))
     assert (tie["S_tied"].argmax(axis=-1) == on_itself).all()
     assert (tie["S"].argmax(axis=-1) != on_itself).all()
-    text = shown_three["tie_query_key.py:self_score"]
+    text = shown_three_deep["tie_query_key.py:self_score"]
     assert line_of(text, "separate").endswith(f"top: 0 of {len(WORDS)}")
     assert line_of(text, "tied").endswith(f"top: {len(WORDS)} of {len(WORDS)}")
 
@@ -1105,21 +1113,23 @@ def test_rope_on_tied_queries_and_keys_keeps_the_scores_symmetric(seed, d_k, t):
 
 
 @pytest.mark.claim("three-tied-rope-symmetric")
-def test_the_page_shows_tied_rope_scores_symmetric(shown_three):
+def test_the_page_shows_tied_rope_scores_symmetric(shown_three_deep):
     check_prose("three-tied-rope-symmetric", ...)  # "chapter 9" is a label
-    line = shown_three.line("tie_query_key.py:what_breaks", "tied, turned by RoPE:")
+    line = shown_three_deep.line("tie_query_key.py:what_breaks", "tied, turned by RoPE:")
     assert numbers(line)[0] < 1e-12
 
 
 @pytest.mark.claim("three-tied-bias-asymmetric")
-def test_a_query_bias_breaks_the_tied_symmetry(shown_three, tie):
+def test_a_query_bias_breaks_the_tied_symmetry(shown_three_deep, tie):
     k = tie["x"] @ tie["p"].w_k
     b = np.random.default_rng(2).normal(size=k.shape[1])  # the snippet's bias (seed 2)
     s = (k + b) @ k.T  # s_ij = k_i·k_j + b·k_j: the second term depends on j alone
     asymmetry = np.abs(s - s.T).max()
     np.testing.assert_allclose(s - s.T, (k @ b)[None, :] - (k @ b)[:, None], atol=1e-12)
     check_prose("three-tied-bias-asymmetric", asymmetry)
-    assert_printed(shown_three.line("tie_query_key.py:what_breaks", "tied, with a query bias:"), asymmetry, 2)
+    assert_printed(
+        shown_three_deep.line("tie_query_key.py:what_breaks", "tied, with a query bias:"), asymmetry, 2
+    )
 
 
 @pytest.mark.claim("three-tied-causal")
@@ -1178,8 +1188,8 @@ def test_weights_stay_t_by_t_whatever_d_k_and_d_v(d_k, d_v):
 
 
 @pytest.fixture(scope="module")
-def width_lines(shown_three):
-    lines = [ln for ln in shown_three["tie_query_key.py:dk_dv"].splitlines() if ln.startswith("d_k=")]
+def width_lines(shown_three_deep):
+    lines = [ln for ln in shown_three_deep["tie_query_key.py:dk_dv"].splitlines() if ln.startswith("d_k=")]
     assert len(lines) >= 3
     return [numbers(ln) for ln in lines]  # d_k, d_v, weights shape, output shape, rank
 

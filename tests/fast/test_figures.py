@@ -25,6 +25,7 @@ from qkv_site.figures import (
     cross_attention,
     data_flow,
     four_stages,
+    key_or_value,
     kv_cache_memory,
     kv_cache_work,
     masks,
@@ -260,6 +261,31 @@ def test_soft_vs_hard_soft_weighs_everything_hard_picks_one():
     np.testing.assert_array_equal(d.hard_answer, soft_vs_hard.VALUES[0])
 
 
+def test_key_or_value_shows_a_value_leaving_the_weights_and_a_key_moving_them():
+    d = key_or_value.data()
+    words, hands = list(d.words), list(d.hands)
+    milk = words.index("milk")  # the word edited; every number here is drank's
+    dairy, container = hands.index("dairy"), hands.index("container")
+    built, new_value, wiped_key = d.weights
+    # drank's scaled scores as built: 8/√8 on milk, 4/√8 on she, 0 on the other four;
+    # with milk's key wiped, milk scores 0 like the others
+    e8, e4 = np.exp(8 / np.sqrt(8)), np.exp(4 / np.sqrt(8))
+    assert built[milk] == pytest.approx(e8 / (e8 + e4 + 4), rel=1e-12)
+    assert wiped_key[milk] == pytest.approx(1 / (e4 + 5), rel=1e-12)
+    np.testing.assert_array_equal(new_value, built)  # "do not move at all"
+    assert not np.allclose(wiped_key, built)
+    # the output is the weights times the values: a new value moves drank's output by its
+    # weight on milk, out of dairy and into container
+    moved = d.received[1] - d.received[0]
+    np.testing.assert_allclose(moved[[dairy, container]], [-built[milk], built[milk]], rtol=1e-12)
+    assert d.received[2, dairy] < d.received[0, dairy]  # "the dairy it receives falls"
+    assert d.received[2, dairy] == pytest.approx(wiped_key[milk], rel=1e-12)  # milk's value kept
+    # the alt text's numbers, in its order: dairy lost, container gained, then the weight on
+    # milk before and after its key is wiped
+    stated = [-moved[dairy], moved[container], built[milk], wiped_key[milk]]
+    assert numbers(key_or_value.ALT) == [round(float(x), 2) for x in stated]
+
+
 def test_tied_qk_is_symmetric_only_when_tied_and_matches_the_chapter(page_output):
     d = tied_qk.data()
     i, j = (d.words.index(w) for w in tied_qk.PAIR)
@@ -269,9 +295,14 @@ def test_tied_qk_is_symmetric_only_when_tied_and_matches_the_chapter(page_output
     root = np.sqrt(tied_qk.D_K)
     np.testing.assert_allclose(d.separate, q @ k.T / root, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(d.tied, k @ k.T / root, rtol=1e-12, atol=1e-12)  # W_Q = W_K
-    # The chapter prints each direction of the pair, separate first and then tied.
-    shown = page_output("why-three-projections.md")
-    lines = [line for b in shown.blocks for line in b.text.splitlines()]
+    # Chapter 4's deep dive prints each direction of the pair with separate matrices, the
+    # chapter itself tied.
+    lines = [
+        line
+        for page in ("why-three-projections-in-depth.md", "why-three-projections.md")
+        for b in page_output(page).blocks
+        for line in b.text.splitlines()
+    ]
     for (a, b), (row, col) in ((tied_qk.PAIR, (i, j)), (tied_qk.PAIR[::-1], (j, i))):
         printed = [numbers(line)[0] for line in lines if line.startswith(f"{a} -> {b}: score")]
         np.testing.assert_allclose(printed, [d.separate[row, col], d.tied[row, col]], rtol=0, atol=5e-4)

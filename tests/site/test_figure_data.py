@@ -53,6 +53,11 @@ def expected_tables(name: str, d) -> list[list[list]]:
             [[w, *row] for w, row in zip(d.words, d.causal, strict=True)],
             [[w, *row] for w, row in zip(d.padded_words, d.padding, strict=True)],
         ]
+    if name == "rope-pair":
+        return [
+            [[p, *xy, a] for p, xy, a in zip(d.positions, d.turned.tolist(), d.angles, strict=True)],
+            [[m, n, b, s] for (m, n), b, s in zip(d.cases, d.between, d.scores, strict=True)],
+        ]
     if name == "multi-head":
         heads = [[[w, *row] for w, row in zip(d.words, head, strict=True)] for head in d.weights]
         return [*heads, [[h, dh, f] for (h, dh), f in d.flops.items()]]
@@ -69,6 +74,9 @@ def expected_tables(name: str, d) -> list[list[list]]:
         ]
     if name == "one-row-three-vectors":
         return [[[c, e] for c, e in zip(row.columns, row.values, strict=True)] for row in d]
+    if name == "key-or-value":
+        cases = ("as built", "milk's value changed", "milk's key wiped")
+        return [[[c, *row] for c, row in zip(cases, m, strict=True)] for m in (d.weights, d.received)]
     if name == "tied-qk":
         return [[[w, *row] for w, row in zip(d.words, m, strict=True)] for m in (d.separate, d.tied)]
     if name == "vanishing-gradient":
