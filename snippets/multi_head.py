@@ -1,6 +1,7 @@
 """Multi-head attention: split, attend in each head, concatenate, project.
 
-Shown on docs/multi-head.md. Run it as `python snippets/multi_head.py`.
+Shown on docs/multi-head.md and docs/multi-head-in-depth.md.
+Run it as `python snippets/multi_head.py`.
 """
 
 # --8<-- [start:setup]

@@ -1,4 +1,5 @@
-"""Guards for the claims of docs/multi-head.md (chapter 11).
+"""Guards for the claims of docs/multi-head.md (chapter 11) and of its deep dive,
+docs/multi-head-in-depth.md (the costs, the padded batch and the PyTorch layer).
 
 Each fact is derived here, from qkv's public API on the test's own seeded layers (and from
 PyTorch, for the PyTorch section), and the page's printed output (``page_output``) is checked
@@ -21,6 +22,11 @@ import qkv
 @pytest.fixture(scope="module")
 def shown(page_output):
     return page_output("multi-head.md")
+
+
+@pytest.fixture(scope="module")
+def shown_in_depth(page_output):
+    return page_output("multi-head-in-depth.md")
 
 
 def _layer(seed=0, d_model=512, n_heads=8, n_kv_heads=None, t=6, batch=()):
@@ -195,15 +201,32 @@ def test_eight_heads_store_eight_weight_maps(t):
     check_prose("heads-weights-memory-8x", maps8.nbytes / maps1.nbytes)
 
 
+@pytest.mark.claim("heads-cost-in-short")
+@pytest.mark.parametrize("t", [6, 100])
+def test_eight_narrow_heads_cost_one_wide_head_and_store_eight_maps(t):
+    w8, x = _layer(t=t)
+    w1 = qkv.MultiHeadWeights.random(np.random.default_rng(1), 512, 1)
+    # the arithmetic, counted on the arrays attention computes, and the parameters
+    flops = [attention_product_flops(t, t, w.d_head, w.d_head, w.n_heads) for w in (w8, w1)]
+    assert flops[0] == flops[1]
+    assert _n_params(w8) == _n_params(w1)
+    for w in (w8, w1):  # every matrix square, however the columns are grouped
+        assert {m.shape for m in (w.w_q, w.w_k, w.w_v, w.w_o)} == {(512, 512)}
+    maps8, maps1 = (qkv.multi_head_attention(x, x, w).weights for w in (w8, w1))
+    assert maps8.shape == (8, t, t) and maps1.shape == (1, t, t)  # one map per head
+    # "Eight heads of 64 ... one head of 512 ... 512 × 512 ... 8 of them where one head stores 1"
+    check_prose("heads-cost-in-short", w8.d_head, w1.d_head, *w8.w_q.shape, len(maps8), len(maps1))
+
+
 @pytest.mark.claim("heads-flops-equal", "heads-params-equal", "heads-weights-memory-8x")
-def test_the_cost_table_shows_equal_flops_and_parameters_and_8x_the_maps(shown):
+def test_the_cost_table_shows_equal_flops_and_parameters_and_8x_the_maps(shown_in_depth):
     t = 1024  # the table's column
     expected = {  # label: flops, parameters, weight maps for 6 tokens (float64) and their bytes
         "8 heads": [2 * (2 * t * t * 512), 4 * 512**2, 8, 6, 6, 8 * 6 * 6 * 8],
         "1 head": [2 * (2 * t * t * 512), 4 * 512**2, 1, 6, 6, 1 * 6 * 6 * 8],
     }
     for label, row in expected.items():
-        assert numbers(shown.line("multi_head.py:cost", label)[len(label) :], thousands=True) == row
+        assert numbers(shown_in_depth.line("multi_head.py:cost", label)[len(label) :], thousands=True) == row
 
 
 @pytest.mark.claim("heads-softmax-small")
@@ -269,7 +292,7 @@ def test_causal_mask_zeroes_every_later_key_in_every_head():
 
 
 @pytest.mark.claim("heads-mask-broadcast")
-def test_padding_and_causal_masks_combine_and_broadcast_over_heads(shown):
+def test_padding_and_causal_masks_combine_and_broadcast_over_heads(shown_in_depth):
     pad = qkv.padding_mask(np.array([4, 6]), 6)
     both = pad & qkv.causal_mask(6)
     assert pad.shape == (2, 1, 6) and both.shape == (2, 6, 6)
@@ -281,15 +304,15 @@ def test_padding_and_causal_masks_combine_and_broadcast_over_heads(shown):
     check_prose(
         "heads-mask-broadcast", *pad.shape, *qkv.causal_mask(6).shape, *both.shape, result.weights.shape[1]
     )
-    assert shapes(shown.line("multi_head.py:padding", "mask")) == [
+    assert shapes(shown_in_depth.line("multi_head.py:padding", "mask")) == [
         both.shape,
         result.weights.shape,
         result.output.shape,
     ]
 
 
-def test_padding_keys_get_exactly_zero_weight(shown):
-    assert numbers(shown.line("multi_head.py:padding", "largest weight on a padding key")) == [0]
+def test_padding_keys_get_exactly_zero_weight(shown_in_depth):
+    assert numbers(shown_in_depth.line("multi_head.py:padding", "largest weight on a padding key")) == [0]
     w, batch = _layer(seed=3, t=10, batch=(3,))
     lengths = np.array([3, 10, 7])
     weights = qkv.multi_head_attention(batch, batch, w, mask=qkv.padding_mask(lengths, 10)).weights
@@ -302,7 +325,7 @@ EXACT = 1e-12  # "to within 10^-12": the bound the page states for equal outputs
 
 
 @pytest.mark.claim("heads-padding-no-leak")
-def test_real_tokens_of_a_padded_sequence_match_the_sequence_alone(shown):
+def test_real_tokens_of_a_padded_sequence_match_the_sequence_alone(shown_in_depth):
     w, batch = _layer(seed=4, t=6, batch=(2,))  # the page's batch: lengths 4 and 6
     allowed = qkv.padding_mask(np.array([4, 6]), 6) & qkv.causal_mask(6)
     padded = qkv.multi_head_attention(batch, batch, w, mask=allowed)
@@ -313,7 +336,9 @@ def test_real_tokens_of_a_padded_sequence_match_the_sequence_alone(shown):
     garbage[0, 4:] = 1e3
     again = qkv.multi_head_attention(garbage, garbage, w, mask=allowed)
     assert np.allclose(again.output[0, :4], padded.output[0, :4], rtol=0, atol=1e-12)
-    gap = numbers(shown.line("multi_head.py:padding", "short sequence, padded vs alone"), thousands=True)
+    gap = numbers(
+        shown_in_depth.line("multi_head.py:padding", "short sequence, padded vs alone"), thousands=True
+    )
     assert gap[-1] <= EXACT
     check_prose("heads-padding-no-leak", EXACT)
 

@@ -41,6 +41,7 @@ from qkv_site.figures import (
     tied_qk,
     vanishing_gradient,
     wide_scores,
+    wrong_axis,
 )
 from qkv_site.figures.render import load
 from support import ROOT, attention_product_flops, numbers, softmax_by_hand
@@ -534,6 +535,25 @@ def test_multi_head_flow_splits_attends_concatenates_and_projects():
     # the alt text's sizes
     assert f"{t} rows by {toy.D_MODEL} columns" in multi_head_flow.ALT
     assert f"{n} coloured bands of {d_head} columns" in multi_head_flow.ALT
+
+
+def test_wrong_axis_rows_sum_to_one_only_over_the_keys():
+    d = wrong_axis.data()
+    q, k, _ = project(toy.embeddings(), toy.projections(toy.D_K, toy.D_V))
+    scores = q @ k.T / np.sqrt(toy.D_K)
+    for axis, weights in ((1, d.by_key), (0, d.by_query)):  # by hand, each axis
+        e = np.exp(scores - scores.max(axis=axis, keepdims=True))
+        np.testing.assert_allclose(weights, e / e.sum(axis=axis, keepdims=True), rtol=1e-12)
+    # left: every row sums to 1 and the column sums vary
+    np.testing.assert_allclose(d.by_key.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    assert np.ptp(d.by_key.sum(axis=0)) > 0.1
+    # right: every column sums to 1, and the row sums run from 0.78 to 1.57 (the ALT's
+    # numbers, to the two decimals written), some under 1 and some over
+    np.testing.assert_allclose(d.by_query.sum(axis=0), 1.0, rtol=0, atol=1e-12)
+    rows = d.by_query.sum(axis=1)
+    low, high = (float(x) for x in re.search(r"run from ([\d.]+) to ([\d.]+)", wrong_axis.ALT).groups())
+    assert abs(rows.min() - low) <= 0.005 and abs(rows.max() - high) <= 0.005
+    assert rows.min() < 1 < rows.max()
 
 
 def test_one_row_three_vectors_gives_milk_a_query_a_key_and_a_value_that_share_no_feature():

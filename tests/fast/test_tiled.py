@@ -192,7 +192,7 @@ def test_the_toy_scores_fifty_times_wider_overflow_one_row_in_float32(page_outpu
     fine = len(wide) - nan_rows.sum()
     np.testing.assert_allclose(naive[~nan_rows], qkv.softmax(wide)[~nan_rows], rtol=1e-5, atol=1e-6)
     check_prose("traps-overflow", limit, 50, wide.max(), fine)
-    shown = page_output("traps.md")["traps.py:overflow"]
+    shown = page_output("traps-in-depth.md")["traps.py:overflow"]
     assert numbers(shown.splitlines()[1])[1:] == [float(nan_rows.sum()), len(wide)]
     assert numbers(shown.splitlines()[-1]) == [0.0]
 

@@ -1,5 +1,6 @@
-"""Chapter 10, mistakes that run without an error: each wrong version fails as the page
-says, each check catches it, each fix works.
+"""Chapter 10, mistakes that run without an error, and its deep dive, "The seven traps,
+done wrong and measured" (docs/traps-in-depth.md, where the demonstrations run): each wrong
+version fails as the page says, each check catches it, each fix works.
 
 Each trap is rebuilt here from qkv's public functions on the toy sentence (``qkv.toy``), and
 the verdicts and numbers the page prints under its NumPy blocks (read through
@@ -32,7 +33,7 @@ TWICE_LABELS = (*toy.SENTENCE, "milk'")
 # --8<-- [start:shown]
 @pytest.fixture(scope="module")
 def shown(page_output):
-    return page_output("traps.md")  # what each executed block of the page prints
+    return page_output("traps-in-depth.md")  # what each executed block of the page prints
 
 
 # --8<-- [end:shown]

@@ -99,6 +99,8 @@ def expected_tables(name: str, d) -> list[list[list]]:
         ]
     if name == "data-flow":
         return [[[array, *shape] for array, shape in d.items()]]
+    if name == "wrong-axis":
+        return [[[w, *row] for w, row in zip(d.words, m, strict=True)] for m in (d.by_key, d.by_query)]
     if name == "multi-head-flow":
         return [[[w, *row] for w, row in zip(d.words, head, strict=True)] for head in d.weights]
     if name == "trained-head-types":
