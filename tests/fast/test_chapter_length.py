@@ -139,3 +139,10 @@ def test_every_chapter_points_at_its_depth_and_every_deep_page_at_its_chapter():
         if first is None or not any(a.get("href", "").split("#")[0] in CHAPTERS for a in first.find_all("a")):
             unnamed.append(page)
     assert unnamed == [], f"pages of Going further whose first paragraph links no chapter: {unnamed}"
+
+
+def test_the_home_page_lists_every_page_of_going_further_in_the_navs_order():
+    home = text_of("index.md")
+    section = home.split("\n## Going further\n", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^- \[[^\]]+\]\(([a-z0-9-]+\.md)\): \S", section, re.M)
+    assert listed == FURTHER, "the home page's Going further list differs from the nav's"
