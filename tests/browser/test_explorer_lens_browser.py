@@ -50,6 +50,7 @@ def lens_rows(page, lensed: str) -> list[dict]:
     )
 
 
+@pytest.mark.claim("explorer-lab-lens")
 def test_the_lens_shows_each_layers_top_token_as_qkv_reads_it(page, site_url):
     open_lab(page, site_url, TEXT)
     ids = np.array(ids_of(TEXT))
@@ -71,6 +72,7 @@ def test_the_lens_shows_each_layers_top_token_as_qkv_reads_it(page, site_url):
     )
 
 
+@pytest.mark.claim("explorer-lab-lens", "explorer-lab-address")
 def test_another_position_from_the_control_and_the_address(page, site_url):
     text = "One two three four five six"
     open_lab(page, site_url, text, lens=3)
@@ -87,6 +89,7 @@ def test_another_position_from_the_control_and_the_address(page, site_url):
     page.wait_for_function("() => new URLSearchParams(location.search).get('lens') === '5'")
 
 
+@pytest.mark.claim("explorer-lab-lens")
 def test_with_heads_off_the_layers_before_them_stay_and_the_last_is_the_edited_prediction(page, site_url):
     open_lab(page, site_url, TEXT, off="24.5,24.6")
     ids = np.array(ids_of(TEXT))
@@ -109,6 +112,7 @@ def test_with_heads_off_the_layers_before_them_stay_and_the_last_is_the_edited_p
 LOGIT_SHOWN = 0.00005 + 1e-4  # four decimals, rounded once; plus 1e-4
 
 
+@pytest.mark.claim("explorer-lab-dla")
 def test_direct_logit_attribution_of_the_pairs_question_is_qkvs(page, site_url):
     from qkv.lab import attribution
 
