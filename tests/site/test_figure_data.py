@@ -58,6 +58,17 @@ def expected_tables(name: str, d) -> list[list[list]]:
                 )
             ]
         ]
+    if name == "one-layer":
+        return [
+            [
+                [
+                    step.name,
+                    "; ".join(f"{n} {' × '.join(map(str, d.arrays[n].shape))}" for n in step.outputs),
+                    "yes" if d.mixes[step.name] else "no",
+                ]
+                for step in d.steps
+            ]
+        ]
     if name == "masks":
         return [
             [[w, *row] for w, row in zip(d.words, d.causal, strict=True)],
