@@ -45,7 +45,9 @@ def main() -> None:
             f"{chapter:28s} {words:5d} {reading.minutes(words):4d} {reading.word_count(lead):4d} "
             f"{'yes' if plain else 'NO':5s} {'yes' if reading.figure_comes_first(text) else 'NO'}"
         )
-    print(f"{'the explanation':28s} {total:5d} {reading.minutes(total):4d}   (goal: <= {GOALS['total']} words)")
+    print(
+        f"{'the explanation':28s} {total:5d} {reading.minutes(total):4d}   (goal: <= {GOALS['total']} words)"
+    )
     print("\nGoing further:")
     for page in further:
         print(f"  {page:28s} {reading.chapter_words(ROOT, page):5d} words")

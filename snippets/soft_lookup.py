@@ -39,12 +39,17 @@ for factor in (1, 4, 16, 64):
     w, a = qkv.attention(query * factor, keys, values)
     red = w[0, names.index("red")]
     print(f"x{factor:<3} weight on red {red:.4f}  answer", a[0].round(3))
-blue = w[0, names.index("blue")]  # at 64 times
+# --8<-- [end:sharpen]
+
+
+# --8<-- [start:underflow]
+w = qkv.attention(query * 64, keys, values).weights  # the warm query, 64 times
+blue = w[0, names.index("blue")]
 print(
     f"weight on blue at x64: {blue:.2g} in float64,",
     f"{np.float32(blue):.2g} as float32, {np.float16(blue)} as float16",
 )
-# --8<-- [end:sharpen]
+# --8<-- [end:underflow]
 
 
 # --8<-- [start:hard]

@@ -1,4 +1,4 @@
-"""The numbers behind the five experiments of chapter 7,
+"""The numbers behind the five experiments of chapter 6,
 from the explorer's own data.
 
 Every state comes from explorer_state (snippets/explorer.py, shown on the page),

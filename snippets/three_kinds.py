@@ -4,8 +4,6 @@ Run: python snippets/three_kinds.py
 """
 
 # --8<-- [start:self]
-import textwrap
-
 import numpy as np
 
 import qkv
@@ -99,21 +97,3 @@ both_widths = qkv.attention(narrow_decoder @ w_q, X @ w_k, X @ w_v)
 print("weights", both_widths.weights.shape, " output", both_widths.output.shape)
 print("after W_O", (both_widths.output @ w_o).shape, "- the decoder's width")
 # --8<-- [end:cross_widths]
-
-
-# --8<-- [start:masked_numpy]
-Q, K, V = qkv.project(X, p)
-mask = qkv.causal_mask(len(words))  # (6, 6) booleans, True = may attend
-weights, output = qkv.attention(Q, K, V, mask=mask)
-print("weights", weights.shape, " output", output.shape)
-# --8<-- [end:masked_numpy]
-
-
-# --8<-- [start:fully_masked]
-blocked = qkv.causal_mask(len(words))
-blocked[0, 0] = False  # the first query may now attend to nothing at all
-try:
-    qkv.attention(Q, K, V, mask=blocked)
-except ValueError as error:
-    print(textwrap.fill(f"qkv: {error}", 72))
-# --8<-- [end:fully_masked]

@@ -27,6 +27,12 @@ print("weights", cross.weights.shape, " output", cross.output.shape)
 # --8<-- [end:cross_shapes]
 
 # --8<-- [start:end_padding]
+import numpy as np
+
+import qkv
+from qkv import toy
+
+p = toy.projections(toy.D_K, toy.D_V)  # the site's toy head
 # (2, 6, 16): two copies of the sentence
 batch = toy.embeddings()[None].repeat(2, axis=0)
 batch[0, 4:] = (

@@ -68,6 +68,7 @@ print(f"row totals: milk {totals[milk]:.1f}, from {totals[frm]:.1f}")
 # --8<-- [end:symmetric]
 
 # --8<-- [start:self_score]
+S_tied = scores(qkv.Projections(w_q=p.w_k, w_k=p.w_k, w_v=p.w_v))  # W_Q = W_K
 on_itself = np.arange(len(words))
 for name, s in [("separate", S), ("tied", S_tied)]:
     tops = int((s.argmax(axis=-1) == on_itself).sum())
@@ -134,6 +135,7 @@ for d_k, d_v in [(8, 8), (2, 8), (8, 2), (64, 3)]:
 # --8<-- [start:exercise_scale]
 balanced = qkv.Projections(3 * p.w_q, p.w_k / 3, p.w_v)  # W_Q x 3, W_K / 3
 only_q = qkv.Projections(3 * p.w_q, p.w_k, p.w_v)  # W_Q x 3 alone
+S = scores(p)
 change = np.abs(scores(balanced) - S).max()
 print(f"W_Q x 3, W_K / 3: largest change in a score {change:.1e}")
 print(f"W_Q x 3 alone:    every score times {np.median(scores(only_q) / S):.3f}")

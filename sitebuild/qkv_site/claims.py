@@ -249,7 +249,7 @@ def how_we_know_markdown(
             tests = "<br>".join(f"`{t}`" for t in tests_by_claim.get(claim.id, [])) or "**none**"
             sentence = claim.sentence.replace("|", "\\|") or claim.id
             rows.append(f'| <span id="{claim.id}"></span>[{sentence}]({page}#claim-{claim.id}) | {tests} |')
-        return rows + [""]
+        return [*rows, ""]
 
     for chapter, members in reading_groups(pages, chapters, extends or {}):
         if chapter:

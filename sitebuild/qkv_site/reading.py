@@ -36,7 +36,7 @@ def word_count(text: str) -> int:
     """Words in ``text``: runs of letters or digits, joined by an apostrophe or a hyphen.
 
     >>> word_count("Multi-head attention isn't one head: it's 3 heads.")
-    7
+    8
     """
     return len(_WORD.findall(text))
 
@@ -141,12 +141,11 @@ def on_page_markdown(markdown_text, page, config, files):
             chapter = match.group(3)
             if chapter not in times:
                 return match.group(0)
-            return f"{match.group(0)} <span class=\"reading-time\">({times[chapter]} min)</span>"
+            return f'{match.group(0)} <span class="reading-time">({times[chapter]} min)</span>'
 
         text = _HOME_ITEM.sub(timed, markdown_text)
         path_line = (
-            f'<p class="reading-time">{len(chapters)} chapters, about {total} minutes '
-            "of reading in all.</p>"
+            f'<p class="reading-time">{len(chapters)} chapters, about {total} minutes of reading in all.</p>'
         )
         return text.replace("## The chapters\n", f"## The chapters\n\n{path_line}\n", 1)
     return markdown_text

@@ -191,7 +191,7 @@ def test_hostile_query_is_not_executed_or_injected(page, site_url, payload):
     assert_shows(page, 3, DEFAULTS["query"], 8, bool(DEFAULTS["scale"]))
 
 
-# ---- the five experiments of chapter 7 (things-to-try.md) ---------------------------------
+# ---- the five experiments of chapter 6 (things-to-try.md) ---------------------------------
 
 
 def test_experiment_1_stepping_the_stage_from_1_to_4(page, site_url):

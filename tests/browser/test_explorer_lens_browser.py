@@ -66,7 +66,9 @@ def test_the_lens_shows_each_layers_top_token_as_qkv_reads_it(page, site_url):
     top = page.locator('[data-testid="prediction"][data-rank="1"]').get_attribute("data-token")
     assert shown[-1]["token"] == top
     note = page.get_by_test_id("lens-note").text_content()
-    assert f"from layer {expected.top_from()} on" in note or (expected.top_from() == 0 and "embeddings" in note)
+    assert f"from layer {expected.top_from()} on" in note or (
+        expected.top_from() == 0 and "embeddings" in note
+    )
 
 
 def test_another_position_from_the_control_and_the_address(page, site_url):
@@ -92,7 +94,9 @@ def test_with_heads_off_the_layers_before_them_stay_and_the_last_is_the_edited_p
     plain = lens.logit_lens(model(), ids, top=1)
     # rows 0..23 (the stream entering layer 24) are untouched by heads of layer 24
     assert [r["id"] for r in shown[:24]] == [int(i) for i in plain.top_ids[:24, 0]]
-    np.testing.assert_allclose([r["prob"] for r in shown[:24]], plain.top_probs[:24, 0], rtol=0, atol=PROB_SHOWN)
+    np.testing.assert_allclose(
+        [r["prob"] for r in shown[:24]], plain.top_probs[:24, 0], rtol=0, atol=PROB_SHOWN
+    )
     edits = interventions.heads_off(model().config, [{(23, 4), (23, 5)}])
     z = interventions.run_edited(model(), ids, edits, rows=[-1]).logits[0, -1].astype(np.float64)
     p = np.exp(z - z.max())
@@ -100,3 +104,41 @@ def test_with_heads_off_the_layers_before_them_stay_and_the_last_is_the_edited_p
     assert shown[-1]["id"] == int(np.argmax(p))
     assert shown[-1]["prob"] == pytest.approx(p.max(), abs=PROB_SHOWN)
     assert shown[-1]["prob"] != pytest.approx(plain.top_probs[-1, 0], abs=10 * PROB_SHOWN)  # the edit shows
+
+
+LOGIT_SHOWN = 0.00005 + 1e-4  # four decimals, rounded once; plus 1e-4
+
+
+def test_direct_logit_attribution_of_the_pairs_question_is_qkvs(page, site_url):
+    from qkv.lab import attribution
+
+    text, cont1, cont2 = "The capital of France is", " Paris", " London"
+    open_lab(
+        page, site_url, text, text2=quote("The capital of England is"), cont1=quote(cont1), cont2=quote(cont2)
+    )
+    enc = lambda t: model().tokenizer.encode(t, add_special_tokens=False).ids  # noqa: E731
+    a, b = enc(cont1)[0], enc(cont2)[0]
+    page.wait_for_selector(f"#qkv-explorer .qx-trained[data-attributed='{a},{b}']", timeout=180000)
+    cells = page.eval_on_selector_all(
+        '[data-testid="dla-cell"]', "cs => cs.map(c => [c.dataset.layer, c.dataset.head, +c.dataset.value])"
+    )
+    expected = attribution.direct_logit_attribution(model(), np.array(ids_of(text)), a, b)
+    n_layers, n_heads = expected.heads.shape
+    heads = np.full((n_layers, n_heads), np.nan)
+    mlps = np.full(n_layers, np.nan)
+    for layer, head, value in cells:
+        if head == "mlp":
+            mlps[int(layer) - 1] = value
+        else:
+            heads[int(layer) - 1, int(head) - 1] = value
+    assert len(cells) == n_layers * (n_heads + 1)
+    np.testing.assert_allclose(heads, expected.heads, rtol=0, atol=LOGIT_SHOWN)
+    np.testing.assert_allclose(mlps, expected.mlps, rtol=0, atol=LOGIT_SHOWN)
+    total = page.get_by_test_id("dla-total")
+    assert float(total.get_attribute("data-value")) == pytest.approx(
+        expected.logit_difference, abs=LOGIT_SHOWN
+    )
+    assert float(total.get_attribute("data-embedding")) == pytest.approx(expected.embedding, abs=LOGIT_SHOWN)
+    # the largest head is named as qkv finds it
+    layer, head = np.unravel_index(np.argmax(np.abs(expected.heads)), expected.heads.shape)
+    assert f"layer {layer + 1} head {head + 1}" in page.get_by_test_id("dla-note").text_content()

@@ -71,8 +71,13 @@ def test_five_readers_of_six_words_get_5_by_6_weights_and_5_by_4_output(three_ki
     check_prose("kinds-exercise-cross-shapes", *cross.weights.shape, toy.D_V)
 
 
+@pytest.fixture(scope="module")
+def masks_in_pytorch(page_output):
+    return page_output("masks-in-pytorch.md")  # chapter 8's deep dive
+
+
 @pytest.mark.claim("kinds-exercise-end-padding")
-def test_end_padding_changes_no_real_token_under_a_causal_mask(three_kinds):
+def test_end_padding_changes_no_real_token_under_a_causal_mask(masks_in_pytorch):
     rng = np.random.default_rng(8)
     p = toy.projections(toy.D_K, toy.D_V)
     for length in range(1, 7):  # every split of a random batch, padding of any size
@@ -88,7 +93,9 @@ def test_end_padding_changes_no_real_token_under_a_causal_mask(three_kinds):
     causal = qkv.self_attention(x, p, mask=qkv.causal_mask(6))
     gap = np.abs(both.output[0, :4] - causal.output[0, :4]).max()
     assert printed(
-        three_kinds, "three_kinds_exercises.py:end_padding", "real tokens, causal + padding vs causal alone:"
+        masks_in_pytorch,
+        "three_kinds_exercises.py:end_padding",
+        "real tokens, causal + padding vs causal alone:",
     ) == [gap]
     check_prose("kinds-exercise-end-padding", gap)
 

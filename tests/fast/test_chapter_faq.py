@@ -1,8 +1,9 @@
-"""Guards for the claims of docs/faq.md (chapter 16).
+"""Guards for the claims of docs/faq.md (chapter 13) and of its long answers,
+docs/faq-long-answers.md, which show the code.
 
 Each fact is derived here, from qkv's public API on the test's own seeded data or from
-algebra, and the page's printed output (``page_output``) is checked against it: what a reader
-sees under each block, never the names the page's snippet defines.
+algebra, and the long answers' printed output (``page_output``) is checked against it: what a
+reader sees under each block, never the names the page's snippet defines.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prose import check_prose
+from qkv_site.figures import dot_vs_cosine
 from support import numbers, shapes
 
 import qkv
@@ -24,7 +26,7 @@ finite = st.floats(-5, 5, allow_nan=False, allow_infinity=False)
 
 @pytest.fixture(scope="module")
 def shown(page_output):
-    return page_output("faq.md")
+    return page_output("faq-long-answers.md")  # the FAQ's code runs on its long answers
 
 
 def _cosine(q, k):
@@ -426,7 +428,7 @@ def test_cross_attention_matrices_read_the_width_of_their_own_sequence(shown):
     assert w.shape == (t_dec, t_enc) and (o @ mats["W_O"]).shape == (t_dec, d_dec)
     with pytest.raises(ValueError):
         enc @ mats["W_Q"]  # W_Q reads d_dec columns, the encoder has d_enc
-    check_prose("faq-cross-widths", d_dec, d_enc)
+    check_prose("faq-cross-widths", ...)  # ...: "chapter 8"
 
 
 @pytest.mark.claim("faq-kv-same-length")
@@ -513,3 +515,40 @@ def test_random_vectors_stay_below_half_the_cosine_ceiling_except_when_narrow(sh
     for (t, d), share in above.items():
         line = shown.line("faq.py:cosine_variations", f"{t}  {d:5}")
         assert numbers(line)[-1] == pytest.approx(100 * share, abs=0.05)
+
+
+def _dot_and_cosine_weights():
+    """The figure's query and keys weighted by softmax of q·k and of cos(q, k), written here."""
+    q, keys = dot_vs_cosine.QUERY, dot_vs_cosine.KEYS
+    dot = np.exp(keys @ q)
+    cos = np.exp(_cosine(q[None], keys)[0])
+    return dot / dot.sum(), cos / cos.sum()
+
+
+@pytest.mark.claim("faq-dot-vs-cosine")
+def test_the_figures_dot_product_favours_the_long_key_and_cosine_the_nearer_one():
+    d = dot_vs_cosine.data()
+    q, keys = dot_vs_cosine.QUERY, dot_vs_cosine.KEYS
+    lengths = np.linalg.norm(keys, axis=1)
+    angles = np.degrees(np.arccos(_cosine(q[None], keys)[0]))
+    long, short = int(np.argmax(lengths)), int(np.argmin(lengths))
+    assert long != short and angles[short] < angles[long]  # the short key is nearer in direction
+    dot, cos = _dot_and_cosine_weights()
+    np.testing.assert_allclose(d.dot, dot, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(d.cosine, cos, rtol=0, atol=1e-12)
+    assert dot[long] > 0.5 and cos[short] > 0.5  # "most of the weight" in each case
+    np.testing.assert_allclose(d.lengths, lengths, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(d.angles, angles, rtol=0, atol=1e-9)
+    check_prose("faq-dot-vs-cosine")
+
+
+def test_dot_vs_cosine_alt_states_what_the_figure_shows():
+    """The ALT's findings: key b long and further round, about four fifths of the dot-product
+    weight on it, and cosine weights favouring a while staying close to even."""
+    d = dot_vs_cosine.data()
+    a, b = 0, 1
+    assert "a (short)" == d.names[a] and "b (long)" == d.names[b]
+    assert d.lengths[b] > d.lengths[a] and d.angles[b] > d.angles[a]
+    assert abs(d.dot[b] - 4 / 5) < 0.025  # "about four fifths"
+    assert d.cosine[a] > d.cosine[b] and abs(d.cosine[a] - d.cosine[b]) < 0.2  # "close to even"
+    assert "four fifths" in dot_vs_cosine.ALT and "close to even" in dot_vs_cosine.ALT

@@ -161,6 +161,12 @@ def shown_lookup(page_output):
     return page_output("soft-lookup.md")
 
 
+@pytest.fixture(scope="module")
+def shown_lookup_depth(page_output):
+    """Chapter 1's deep dive: tiny weights, the origins, the exercise aimed at blue."""
+    return page_output("soft-lookup-in-depth.md")
+
+
 def palette_weights(query):
     """Softmax of the palette's scores for ``query``, written out here (d_k = 2)."""
     s = KEYS @ np.asarray(query, dtype=float) / np.sqrt(2)
@@ -298,17 +304,19 @@ def blue_at_64():
 
 
 @pytest.mark.claim("lookup-sharpen-never-exact")
-def test_at_64_times_the_worst_key_still_has_a_tiny_positive_weight(shown_lookup, blue_at_64):
+def test_at_64_times_the_worst_key_still_has_a_tiny_positive_weight(shown_lookup_depth, blue_at_64):
     weights = qkv.attention(WARM * 64, KEYS, VALUES).weights[0]
     assert weights.dtype == np.float64 and (weights > 0).all()
     assert weights[BLUE] == pytest.approx(blue_at_64, rel=1e-9)
     check_prose("lookup-sharpen-never-exact", *sci(weights[BLUE]))
-    line = shown_lookup.line("soft_lookup.py:sharpen", "weight on blue at x64:")
+    line = shown_lookup_depth.line("soft_lookup.py:underflow", "weight on blue at x64:")
     assert numbers(line.split("in float64")[0])[-1] == float(f"{blue_at_64:.2g}")
 
 
 @pytest.mark.claim("lookup-underflow-types")
-def test_the_weight_is_a_subnormal_in_float32_and_bfloat16_and_zero_in_float16(shown_lookup, blue_at_64):
+def test_the_weight_is_a_subnormal_in_float32_and_bfloat16_and_zero_in_float16(
+    shown_lookup_depth, blue_at_64
+):
     tiny32 = float(np.finfo(np.float32).tiny)
     tiny16 = float(np.finfo(np.float16).smallest_subnormal)
     assert 0 < np.float32(blue_at_64) < tiny32  # a subnormal: below the smallest normal
@@ -326,7 +334,7 @@ def test_the_weight_is_a_subnormal_in_float32_and_bfloat16_and_zero_in_float16(s
     check_prose(
         "lookup-underflow-types", *sci(tiny32), flushed32, *sci(tiny16), float(np.float16(blue_at_64))
     )
-    line = shown_lookup.line("soft_lookup.py:sharpen", "weight on blue at x64:")
+    line = shown_lookup_depth.line("soft_lookup.py:underflow", "weight on blue at x64:")
     assert line.endswith("0.0 as float16") and "e-40 as float32" in line
 
 
@@ -392,7 +400,7 @@ def test_red_first_passes_the_threshold_at_the_stated_factor(shown_lookup):
 
 
 @pytest.mark.claim("lookup-ex-never-pure")
-def test_a_query_aimed_at_blue_never_gives_pure_blue(shown_lookup):
+def test_a_query_aimed_at_blue_never_gives_pure_blue(shown_lookup_depth):
     factor = stated("lookup-ex-never-pure")[0]
     at_blue = factor * KEYS[BLUE][None]
     w = palette_weights(at_blue[0])
@@ -402,7 +410,7 @@ def test_a_query_aimed_at_blue_never_gives_pure_blue(shown_lookup):
     np.testing.assert_allclose(weights[0], w, rtol=1e-9)
     assert answer[0, 0] > 0 and answer[0, 0] == pytest.approx(w @ VALUES[:, 0], rel=1e-9)
     check_prose("lookup-ex-never-pure", factor, *sci(rest), w[BLUE])
-    text = shown_lookup["soft_lookup.py:exercise_blue"]
+    text = shown_lookup_depth["soft_lookup.py:exercise_blue"]
     printed = numbers(line_of(text, "weight on blue"))
     assert printed[0] == pytest.approx(w[BLUE], abs=5e-7)
     np.testing.assert_allclose(printed[1:], answer[0], rtol=1e-6)
@@ -411,7 +419,7 @@ def test_a_query_aimed_at_blue_never_gives_pure_blue(shown_lookup):
 
 
 @pytest.mark.claim("lookup-ex-blue-underflow")
-def test_a_long_enough_query_gives_exactly_blue_once_the_other_weights_underflow(shown_lookup):
+def test_a_long_enough_query_gives_exactly_blue_once_the_other_weights_underflow(shown_lookup_depth):
     long64, long32 = stated("lookup-ex-blue-underflow")[:2]
     for factor, dtype in [(long64, np.float64), (long32, np.float32)]:
         at_blue = factor * KEYS[BLUE]
@@ -428,7 +436,9 @@ def test_a_long_enough_query_gives_exactly_blue_once_the_other_weights_underflow
         assert answer.dtype == dtype
         assert np.delete(weights[0], BLUE).tolist() == [0.0, 0.0, 0.0]
         assert answer[0].tolist() == [0.0, 0.0, 1.0]  # exactly blue
-        line = shown_lookup.line("soft_lookup.py:exercise_blue", f"x{factor:g} in {np.dtype(dtype).name}")
+        line = shown_lookup_depth.line(
+            "soft_lookup.py:exercise_blue", f"x{factor:g} in {np.dtype(dtype).name}"
+        )
         assert line.endswith("exactly blue: True")
     # and in float64 at the page's own 64 times the answer is not yet blue (claim above)
     assert qkv.attention(64 * KEYS[BLUE][None], KEYS, VALUES).output[0, 0] > 0
@@ -441,6 +451,12 @@ def test_a_long_enough_query_gives_exactly_blue_once_the_other_weights_underflow
 @pytest.fixture(scope="module")
 def shown_where(page_output):
     return page_output("where-qkv-come-from.md")
+
+
+@pytest.fixture(scope="module")
+def shown_where_depth(page_output):
+    """Chapter 2's deep dive: widths that disagree, the key-bias exercise."""
+    return page_output("where-qkv-come-from-in-depth.md")
 
 
 @pytest.fixture(scope="module")
@@ -508,12 +524,12 @@ def test_attention_takes_only_its_inputs_and_holds_no_arrays(shown_where, random
 
 
 @pytest.mark.claim("proj-dk-must-match")
-def test_keys_of_another_width_are_refused_naming_both_shapes(shown_where, random_toy):
+def test_keys_of_another_width_are_refused_naming_both_shapes(shown_where_depth, random_toy):
     _, _, q, k, v = random_toy
     with pytest.raises(ValueError, match=r"share d_k.*\(6, 8\).*\(6, 5\)") as refused:
         qkv.attention(q, k[:, :5], v)
     # the page wraps the message over lines; the words are the same
-    printed = shown_where["where_qkv_come_from.py:dk_must_match"]
+    printed = shown_where_depth["where_qkv_come_from.py:dk_must_match"]
     assert printed.split() == f"ValueError: {refused.value}".split()
     assert printed.strip() == textwrap.fill(f"ValueError: {refused.value}", width=70)
 
@@ -529,12 +545,12 @@ def test_value_width_is_free_and_sets_the_output_width(seed, d_k, d_v):
 
 
 @pytest.mark.claim("proj-dv-free")
-def test_the_page_values_are_4_wide_beside_8_wide_keys_and_so_is_the_output(shown_where, random_toy):
+def test_the_page_values_are_4_wide_beside_8_wide_keys_and_so_is_the_output(shown_where_depth, random_toy):
     x, p = random_toy[:2]
     output = qkv.self_attention(x, p).output
     assert output.shape == (len(WORDS), p.d_v) and p.d_v != p.d_k
     check_prose("proj-dv-free", p.d_v, p.d_k, output.shape[1])
-    q_line = numbers(shown_where.line("where_qkv_come_from.py:project", "Q "))
+    q_line = numbers(shown_where_depth.line("where_qkv_come_from.py:project", "Q "))
     assert q_line[1::2] == [8, 8, 4]  # the widths of Q, K and V as printed
 
 
@@ -570,19 +586,19 @@ def bias_changes():
 
 
 @pytest.mark.claim("proj-key-bias-cancels")
-def test_the_page_shows_the_key_bias_changing_nothing(shown_where, bias_changes):
+def test_the_page_shows_the_key_bias_changing_nothing(shown_where_depth, bias_changes):
     (bound,) = stated("proj-key-bias-cancels")  # "below 10^-12": rounding, and only that
     check_prose("proj-key-bias-cancels", bound)
     assert bound <= 1e-10
     assert all(on_keys < bound for on_keys, _ in bias_changes)
-    line = shown_where.line("where_qkv_come_from.py:key_bias", "bias on the keys:")
+    line = shown_where_depth.line("where_qkv_come_from.py:key_bias", "bias on the keys:")
     assert 0 <= numbers(line)[0] < bound
 
 
 @pytest.mark.claim("proj-query-bias-matters")
-def test_a_bias_on_the_queries_changes_the_weights(shown_where, bias_changes):
+def test_a_bias_on_the_queries_changes_the_weights(shown_where_depth, bias_changes):
     assert all(on_queries > 0.01 for _, on_queries in bias_changes)
-    line = shown_where.line("where_qkv_come_from.py:key_bias", "bias on the queries:")
+    line = shown_where_depth.line("where_qkv_come_from.py:key_bias", "bias on the queries:")
     assert numbers(line)[0] > 0.01  # far above the keys' rounding-level change
 
 
@@ -874,6 +890,13 @@ def shown_three(page_output):
 
 
 @pytest.fixture(scope="module")
+def shown_three_deep(page_output):
+    """Chapter 4's deep dive: the random toy's one-way scores, self-scores, what breaks the
+    tied symmetry, and the widths."""
+    return page_output("why-three-projections-in-depth.md")
+
+
+@pytest.fixture(scope="module")
 def tie():
     """Chapter 4's random toy: X and separate projections with d_k = 8 and, as the page says,
     values 8 wide; the scores and weights separate, and with W_Q = W_K."""
@@ -967,8 +990,9 @@ def test_from_looks_for_cup_but_cup_does_not_look_for_from(shown_three, hand_bui
 
 
 @pytest.fixture(scope="module")
-def separate_block(shown_three):
-    return shown_three["tie_query_key.py:asymmetric"]
+def separate_block(shown_three_deep):
+    # the deep dive's first block runs the setup, then the asymmetric section
+    return unnamed_block(shown_three_deep, "largest |S - Sᵀ|:")
 
 
 @pytest.mark.claim("three-separate-asymmetric")
@@ -1055,10 +1079,10 @@ def test_tied_a_word_never_scores_itself_below_zero(seed, d_k, t):
 
 
 @pytest.mark.claim("three-tied-self-score")
-def test_separately_every_word_here_scores_itself_below_zero(shown_three, tie):
+def test_separately_every_word_here_scores_itself_below_zero(shown_three_deep, tie):
     separate, tied = np.diag(tie["S"]), np.diag(tie["S_tied"])
     assert (separate < 0).all() and (tied >= 0).all()
-    text = shown_three["tie_query_key.py:self_score"]
+    text = shown_three_deep["tie_query_key.py:self_score"]
     # each line: the diagonal, then "top: N of 6"
     assert_printed(line_of(text, "separate").split("top:")[0], separate, 2)
     assert_printed(line_of(text, "tied").split("top:")[0], tied, 2)
@@ -1066,11 +1090,11 @@ def test_separately_every_word_here_scores_itself_below_zero(shown_three, tie):
 
 
 @pytest.mark.claim("three-tied-self-top")
-def test_tied_every_word_here_scores_itself_highest_and_separately_none_does(shown_three, tie):
+def test_tied_every_word_here_scores_itself_highest_and_separately_none_does(shown_three_deep, tie):
     on_itself = np.arange(len(WORDS))
     assert (tie["S_tied"].argmax(axis=-1) == on_itself).all()
     assert (tie["S"].argmax(axis=-1) != on_itself).all()
-    text = shown_three["tie_query_key.py:self_score"]
+    text = shown_three_deep["tie_query_key.py:self_score"]
     assert line_of(text, "separate").endswith(f"top: 0 of {len(WORDS)}")
     assert line_of(text, "tied").endswith(f"top: {len(WORDS)} of {len(WORDS)}")
 
@@ -1089,21 +1113,23 @@ def test_rope_on_tied_queries_and_keys_keeps_the_scores_symmetric(seed, d_k, t):
 
 
 @pytest.mark.claim("three-tied-rope-symmetric")
-def test_the_page_shows_tied_rope_scores_symmetric(shown_three):
+def test_the_page_shows_tied_rope_scores_symmetric(shown_three_deep):
     check_prose("three-tied-rope-symmetric", ...)  # "chapter 9" is a label
-    line = shown_three.line("tie_query_key.py:what_breaks", "tied, turned by RoPE:")
+    line = shown_three_deep.line("tie_query_key.py:what_breaks", "tied, turned by RoPE:")
     assert numbers(line)[0] < 1e-12
 
 
 @pytest.mark.claim("three-tied-bias-asymmetric")
-def test_a_query_bias_breaks_the_tied_symmetry(shown_three, tie):
+def test_a_query_bias_breaks_the_tied_symmetry(shown_three_deep, tie):
     k = tie["x"] @ tie["p"].w_k
     b = np.random.default_rng(2).normal(size=k.shape[1])  # the snippet's bias (seed 2)
     s = (k + b) @ k.T  # s_ij = k_i·k_j + b·k_j: the second term depends on j alone
     asymmetry = np.abs(s - s.T).max()
     np.testing.assert_allclose(s - s.T, (k @ b)[None, :] - (k @ b)[:, None], atol=1e-12)
     check_prose("three-tied-bias-asymmetric", asymmetry)
-    assert_printed(shown_three.line("tie_query_key.py:what_breaks", "tied, with a query bias:"), asymmetry, 2)
+    assert_printed(
+        shown_three_deep.line("tie_query_key.py:what_breaks", "tied, with a query bias:"), asymmetry, 2
+    )
 
 
 @pytest.mark.claim("three-tied-causal")
@@ -1162,8 +1188,8 @@ def test_weights_stay_t_by_t_whatever_d_k_and_d_v(d_k, d_v):
 
 
 @pytest.fixture(scope="module")
-def width_lines(shown_three):
-    lines = [ln for ln in shown_three["tie_query_key.py:dk_dv"].splitlines() if ln.startswith("d_k=")]
+def width_lines(shown_three_deep):
+    lines = [ln for ln in shown_three_deep["tie_query_key.py:dk_dv"].splitlines() if ln.startswith("d_k=")]
     assert len(lines) >= 3
     return [numbers(ln) for ln in lines]  # d_k, d_v, weights shape, output shape, rank
 
@@ -1209,10 +1235,11 @@ def test_every_recorded_published_model_uses_heads_of_64_or_128():
 
 @pytest.mark.claim("three-gemma-head-widths")
 def test_gemma_7b_and_gemma_2_9b_have_heads_of_256_and_gemma_2_27b_of_128(page_output):
-    # Gemma 7B: chapter 16 prints its W_Q as d_model × (16 heads × d_head), from its report
+    # Gemma 7B: the FAQ's long answers print its W_Q as d_model × (16 heads × d_head), from
+    # its report
     gemma7 = next(
         line
-        for line in page_output("faq.md")["faq.py:weight_shapes"].splitlines()
+        for line in page_output("faq-long-answers.md")["faq.py:weight_shapes"].splitlines()
         if line.startswith("Gemma 7B")
     )
     gemma7_head = int(re.search(r"W_Q \d+x(\d+)", gemma7).group(1)) // 16  # 16 query heads

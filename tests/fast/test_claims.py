@@ -61,12 +61,27 @@ def test_guards_point_at_real_collected_tests(collected_ids):
     assert missing == []
 
 
-def test_how_we_know_follows_the_reading_order_of_the_nav():
-    nav = [{"Home": "index.md"}, {"Part": [{"B": "b.md"}, {"A": "a.md"}]}]
-    assert claims.nav_order(nav) == ["index.md", "b.md", "a.md"]
-    found = [claims.Claim("x", "a.md", "A fact."), claims.Claim("y", "b.md", "B fact.")]
-    page = claims.how_we_know_markdown(found, [], {"a.md": "A", "b.md": "B"}, claims.nav_order(nav))
-    assert page.index("## B") < page.index("## A")
+def test_how_we_know_follows_the_reading_order_with_each_deep_dive_under_its_chapter():
+    nav = [{"Home": "index.md"}, {"Part": [{"B": "b.md"}, {"A": "a.md"}]}, {"More": [{"D": "deep.md"}]}]
+    assert claims.nav_order(nav) == ["index.md", "b.md", "a.md", "deep.md"]
+    found = [
+        claims.Claim("w", "deep.md", "Deep fact."),
+        claims.Claim("x", "a.md", "A fact."),
+        claims.Claim("y", "b.md", "B fact."),
+        claims.Claim("z", "index.md", "Home fact."),
+    ]
+    titles = {"a.md": "A", "b.md": "B", "deep.md": "Deep", "index.md": "Home"}
+    page = claims.how_we_know_markdown(
+        found, [], titles, claims.nav_order(nav), ["b.md", "a.md"], {"deep.md": "b.md"}
+    )
+    # chapters numbered in reading order; the deep dive under the chapter it extends; the rest last
+    order = [
+        page.index(h)
+        for h in ("## 1. B", "### Going further: Deep", "## 2. A", "## Elsewhere", "### Page: Home")
+    ]
+    assert order == sorted(order)
+    assert page.index("[Deep fact.](deep.md#claim-w)") < page.index("## 2. A")
+    assert 'id="claim-filter-input"' in page
 
 
 def test_a_quoted_sentence_drops_a_links_attribute_list_with_the_link():

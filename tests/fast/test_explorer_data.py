@@ -328,7 +328,7 @@ def test_the_exported_json_is_the_same_in_another_process_with_other_string_hash
     assert done.stdout == explorer_json()
 
 
-# ---- the exercises of chapter 7 -------------------------------------------------------------
+# ---- the exercises of chapter 6 -------------------------------------------------------------
 
 
 @pytest.mark.claim("try-ex-first-dk")

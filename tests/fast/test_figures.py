@@ -24,22 +24,26 @@ from qkv_site.artifacts.runner import ArtifactError, Runner
 from qkv_site.figures import (
     cross_attention,
     data_flow,
+    explorer_widths,
     four_stages,
+    key_or_value,
     kv_cache_memory,
     kv_cache_work,
     masks,
     multi_head,
     multi_head_flow,
     names,
+    one_row_three_vectors,
     saturation,
     scale_training,
     score_spread,
     soft_vs_hard,
     tied_qk,
     vanishing_gradient,
+    wide_scores,
 )
 from qkv_site.figures.render import load
-from support import ROOT, attention_product_flops, numbers
+from support import ROOT, attention_product_flops, numbers, softmax_by_hand
 
 from qkv import MODELS, KVCache, causal_mask, project, self_attention, toy
 
@@ -258,6 +262,50 @@ def test_soft_vs_hard_soft_weighs_everything_hard_picks_one():
     np.testing.assert_array_equal(d.hard_answer, soft_vs_hard.VALUES[0])
 
 
+def test_key_or_value_shows_a_value_leaving_the_weights_and_a_key_moving_them():
+    d = key_or_value.data()
+    words, hands = list(d.words), list(d.hands)
+    milk = words.index("milk")  # the word edited; every number here is drank's
+    dairy, container = hands.index("dairy"), hands.index("container")
+    built, new_value, wiped_key = d.weights
+    # drank's scaled scores as built: 8/√8 on milk, 4/√8 on she, 0 on the other four;
+    # with milk's key wiped, milk scores 0 like the others
+    e8, e4 = np.exp(8 / np.sqrt(8)), np.exp(4 / np.sqrt(8))
+    assert built[milk] == pytest.approx(e8 / (e8 + e4 + 4), rel=1e-12)
+    assert wiped_key[milk] == pytest.approx(1 / (e4 + 5), rel=1e-12)
+    np.testing.assert_array_equal(new_value, built)  # "do not move at all"
+    assert not np.allclose(wiped_key, built)
+    # the output is the weights times the values: a new value moves drank's output by its
+    # weight on milk, out of dairy and into container
+    moved = d.received[1] - d.received[0]
+    np.testing.assert_allclose(moved[[dairy, container]], [-built[milk], built[milk]], rtol=1e-12)
+    assert d.received[2, dairy] < d.received[0, dairy]  # "the dairy it receives falls"
+    assert d.received[2, dairy] == pytest.approx(wiped_key[milk], rel=1e-12)  # milk's value kept
+    # the alt text's numbers, in its order: dairy lost, container gained, then the weight on
+    # milk before and after its key is wiped
+    stated = [-moved[dairy], moved[container], built[milk], wiped_key[milk]]
+    assert numbers(key_or_value.ALT) == [round(float(x), 2) for x in stated]
+
+
+def test_wide_scores_only_the_wide_undivided_head_lands_on_one_key():
+    d = wide_scores.data()
+    # the same draws, with softmax written out: q·k, divided by √d_k or not
+    rng = np.random.default_rng(wide_scores.SEED)
+    for i, d_k in enumerate(wide_scores.WIDTHS):
+        q = rng.standard_normal(d_k)
+        k = rng.standard_normal((wide_scores.N_KEYS, d_k))
+        for got, divisor in ((d.unscaled[i], 1.0), (d.scaled[i], np.sqrt(d_k))):
+            e = np.exp((k @ q - (k @ q).max()) / divisor)
+            np.testing.assert_allclose(got, e / e.sum(), rtol=1e-12, atol=1e-15)
+    # the ALT's finding: one key takes more than 0.99 only in the wide head undivided;
+    # every other panel keeps each key at or below 0.4
+    narrow, wide = (wide_scores.WIDTHS.index(w) for w in (4, 256))
+    assert d.unscaled[wide].max() > 0.99
+    assert d.scaled.max() <= 0.4 and d.unscaled[narrow].max() <= 0.4
+    assert "more than 0.99" in wide_scores.ALT and "more than 0.4" in wide_scores.ALT
+    assert "head 4 wide" in wide_scores.ALT and "head 256 wide" in wide_scores.ALT
+
+
 def test_tied_qk_is_symmetric_only_when_tied_and_matches_the_chapter(page_output):
     d = tied_qk.data()
     i, j = (d.words.index(w) for w in tied_qk.PAIR)
@@ -267,9 +315,14 @@ def test_tied_qk_is_symmetric_only_when_tied_and_matches_the_chapter(page_output
     root = np.sqrt(tied_qk.D_K)
     np.testing.assert_allclose(d.separate, q @ k.T / root, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(d.tied, k @ k.T / root, rtol=1e-12, atol=1e-12)  # W_Q = W_K
-    # The chapter prints each direction of the pair, separate first and then tied.
-    shown = page_output("why-three-projections.md")
-    lines = [line for b in shown.blocks for line in b.text.splitlines()]
+    # Chapter 4's deep dive prints each direction of the pair with separate matrices, the
+    # chapter itself tied.
+    lines = [
+        line
+        for page in ("why-three-projections-in-depth.md", "why-three-projections.md")
+        for b in page_output(page).blocks
+        for line in b.text.splitlines()
+    ]
     for (a, b), (row, col) in ((tied_qk.PAIR, (i, j)), (tied_qk.PAIR[::-1], (j, i))):
         printed = [numbers(line)[0] for line in lines if line.startswith(f"{a} -> {b}: score")]
         np.testing.assert_allclose(printed, [d.separate[row, col], d.tied[row, col]], rtol=0, atol=5e-4)
@@ -333,6 +386,25 @@ def test_four_stages_follow_the_formula_and_match_the_chapter(page_output):
     labels, table = _printed_weights(shown["step_by_step.py:softmax"], d.words)
     assert labels == list(d.words)
     np.testing.assert_allclose(table[row], d.weights, rtol=0, atol=5e-4)
+
+
+def test_explorer_widths_spread_with_the_division_and_collapse_without_it():
+    d = explorer_widths.data()
+    x = toy.embeddings(d.words)
+    i = d.words.index(explorer_widths.QUERY)
+    for row, d_k in enumerate(d.widths):
+        p = toy.projections(d_k, d_v=toy.D_V)
+        raw = (x @ p.w_q)[i] @ (x @ p.w_k).T  # the query against every key, written out
+        np.testing.assert_allclose(d.scaled[row], softmax_by_hand(raw / np.sqrt(d_k)), atol=1e-12)
+        np.testing.assert_allclose(d.unscaled[row], softmax_by_hand(raw), atol=1e-12)
+    assert d.widths == (1, 16, 64)  # the widths the alt text names
+    np.testing.assert_array_equal(d.scaled[0], d.unscaled[0])  # "at dₖ = 1 the two are the same"
+    assert d.scaled.max() < 0.6  # "stays below 0.6 at every width"
+    # "grows from 0.28 to 0.97 at dₖ = 16 and to 1.00 at dₖ = 64"
+    assert [f"{w:.2f}" for w in d.unscaled.max(axis=1)] == ["0.28", "0.97", "1.00"]
+    assert np.all(np.diff(d.unscaled.max(axis=1)) > 0)
+    for shown in ("0.28", "0.97", "1.00", "below 0.6"):
+        assert shown in explorer_widths.ALT
 
 
 def test_masks_give_exact_zeros_and_match_the_chapter(page_output):
@@ -462,3 +534,21 @@ def test_multi_head_flow_splits_attends_concatenates_and_projects():
     # the alt text's sizes
     assert f"{t} rows by {toy.D_MODEL} columns" in multi_head_flow.ALT
     assert f"{n} coloured bands of {d_head} columns" in multi_head_flow.ALT
+
+
+def test_one_row_three_vectors_gives_milk_a_query_a_key_and_a_value_that_share_no_feature():
+    rows = one_row_three_vectors.data()
+    assert [r.label for r in rows] == ["X (milk)", "query", "key", "value"]
+    x, q, k, v = (dict(zip(r.columns, r.values.tolist(), strict=True)) for r in rows)
+    # milk's features, as qkv.toy writes them down, and its row times each matrix, by hand
+    assert {f for f, e in x.items() if e} == set(toy.WORD_FEATURES["milk"]) == {"liquid", "dairy"}
+    hand, row = toy.hand_built_projections(), rows[0].values
+    for r, w in zip(rows[1:], (hand.w_q, hand.w_k, hand.w_v), strict=True):
+        by_hand = [sum(row[i] * w[i, j] for i in range(len(row))) for j in range(w.shape[1])]
+        np.testing.assert_array_equal(r.values, by_hand)
+    # the alt text's finding: one non-zero entry each, under verb, liquid and dairy
+    assert [f for f, e in q.items() if e] == ["verb"]
+    assert [f for f, e in k.items() if e] == ["liquid"]
+    assert [f for f, e in v.items() if e] == ["dairy"] and len(v) == 4 != len(q)
+    for word in ("verb", "liquid", "dairy", "four numbers wide"):
+        assert word in one_row_three_vectors.ALT

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 
 from qkv_site.glossary import Term, defined_in, first_marks_only, read_terms
+from qkv_site.reading import rendered
 from support import ROOT, nav_section
-from test_chapter_length import rendered
 
 DOCS = ROOT / "docs"
 READING = (
@@ -33,7 +33,7 @@ DFN = "\x00"  # stands for a <dfn> in the text a test reads
 def prose(page: str) -> str:
     """The text of a page's prose, folded boxes included, code and maths left out; each
     ``<dfn>X</dfn>`` written as DFN + X + DFN."""
-    soup = rendered((DOCS / page).read_text(encoding="utf-8"))
+    soup = rendered(ROOT, (DOCS / page).read_text(encoding="utf-8"))
     for element in soup.select(".highlight, pre, code, .arithmatex, .headerlink"):
         element.decompose()
     for dfn in soup.find_all("dfn"):

@@ -1,4 +1,5 @@
-"""Guards for "Where the weighted average comes from" in docs/soft-lookup.md (chapter 1):
+"""Guards for "Where the weighted average comes from" in docs/soft-lookup-in-depth.md (the
+deep dive of chapter 1):
 softmax of dot products is Nadaraya-Watson kernel regression with a Gaussian kernel when the
 keys share a norm; a narrow kernel is an argmax; additive (Bahdanau) scores saturate where
 dot-product scores grow; and the kernel-regression figure's findings.
@@ -24,7 +25,7 @@ WARM = np.array([1.0, 0.0])
 
 @pytest.fixture(scope="module")
 def shown(page_output):
-    return page_output("soft-lookup.md")
+    return page_output("soft-lookup-in-depth.md")
 
 
 def softmax_of_dots(q, keys):

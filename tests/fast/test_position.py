@@ -5,8 +5,8 @@ of the first layer stay free of it), and the rotated score depends only on the o
 Each fact is derived here, with attention and the rotation written out in NumPy (checked
 against ``qkv.rope``) on the toys of ``qkv.toy`` and on seeded random inputs; then the text
 the page prints under its blocks is checked against it, to the rounding it prints. Where
-the page states its own seeded inputs (the offset query and key, the added positions), the
-test draws the same ones to compare numbers.
+the page states its own seeded inputs (the offset query and key; the added positions, on its
+deep dive docs/position-variants.md), the test draws the same ones to compare numbers.
 """
 
 from __future__ import annotations
@@ -28,6 +28,13 @@ SHE, MILK = toy.SENTENCE.index("she"), toy.SENTENCE.index("milk")
 @pytest.fixture(scope="module")
 def shown(page_output):
     return page_output("position.md")
+
+
+@pytest.fixture(scope="module")
+def variants(page_output):
+    """The chapter's deep dive, docs/position-variants.md, which holds the added-position
+    exercise."""
+    return page_output("position-variants.md")
 
 
 def printed(text: str, prefix: str) -> list[float]:
@@ -258,7 +265,7 @@ def test_rope_leaves_every_own_key_score_unchanged(shown):
 
 
 @pytest.mark.claim("pos-ex-added-reaches-values")
-def test_added_positions_change_a_words_value_but_rope_does_not(hand_built, shown):
+def test_added_positions_change_a_words_value_but_rope_does_not(hand_built, variants):
     x, p, *_ = hand_built
     at = REVERSED.index(MILK)  # where milk stands in the reversed sentence
     assert at != MILK
@@ -266,7 +273,7 @@ def test_added_positions_change_a_words_value_but_rope_does_not(hand_built, show
     positions = np.random.default_rng(1).normal(0.0, 0.5, size=(6, x.shape[1]))
     v_in_order, v_reversed = (x + positions) @ p.w_v, (x[REVERSED] + positions) @ p.w_v
     assert np.abs(v_in_order[MILK] - v_reversed[at]).max() > 0.1
-    text = shown["position.py:exercise_added"]
+    text = variants["position_variants.py:exercise_added"]
     shown_in_order = printed(text, "milk's value in order:")
     shown_reversed = printed(text, "milk's value reversed:")
     np.testing.assert_allclose(shown_in_order, v_in_order[MILK], rtol=0, atol=0.005 + 1e-9)

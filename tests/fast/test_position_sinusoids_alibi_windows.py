@@ -1,5 +1,5 @@
-"""Guards for the sinusoid, ALiBi and sliding-window sections of docs/position.md (chapter 9),
-and for its exercises 4 and 5.
+"""Guards for docs/position-variants.md, the deep dive of chapter 9: its sinusoid, ALiBi and
+sliding-window sections and its two exercises.
 
 Each fact is derived here independently of the page's code: the sinusoids from the formula of
 Vaswani et al. (2017) written with ``math``, the shift matrix from the angle-sum identities,
@@ -21,7 +21,7 @@ import qkv
 
 @pytest.fixture(scope="module")
 def shown(page_output):
-    return page_output("position.md")
+    return page_output("position-variants.md")
 
 
 def sinusoids(t, d):
@@ -54,9 +54,11 @@ def test_one_matrix_moves_every_sinusoidal_position_k_ahead(shown):
     table = np.random.default_rng(0).normal(size=(6000, 16))
     fit, *_ = np.linalg.lstsq(table[:3000], table[1:3001], rcond=None)
     assert np.abs(table[3000:5999] @ fit - table[3001:]).max() > 1.0
-    errors = [numbers(shown.line("position.py:sinusoid_shift", f"offset {k:>2}:"))[-1] for k in (1, 7, 50)]
+    errors = [
+        numbers(shown.line("position_variants.py:sinusoid_shift", f"offset {k:>2}:"))[-1] for k in (1, 7, 50)
+    ]
     assert all(e < 1e-12 for e in errors)
-    vs_rotation = numbers(shown.line("position.py:sinusoid_shift", "M_50 against"))[-1]
+    vs_rotation = numbers(shown.line("position_variants.py:sinusoid_shift", "M_50 against"))[-1]
     assert vs_rotation < 1e-13
     check_prose("pos-sinusoid-shift", 1, 7, 50, 0, 2999, 6000, 1e-12, 1e-13)
 
@@ -70,11 +72,11 @@ def test_alibi_penalty_grows_by_the_slope_per_step_back(shown):
         np.testing.assert_allclose(np.diff(penalty), m, rtol=1e-12)  # linear in distance
     own = [1 / sum(math.exp(-m * dist) for dist in range(8)) for m in slopes]
     assert own[0] > own[3] > own[7] > 1 / 8  # steeper heads keep more on themselves
-    assert shown.line("position.py:alibi", "slopes:") == "slopes: " + " ".join(
+    assert shown.line("position_variants.py:alibi", "slopes:") == "slopes: " + " ".join(
         f"1/{2 ** (h + 1)}" for h in range(8)
     )
     for h in (0, 3, 7):
-        line = numbers(shown.line("position.py:alibi", f"head {h + 1}:"))
+        line = numbers(shown.line("position_variants.py:alibi", f"head {h + 1}:"))
         # head, distances 0-3, four penalties, two steps, the weight on itself
         np.testing.assert_allclose(line[3:7], [slopes[h] * d for d in range(4)], atol=5e-4 + 1e-9)
         np.testing.assert_allclose(line[7:9], slopes[h], atol=5e-5 + 1e-9)
@@ -95,10 +97,12 @@ def test_a_stack_of_sliding_windows_reaches_w_minus_1_times_l_plus_1(shown):
     counts = [len(reach_by_walking(40, 4, n, 39)) for n in range(1, 5)]
     assert counts == [(4 - 1) * n + 1 for n in range(1, 5)]
     for n, count in enumerate(counts, start=1):
-        printed = numbers(shown.line("position.py:receptive", f"{n} layer(s)"))
+        printed = numbers(shown.line("position_variants.py:receptive", f"{n} layer(s)"))
         assert printed[:3] == [n, 4, count] and printed[-1] == count  # measured, formula
     mistral = (4096 - 1) * 32 + 1  # Mistral 7B: 32 layers, window 4096 (Jiang et al., Table 1)
-    assert numbers(shown.line("position.py:receptive", "Mistral 7B,").replace(",", ""))[-1] == mistral
+    assert (
+        numbers(shown.line("position_variants.py:receptive", "Mistral 7B,").replace(",", ""))[-1] == mistral
+    )
     assert abs(mistral - 131_000) < 1_000  # the paper: "approximately 131K tokens"
     check_prose("pos-window-receptive-field", 1, 1, *counts, 4, 1, 4, mistral, 32, 4096)
 
@@ -119,7 +123,7 @@ def test_with_the_papers_window_of_w_plus_1_keys_the_reach_goes_back_w_times_l()
 def test_six_layers_of_window_8_reach_43_tokens_back_from_100(shown):
     sources = reach_by_walking(120, 8, 6, 100)
     assert sources == list(range(58, 101))
-    text = shown["position.py:exercise_window"]
+    text = shown["position_variants.py:exercise_window"]
     assert numbers(text) == [100, 58, 100, len(sources), 8]
     check_prose("pos-ex-window", 7, 6, 7, 6, 1, len(sources), 58, 100, 8)
 
@@ -132,7 +136,7 @@ def test_sinusoid_dot_products_depend_on_the_offset_only(shown):
     pe = qkv.sinusoidal_positions(300, 64)
     for p in (0, 100, 250):
         assert math.isclose(pe[p] @ pe[p + 10], dot(10), abs_tol=1e-9)
-    for line in shown["position.py:exercise_sinusoid_dot"].splitlines():
+    for line in shown["position_variants.py:exercise_sinusoid_dot"].splitlines():
         p, q, value = numbers(line)
         assert abs(value - dot(q - p)) <= 5e-7 + 1e-12
     check_prose("pos-ex-sinusoid-dot", dot(10), 0, 100, 250, 40, dot(40))

@@ -80,12 +80,13 @@ def chapter_files() -> dict[int, str]:
     return {int(n): page for n, page in found}
 
 
-def test_an_entry_that_says_where_it_is_used_names_a_chapter_that_cites_it():
+def test_an_entry_that_says_where_it_is_used_names_a_page_that_cites_it():
     chapters, cited = chapter_files(), citations()
     assert len(chapters) >= 2 and sorted(chapters) == list(range(1, len(chapters) + 1))
-    said = [(i, int(n)) for i, text in entries() for n in re.findall(r"\bUsed in chapters? (\d+)", text)]
+    said = []  # (entry, the page it says uses it): "Used in chapter N", "Used on [the ... page](file.md)"
+    for i, text in entries():
+        said += [(i, chapters.get(int(n))) for n in re.findall(r"\bUsed in chapters? (\d+)", text)]
+        said += [(i, page) for page in re.findall(r"\bUsed on \[[^\]]+\]\(([a-z0-9-]+\.md)\)", text)]
     assert said, "no entry says where it is used: the test has nothing to check"
-    wrong = [(i, n, sorted(cited.get(i, ()))) for i, n in said if chapters.get(n) not in cited.get(i, ())]
-    assert not wrong, (
-        f"entries that name a chapter that does not cite them (id, chapter, citing pages): {wrong}"
-    )
+    wrong = [(i, page, sorted(cited.get(i, ()))) for i, page in said if page not in cited.get(i, ())]
+    assert not wrong, f"entries that name a page that does not cite them (id, page, citing pages): {wrong}"

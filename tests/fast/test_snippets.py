@@ -94,19 +94,28 @@ def test_a_page_that_runs_all_of_a_script_is_found_and_no_other(tmp_path):
     (tmp_path / script.name).write_text(script.read_text(encoding="utf-8") + extra)
     assert page_running_whole(tmp_path / script.name) is None
     # the page runs all its sections, but two of them in the other order
-    script = ROOT / "snippets" / "why_scale.py"
+    script = ROOT / "snippets" / "why_scale_in_depth.py"
     names, _ = sections_and_rest(script)
-    assert page_running_whole(script) == "why-scale.md"
+    assert page_running_whole(script) == "why-scale-in-depth.md"
     text = script.read_text(encoding="utf-8")
     first, second = (
         re.search(rf"# --8<-- \[start:{n}\]\n.*?\[end:{n}\]\n", text, re.S)[0] for n in names[:2]
     )
     (tmp_path / script.name).write_text(text.replace(first, "@").replace(second, first).replace("@", second))
     assert page_running_whole(tmp_path / script.name) is None
-    # a block that includes two sections counts both; another script's section in between
-    # (hand_built.py, on why-three-projections.md) breaks the run
+    # a block that includes two sections counts both
     assert page_running_whole(ROOT / "snippets" / "kv_cache.py") == "kv-cache.md"
-    assert page_running_whole(ROOT / "snippets" / "tie_query_key.py") is None
+    # another script's section in between breaks the run: chapter 4 runs these sections of
+    # tie_query_key.py in this order in one session, with hand_built.py:one_way between
+    # products and symmetric (the script's other sections run on its deep dive)
+    script = ROOT / "snippets" / "tie_query_key.py"
+    assert page_running_whole(script) is None
+    text = script.read_text(encoding="utf-8")
+    chapter = ["setup", "products", "symmetric", "tie_kv", "exercise_scale", "exercise_rank"]
+    only = "".join(re.search(rf"# --8<-- \[start:{n}\]\n.*?\[end:{n}\]\n", text, re.S)[0] for n in chapter)
+    (tmp_path / script.name).write_text(only)
+    assert sections_and_rest(tmp_path / script.name)[0] == chapter
+    assert page_running_whole(tmp_path / script.name) is None
 
 
 def _marked(script):

@@ -1,10 +1,11 @@
-"""Chapter 5, from scores to output one array at a time: every claim the page makes, checked.
+"""Chapter 5, from scores to output one array at a time, and its deep dive
+(docs/step-by-step-in-depth.md): every claim the two pages make, checked.
 
 Each test derives the fact itself, from the random toy of ``qkv.toy`` projected with the
 matrices written out here (``X @ W``) and softmax written out with ``np.exp``, or from its
-own seeded examples, and then checks that what docs/step-by-step.md prints under its blocks
-agrees, to the rounding the page prints. The PyTorch tab is a ``pycon`` session that Sybil
-runs as a doctest; here sdpa is compared with qkv on the same toy inputs.
+own seeded examples, and then checks that what the page prints under its blocks agrees,
+to the rounding the page prints. The PyTorch tab is a ``pycon`` session that Sybil runs as a
+doctest; here sdpa is compared with qkv on the same toy inputs.
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ SHE, FROM, CUP = (toy.SENTENCE.index(w) for w in ("she", "from", "cup"))
 @pytest.fixture(scope="module")
 def shown(page_output):
     return page_output("step-by-step.md")
+
+
+@pytest.fixture(scope="module")
+def in_depth(page_output):
+    """Its deep dive: the spread over many draws and the two further exercises."""
+    return page_output("step-by-step-in-depth.md")
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +134,7 @@ def test_dividing_by_sqrt_d_k_keeps_shape_and_order_within_each_row(qkv_toy, sho
 
 
 @pytest.mark.claim("steps-spread-matches-theory")
-def test_score_spread_over_many_draws_is_sqrt_d_k_raw_and_one_scaled(shown):
+def test_score_spread_over_many_draws_is_sqrt_d_k_raw_and_one_scaled(in_depth):
     # The page's experiment, redone with other draws: six unit-variance embeddings and
     # fresh projections per draw, the 30 scores of a query with another token's key.
     draws, pairs = 2000, T * (T - 1)
@@ -139,7 +146,7 @@ def test_score_spread_over_many_draws_is_sqrt_d_k_raw_and_one_scaled(shown):
         p = qkv.Projections.random(rng, toy.D_MODEL, toy.D_K, toy.D_V)
         raw.append((x @ p.w_q @ (x @ p.w_k).T)[other])
     raw = np.array(raw)  # (draws, 30)
-    # Theory (chapter 6): mean 0 and E[s^2] = d_k. Draws are independent, the 30 scores
+    # Theory (chapter 7): mean 0 and E[s^2] = d_k. Draws are independent, the 30 scores
     # of one draw are not: take the standard error from the spread of per-draw means.
     per_draw = (raw**2).mean(axis=1)
     se = per_draw.std(ddof=1) / np.sqrt(draws)
@@ -148,7 +155,7 @@ def test_score_spread_over_many_draws_is_sqrt_d_k_raw_and_one_scaled(shown):
     # The page's numbers: its std is sqrt(mean square), so its relative error is half that
     # of the mean square; plus the printed rounding.
     prefix = f"{draws * pairs:,} scores: std raw"
-    raw_std, _, theory, scaled_std, _ = printed(shown["step_by_step.py:spread"], prefix)
+    raw_std, _, theory, scaled_std, _ = printed(in_depth["step_by_step.py:spread"], prefix)
     rel = Z * se / toy.D_K / 2
     assert theory == round(np.sqrt(8), 2)
     assert abs(raw_std / np.sqrt(8) - 1) < rel + 0.005 / np.sqrt(8)
@@ -307,7 +314,7 @@ def test_the_three_token_exercise_matches_the_hand_calculation(shown):
 
 
 @pytest.mark.claim("steps-ex-wrong-axis")
-def test_softmax_over_the_queries_normalises_columns_and_couples_rows(qkv_toy, shown):
+def test_softmax_over_the_queries_normalises_columns_and_couples_rows(qkv_toy, in_depth):
     _, q, k, _ = qkv_toy
     by_column = softmax(q @ k.T / np.sqrt(8), axis=0)
     np.testing.assert_allclose(by_column.sum(axis=0), 1.0, rtol=1e-12)
@@ -317,31 +324,31 @@ def test_softmax_over_the_queries_normalises_columns_and_couples_rows(qkv_toy, s
     other[CUP] *= 3  # only cup's query changes
     moved = softmax(other @ k.T / np.sqrt(8), axis=0)
     assert np.abs(moved[SHE] - by_column[SHE]).max() > 0.01
-    text = shown["step_by_step.py:exercise_wrong_axis"]
+    text = in_depth["step_by_step.py:exercise_wrong_axis"]
     np.testing.assert_allclose(printed(text, "row sums:"), by_column.sum(axis=-1), atol=0.0005 + 1e-9)
     assert printed(text, "column sums:") == [1.0] * T
     assert (
-        shown.line("step_by_step.py:exercise_wrong_axis", "she's row moves")
+        in_depth.line("step_by_step.py:exercise_wrong_axis", "she's row moves")
         == "she's row moves when cup's query changes: True"
     )
 
 
 @pytest.mark.claim("steps-ex-order-kept")
-def test_scaling_keeps_every_rows_ranking_but_sharpens_without_it(qkv_toy, shown):
+def test_scaling_keeps_every_rows_ranking_but_sharpens_without_it(qkv_toy, in_depth):
     _, q, k, _ = qkv_toy
     scores = q @ k.T
     np.testing.assert_array_equal(np.argsort(scores, axis=-1), np.argsort(scores / np.sqrt(8), axis=-1))
     raw, scaled = softmax(scores).max(axis=-1), softmax(scores / np.sqrt(8)).max(axis=-1)
     assert (raw > scaled).all()
-    text = shown["step_by_step.py:exercise_order"]
+    text = in_depth["step_by_step.py:exercise_order"]
     assert (
-        shown.line("step_by_step.py:exercise_order", "each row ranks")
+        in_depth.line("step_by_step.py:exercise_order", "each row ranks")
         == "each row ranks the keys the same, raw or scaled: True"
     )
-    shown_raw = printed(text, "largest weight per row, raw:")
-    shown_scaled = printed(text, "largest weight per row, scaled:")
-    np.testing.assert_allclose(shown_raw, raw, rtol=0, atol=0.005 + 1e-9)
-    np.testing.assert_allclose(shown_scaled, scaled, rtol=0, atol=0.005 + 1e-9)
+    in_depth_raw = printed(text, "largest weight per row, raw:")
+    in_depth_scaled = printed(text, "largest weight per row, scaled:")
+    np.testing.assert_allclose(in_depth_raw, raw, rtol=0, atol=0.005 + 1e-9)
+    np.testing.assert_allclose(in_depth_scaled, scaled, rtol=0, atol=0.005 + 1e-9)
 
 
 # ---- the whole layer: a norm before, an MLP after (qkv.smollm2.decoder_layer) ---------------

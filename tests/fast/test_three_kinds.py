@@ -3,7 +3,8 @@
 Each fact is computed here from qkv's public functions on the toy sentence (``qkv.toy``) or
 on the test's own seeded data, and where the page prints it (its weight tables, shapes and
 verdicts, read through ``page_output``) the printed text must agree, to its rounding. The
-PyTorch tab is a doctest Sybil runs; the tests below rebuild its objects to check its claims.
+PyTorch code of its deep dive (docs/masks-in-pytorch.md) runs on the built page; the tests
+below rebuild its objects to check its claims.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ PRINTED = 5e-4 + 1e-12  # the page prints weights to 3 decimals
 @pytest.fixture(scope="module")
 def shown(page_output):
     return page_output("three-kinds.md")
+
+
+@pytest.fixture(scope="module")
+def in_pytorch(page_output):
+    """The chapter's deep dive: the masked function in PyTorch, polarity, empty rows."""
+    return page_output("masks-in-pytorch.md")
 
 
 def weight_table(text: str) -> tuple[list[str], list[str], np.ndarray]:
@@ -347,10 +354,10 @@ def test_torch_masked_attention_and_sdpa_agree_with_qkv():
         assert np.abs(sdpa.numpy() - want.output).max() < TORCH_TOLERANCE
 
 
-def test_the_numpy_tab_shows_the_masked_shapes(shown):
+def test_the_numpy_tab_shows_the_masked_shapes(in_pytorch):
     result = qkv.attention(*qkv.project(X, P), mask=qkv.causal_mask(6))
     assert (
-        shown["three_kinds.py:masked_numpy"].split()
+        in_pytorch["masks_in_pytorch.py:masked_numpy"].split()
         == f"weights {result.weights.shape} output {result.output.shape}".split()
     )
 
@@ -383,11 +390,13 @@ def blocked_mask():
 
 
 @pytest.mark.claim("kinds-fully-masked-qkv")
-def test_qkv_refuses_a_row_that_may_attend_to_nothing(shown):
+def test_qkv_refuses_a_row_that_may_attend_to_nothing(in_pytorch):
     with pytest.raises(ValueError, match=r"query row \(0,\)") as refused:
         qkv.attention(*qkv.project(X, P), mask=blocked_mask())
     # the page prints that error, wrapped at 72 columns
-    assert shown["three_kinds.py:fully_masked"].strip() == textwrap.fill(f"qkv: {refused.value}", 72)
+    assert in_pytorch["masks_in_pytorch.py:fully_masked"].strip() == textwrap.fill(
+        f"qkv: {refused.value}", 72
+    )
 
 
 @pytest.mark.claim("kinds-fully-masked-torch")

@@ -1,6 +1,6 @@
-"""Chapter 6, scores grow with head width and √d_k shrinks them back: the derived
-statistics, checked against qkv's computation and against the numbers docs/why-scale.md
-prints.
+"""Chapter 7, scores grow with head width and √d_k shrinks them back, and its deep dive:
+the derived statistics, checked against qkv's computation and against the numbers
+docs/why-scale-in-depth.md (the measurements) and docs/why-scale.md (the exercises) print.
 
 The page's numbers are statistics of seeded draws made by ``qkv.lab.scaling``. The tests call
 the same functions with the arguments the page states (once per module: they are slow),
@@ -52,6 +52,13 @@ def se_var(d: int, n: int) -> float:
 
 @pytest.fixture(scope="module")
 def shown(page_output):
+    """What the deep dive's blocks print: its measurements and the training cell."""
+    return page_output("why-scale-in-depth.md")
+
+
+@pytest.fixture(scope="module")
+def exercises(page_output):
+    """What the chapter's exercise solutions print."""
     return page_output("why-scale.md")
 
 
@@ -70,7 +77,7 @@ def table(text: str, width: int) -> dict[int, list[float]]:
 @pytest.fixture(scope="module")
 def spread_table(shown):
     """The page's spread table: d_k -> [std raw, √d_k, std scaled]."""
-    rows = table(shown["why_scale.py:spread"], 4)
+    rows = table(shown["why_scale_in_depth.py:spread"], 4)
     assert sorted(rows) == DIMS
     return rows
 
@@ -85,7 +92,7 @@ def raw_scores(once_per_run):
 def saturation_table(shown):
     """The page's saturation table: (d_k, scaled) -> [mean max w, % > 0.99, entropy, |J|]."""
     rows = {}
-    for line in shown["why_scale.py:saturation"].splitlines():
+    for line in shown["why_scale_in_depth.py:saturation"].splitlines():
         words = line.split()
         if len(words) == 6 and words[1] in ("True", "False"):
             rows[int(words[0]), words[1] == "True"] = numbers(" ".join(words[2:]))
@@ -133,7 +140,7 @@ def test_std_grows_eightfold_from_d_k_1_to_64(raw_scores, shown):
     assert round(se, 2) == 0.09  # the standard error the page quotes
     ratio = raw_scores[64].std() / raw_scores[1].std()
     assert abs(ratio - 8) < Z * se
-    shown_ratio, _, root = printed(shown["why_scale.py:spread"], "std at d_k=64 / std at d_k=1 =")
+    shown_ratio, _, root = printed(shown["why_scale_in_depth.py:spread"], "std at d_k=64 / std at d_k=1 =")
     assert abs(shown_ratio - ratio) <= 0.005 + 1e-9 and root == 8
     check_prose("scale-std-ratio-eight", 1, 64, ratio, 64, np.sqrt(64), se, N)
     assert abs(shown_ratio - 8) < Z * se + 0.005
@@ -208,7 +215,7 @@ def test_unscaled_largest_weight_is_near_one(sat, saturation_table, shown):
         threshold,
     )
     assert (scaled.max_weight > threshold).sum() == 0  # "never"
-    assert printed(shown["why_scale.py:saturation"], "uniform weights over") == [
+    assert printed(shown["why_scale_in_depth.py:saturation"], "uniform weights over") == [
         6,
         round(1 / 6, 3),
         round(np.log(6), 3),
@@ -304,10 +311,10 @@ def test_at_d_k_1_scaling_changes_nothing(sat, saturation_table, shown):
         assert np.array_equal(a, b)
     check_prose("scale-d1-no-difference", 1, ..., ..., qkv.scale_factor(True, 1))  # 1/√1 is notation
     # the page: factor 1, identical weights, and two identical rows of statistics
-    text = shown["why_scale.py:d_k_one"]
+    text = shown["why_scale_in_depth.py:d_k_one"]
     assert printed(text, "scale factor at d_k=1:") == [1.0]
     assert (
-        shown.line("why_scale.py:d_k_one", "weights with and without")
+        shown.line("why_scale_in_depth.py:d_k_one", "weights with and without")
         == "weights with and without scaling are identical: True"
     )
     assert saturation_table[1, True] == saturation_table[1, False]
@@ -319,7 +326,7 @@ def test_at_d_k_1_scaling_changes_nothing(sat, saturation_table, shown):
 @pytest.fixture(scope="module")
 def gradient_table(shown):
     """The page's gradient table: d_k -> [median scaled, median raw, mean scaled, mean raw]."""
-    rows = table(shown["why_scale.py:query_gradient"], 5)
+    rows = table(shown["why_scale_in_depth.py:query_gradient"], 5)
     assert sorted(rows) == [64, 256, 512]
     return rows
 
@@ -415,7 +422,7 @@ def test_scaling_does_not_normalise_scores_of_wider_components(shown):
     # the page's 2,000 unit-variance draws, scaled up by sigma
     ((q, k),) = draw_queries_keys(d_k=64, n_draws=2000)
     unit = (q[:, 0] * k[:, 0]).sum(axis=-1) / np.sqrt(64)
-    text = shown["why_scale.py:assumptions"]
+    text = shown["why_scale_in_depth.py:assumptions"]
     for sigma in (1.0, 2.0):
         (shown_std,) = printed(text, f"component std {sigma}: std of scaled scores =")
         assert abs(shown_std - sigma**2 * unit.std()) <= 0.005 + 1e-9
@@ -426,10 +433,10 @@ def test_scaling_does_not_normalise_scores_of_wider_components(shown):
 
 
 @pytest.mark.claim("scale-ex-d16")
-def test_raw_scores_at_d_k_16_have_std_4(raw_scores, shown):
+def test_raw_scores_at_d_k_16_have_std_4(raw_scores, exercises):
     std = raw_scores[16].std()
     assert abs(std - 4) < Z * 4 * rel_se_std(16, N)
-    d_k, shown_std, _, root = printed(shown["why_scale.py:exercise_d16"], "d_k =")
+    d_k, shown_std, _, root = printed(exercises["why_scale.py:exercise_d16"], "d_k =")
     assert (d_k, root) == (16, 4)
     assert abs(shown_std - std) <= 0.005 + 1e-9
     assert abs(shown_std - 4) < Z * 4 * rel_se_std(16, N) + 0.005
@@ -437,7 +444,7 @@ def test_raw_scores_at_d_k_16_have_std_4(raw_scores, shown):
 
 
 @pytest.mark.claim("scale-ex-sigma")
-def test_dividing_by_sigma_squared_sqrt_d_k_restores_unit_std(shown):
+def test_dividing_by_sigma_squared_sqrt_d_k_restores_unit_std(exercises):
     sigma, d, n = 2.0, 64, 20_000
     # the page's draws: 20,000 pairs, seed 3, components scaled to std sigma
     chunks = list(draw_queries_keys(d_k=d, n_draws=n, seed=3))
@@ -448,7 +455,7 @@ def test_dividing_by_sigma_squared_sqrt_d_k_restores_unit_std(shown):
     scaled = (qs * ks).sum(axis=-1) / (sigma**2 * np.sqrt(d))
     # a unit-variance sum of products of standard normals: the docstring's error applies
     assert abs(scaled.std() - 1) < Z * rel_se_std(d, n)
-    _, divisor, shown_std = printed(shown["why_scale.py:exercise_sigma"], "divide by")
+    _, divisor, shown_std = printed(exercises["why_scale.py:exercise_sigma"], "divide by")
     assert divisor == sigma**2 * np.sqrt(d) == 32
     assert abs(shown_std - scaled.std()) <= 0.0005 + 1e-9
     assert abs(shown_std - 1) < Z * rel_se_std(d, n) + 0.0005
@@ -493,7 +500,7 @@ def other_seed(once_per_run):
 @pytest.fixture(scope="module")
 def keys_table(shown):
     """The page's key-count table: n_keys -> [copy unscaled %, copy scaled %, grad unscaled, grad scaled]."""
-    rows = table(shown["why_scale.py:keys"], 5)
+    rows = table(shown["why_scale_in_depth.py:keys"], 5)
     assert sorted(rows) == list(KEYS)
     return rows
 
@@ -639,7 +646,7 @@ def test_the_gradient_direction_at_other_widths(by_keys, other_seed, shown, seed
     assert not larger[64, 6] and not larger[256, 6] and larger[16, 6]  # over 6: depends on d_k
     check_prose("scale-keys-widths", 64, 512, 16, 64, 256, 6, 64, 256, 16)
     if seed == 0:  # the page's widths table shows these draws
-        rows = [numbers(line) for line in shown["why_scale.py:keys_widths"].splitlines()[1:]]
+        rows = [numbers(line) for line in shown["why_scale_in_depth.py:keys_widths"].splitlines()[1:]]
         for d, n, copy_u, copy_s, grad_u, grad_s in rows:
             e = got[int(d), int(n)]
             assert abs(copy_u - 100 * e.copying[0]) <= 0.05 + 1e-9 and copy_s == 0
@@ -678,7 +685,9 @@ def test_the_sweep_is_the_one_fixed_in_code(sweep, shown):
             len(SWEEP.learning_rates),
             SWEEP.steps // SWEEP.eval_every + 1,
         )
-    printed_settings = dict(line.split(maxsplit=1) for line in shown["why_scale.py:settings"].splitlines())
+    printed_settings = dict(
+        line.split(maxsplit=1) for line in shown["why_scale_in_depth.py:settings"].splitlines()
+    )
     assert printed_settings == {name: str(value) for name, value in SWEEP._asdict().items()}
 
 
@@ -753,7 +762,7 @@ def test_before_training_the_unscaled_loss_grows_with_width(sweep):
 
 @pytest.mark.claim("scale-training-one-cell")
 def test_the_page_cell_of_the_sweep(sweep, shown):
-    lines = [numbers(line) for line in shown["why_scale.py:training"].splitlines()]
+    lines = [numbers(line) for line in shown["why_scale_in_depth.py:training"].splitlines()]
     rows = {n[0]: n[1:] for n in lines if len(n) == 5}  # rate -> losses and accuracies
     rates = SWEEP.learning_rates
     assert sorted(rows) == sorted(rates)

@@ -31,6 +31,11 @@ def expected_tables(name: str, d) -> list[list[list]]:
         return [[[int(k), u, s] for k, u, s in zip(d.dims, d.unscaled, d.scaled, strict=True)]]
     if name == "cross-attention":
         return [[[q, *w] for q, w in zip(d.query_words, d.weights, strict=True)]]
+    if name == "explorer-widths":
+        return [
+            [[f"dₖ = {w}", *row] for w, row in zip(d.widths, weights, strict=True)]
+            for weights in (d.scaled, d.unscaled)
+        ]
     if name == "four-stages":
         return [
             [[w, r, s, p] for w, r, s, p in zip(d.words, d.raw, d.scaled, d.weights, strict=True)],
@@ -74,6 +79,11 @@ def expected_tables(name: str, d) -> list[list[list]]:
             [[w, *row] for w, row in zip(d.words, d.causal, strict=True)],
             [[w, *row] for w, row in zip(d.padded_words, d.padding, strict=True)],
         ]
+    if name == "rope-pair":
+        return [
+            [[p, *xy, a] for p, xy, a in zip(d.positions, d.turned.tolist(), d.angles, strict=True)],
+            [[m, n, b, s] for (m, n), b, s in zip(d.cases, d.between, d.scores, strict=True)],
+        ]
     if name == "multi-head":
         heads = [[[w, *row] for w, row in zip(d.words, head, strict=True)] for head in d.weights]
         return [*heads, [[h, dh, f] for (h, dh), f in d.flops.items()]]
@@ -83,11 +93,24 @@ def expected_tables(name: str, d) -> list[list[list]]:
             for values in (d.entropy, d.max_weight)
             for scale in (True, False)
         ]
+    if name == "wide-scores":
+        return [
+            [
+                [f"dₖ = {d_k}, {label}", *weights[i]]
+                for i, d_k in enumerate(d.widths)
+                for label, weights in (("q·k", d.unscaled), ("q·k / √dₖ", d.scaled))
+            ]
+        ]
     if name == "soft-vs-hard":
         return [
             [[n, s, h] for n, s, h in zip(d.names, d.soft, d.hard, strict=True)],
             [["soft (blend)", *d.soft_answer], ["hard (best key)", *d.hard_answer]],
         ]
+    if name == "one-row-three-vectors":
+        return [[[c, e] for c, e in zip(row.columns, row.values, strict=True)] for row in d]
+    if name == "key-or-value":
+        cases = ("as built", "milk's value changed", "milk's key wiped")
+        return [[[c, *row] for c, row in zip(cases, m, strict=True)] for m in (d.weights, d.received)]
     if name == "tied-qk":
         return [[[w, *row] for w, row in zip(d.words, m, strict=True)] for m in (d.separate, d.tied)]
     if name == "vanishing-gradient":
@@ -142,6 +165,9 @@ def expected_tables(name: str, d) -> list[list[list]]:
             means = [line.mean(axis=0) for line in lines]
             curves.append([[int(step), *(m[j] for m in means)] for j, step in enumerate(d.steps)])
         return [summary, *curves]
+    if name == "dot-vs-cosine":
+        columns = (d.names, d.lengths, d.angles, d.dot_scores, d.dot, d.cos_scores, d.cosine)
+        return [[list(row) for row in zip(*columns, strict=True)]]
     raise AssertionError(f"no expected table for figure {name!r}: add one here")
 
 

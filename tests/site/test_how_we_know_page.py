@@ -19,19 +19,21 @@ def test_the_claims_are_grouped_by_chapter_with_the_deep_dives_under_theirs(buil
     from bs4 import BeautifulSoup
     from support import nav_section
 
-    soup = BeautifulSoup((built_site / "how-we-know" / "index.html").read_text(encoding="utf-8"), "html.parser")
+    soup = BeautifulSoup(
+        (built_site / "how-we-know" / "index.html").read_text(encoding="utf-8"), "html.parser"
+    )
     chapters = [label for label, _ in nav_section("The explanation")]
     h2s = [h.get_text(" ", strip=True).rstrip("¶").strip() for h in soup.select("article h2")]
     numbered = [h for h in h2s if h[:1].isdigit()]
     assert numbered == [c for c in chapters if c in numbered], "chapters out of reading order"
     assert len(numbered) >= len(chapters) - 1  # the recap may make no claim; the others do
     # each deep dive sits under the chapter its first paragraph names
-    further = dict((path, label) for label, path in nav_section("Going further"))
+    further = [path for _, path in nav_section("Going further")]
     found = {}
     for h3 in soup.select("article h3"):
         chapter = h3.find_previous("h2").get_text(" ", strip=True).rstrip("¶").strip()
         found[h3.get_text(" ", strip=True).rstrip("¶").strip().removeprefix("Going further: ")] = chapter
-    for path, label in further.items():
+    for path in further:
         text = (ROOT / "docs" / path).read_text(encoding="utf-8")
         if "<!-- claim:" not in text:
             continue

@@ -169,7 +169,7 @@ export function buildLab(h, index, lab, ctx) {
   // the state, from the address trained.js was opened with
   Object.assign(lab, readLab(new URLSearchParams(lab.query), index, h.intIn),
                 { run: null, edited: null, summary: null, focus: null, paired: null, editId: -1, pairId: -1,
-                  lensId: -1, lensed: null });
+                  lensId: -1, lensed: null, dlaId: -1, attributed: null });
   lab.keys = () => { // the address's keys, where they differ from the defaults
     const pairs = [];
     if (lab.off.length) pairs.push(["off", offText(lab.off)]);
@@ -322,6 +322,23 @@ export function buildLab(h, index, lab, ctx) {
   });
   lab.pairReadout = el("p", { class: "qx-map-readout", "data-testid": "pair-readout" });
   lab.pairLegend = el("div", { class: "qx-legend", "aria-hidden": "true" });
+  // direct logit attribution of text 1's question
+  lab.dlaNote = el("p", { class: "qx-note", "data-testid": "dla-note" });
+  lab.dlaTotal = el("p", { class: "qx-map-readout", "data-testid": "dla-total" });
+  lab.dlaTable = el("table", { class: "qx-map-table qx-dla-table", "data-testid": "dla-table" });
+  lab.dlaPart = el("section", { class: "qx-lab-part", "aria-labelledby": id("dla-title"), hidden: "" }, [
+    el("h3", { id: id("dla-title"), text: "Who writes the answer: direct logit attribution" }),
+    el("p", { class: "qx-note", text: "At your text's last position, each head's and each layer's MLP's direct " +
+      "contribution to logit(first token of continuation 1) − logit(first token of continuation 2), in logit " +
+      "units: what it adds to the stream, read through the final norm with its scale at that position frozen, and " +
+      "the unembedding, as qkv.lab.attribution.direct_logit_attribution computes it (Elhage et al. 2021). With the " +
+      "embeddings' share they add up to the logit difference. Direct only: a head that works through later " +
+      "layers scores little here. The model's own run: heads switched off do not apply to this table." }),
+    lab.dlaNote, lab.dlaTotal,
+    el("div", { class: "qx-table-wrap", tabindex: "0", role: "region",
+                "aria-label": "Direct logit attribution, layer by head" }, [lab.dlaTable]),
+  ]);
+
   lab.pairPart = el("section", { class: "qx-lab-part", "aria-labelledby": id("pair-title") }, [
     el("h2", { id: id("pair-title"), text: "A minimal pair" }),
     el("p", { class: "qx-note", text: "Two texts that differ where you choose, and two continuations. For each " +
@@ -330,7 +347,7 @@ export function buildLab(h, index, lab, ctx) {
       "tokenized on its own). Positive: the model prefers continuation 1. Heads switched off above apply here too." }),
     el("div", { class: "qx-controls qx-lab-controls" }, [lab.fText2.box, lab.fCont1.box, lab.fCont2.box]),
     el("div", { class: "qx-own-actions" }, [lab.pairRun]), lab.pairStatus, lab.prefs,
-    lab.pairNote, lab.pairLegend, lab.pairMap.grid, lab.pairReadout,
+    lab.pairNote, lab.pairLegend, lab.pairMap.grid, lab.pairReadout, lab.dlaPart,
   ]);
   lab.pairRun.addEventListener("click", () => {
     lab.text2 = lab.fText2.input.value;
@@ -611,8 +628,56 @@ export function buildLab(h, index, lab, ctx) {
     ctx.panel.setAttribute("data-lensed", P + ":" + offText(msg.off.map(([L, H]) => [L + 1, H + 1])));
   }
 
+  /* Direct logit attribution: needs a run and the pair's two continuations. */
+  lab.sendDla = function () {
+    ctx.panel.removeAttribute("data-attributed");
+    lab.dlaId = -1;
+    lab.dlaPart.hidden = true;
+    if (!ctx.own().result || !lab.cont1 || !lab.cont2) return;
+    lab.dlaId = ctx.send({ type: "dla", conts: [lab.cont1, lab.cont2] });
+  };
+  const logit = (x) => h.fmt(x, PROB_DECIMALS);
+  function onAttributed(msg) {
+    lab.attributed = msg;
+    lab.dlaPart.hidden = false;
+    const [a, b] = msg.tokens, H = msg.n_heads;
+    let top = 1e-9;
+    msg.heads.forEach((x) => { top = Math.max(top, Math.abs(x)); });
+    msg.mlps.forEach((x) => { top = Math.max(top, Math.abs(x)); });
+    const cell = (L, head, x) => {
+      const td = el("td", { "data-testid": "dla-cell", "data-layer": String(L), "data-head": head,
+                            "data-value": logit(x).replace("\u2212", "-"), text: logit(x) });
+      const alpha = (0.45 * Math.min(1, Math.abs(x) / top)).toFixed(3);
+      td.style.backgroundColor = x >= 0 ? "rgba(30, 136, 229, " + alpha + ")" : "rgba(229, 57, 53, " + alpha + ")";
+      return td;
+    };
+    const headRow = el("tr", {}, [el("th", { scope: "col", text: "Layer" })]);
+    for (let k = 1; k <= H; k++) headRow.appendChild(el("th", { scope: "col", text: "Head " + k }));
+    headRow.appendChild(el("th", { scope: "col", text: "MLP" }));
+    const rows = [];
+    for (let L = 1; L <= msg.n_layers; L++) {
+      const tr = el("tr", {}, [el("th", { scope: "row", text: String(L) })]);
+      for (let k = 1; k <= H; k++) tr.appendChild(cell(L, String(k), msg.heads[(L - 1) * H + k - 1]));
+      tr.appendChild(cell(L, "mlp", msg.mlps[L - 1]));
+      rows.push(tr);
+    }
+    h.replaceChildren(lab.dlaTable, [
+      el("caption", { text: "Each part's direct share of logit(\u201C" + a.label + "\u201D) \u2212 logit(\u201C" +
+        b.label + "\u201D); blue favours \u201C" + a.label + "\u201D, red \u201C" + b.label + "\u201D." }),
+      el("thead", {}, [headRow]), el("tbody", {}, rows)]);
+    let best = 0;
+    msg.heads.forEach((x, i) => { if (Math.abs(x) > Math.abs(msg.heads[best])) best = i; });
+    lab.dlaNote.textContent = "The largest head: layer " + (Math.floor(best / H) + 1) + " head " + (best % H + 1) +
+      ", " + logit(msg.heads[best]) + ". The embeddings add " + logit(msg.embedding) + ".";
+    lab.dlaTotal.textContent = "Logit difference: " + logit(msg.total) + " (the parts and the embeddings add up to it).";
+    lab.dlaTotal.setAttribute("data-value", logit(msg.total).replace("\u2212", "-"));
+    lab.dlaTotal.setAttribute("data-embedding", logit(msg.embedding).replace("\u2212", "-"));
+    ctx.panel.setAttribute("data-attributed", a.id + "," + b.id);
+  }
+
   /* The minimal pair: the page's text and the second text, each with both continuations. */
   lab.sendPair = function () {
+    lab.sendDla();
     ctx.panel.removeAttribute("data-paired");
     lab.pairId = -1;
     if (!ctx.own().result || !lab.pairReady()) {
@@ -676,9 +741,11 @@ export function buildLab(h, index, lab, ctx) {
     if (msg.type === "edited" && msg.id === lab.editId) onEdited(msg);
     else if (msg.type === "paired" && msg.id === lab.pairId) onPaired(msg);
     else if (msg.type === "lensed" && msg.id === lab.lensId) onLensed(msg);
+    else if (msg.type === "attributed" && msg.id === lab.dlaId) onAttributed(msg);
     else if (msg.type === "error" && msg.id !== undefined &&
-             (msg.id === lab.pairId || msg.id === lab.editId || msg.id === lab.lensId)) {
+             (msg.id === lab.pairId || msg.id === lab.editId || msg.id === lab.lensId || msg.id === lab.dlaId)) {
       if (msg.id === lab.pairId) lab.clearPaired(msg.message);
+      else if (msg.id === lab.dlaId) lab.dlaNote.textContent = msg.message;
       else if (msg.id === lab.lensId) lab.lensNote.textContent = msg.message;
       else lab.pairStatus.textContent = msg.message;
       lab.say(msg.message);

@@ -501,6 +501,55 @@ export function forward(model, ids, onLayer, options = {}) {
   return trace;
 }
 
+/* Direct logit attribution at `position` (from 0) of logit(a) − logit(b), as
+   qkv.lab.attribution.direct_logit_attribution computes it: with x the final stream there,
+   rms = sqrt(mean(x²) + eps) frozen and u = gain ⊙ (E[a] − E[b]) / rms, each head's share is
+   (its output at the position, before W_O) @ W_O's slice · u, each MLP's what its layer added
+   to the stream beyond its heads · u, and the embedding's E[id] · u; they add up to x · u.
+   Computed in float64 from the trace's weights, values and streams.
+   @returns {{heads: Float64Array, mlps: Float64Array, embedding: number, total: number,
+              scale: number}} heads: (n_layers, n_heads), row by row */
+export function directLogitAttribution(model, trace, position, a, b) {
+  const c = model.config, d = c.dModel, T = trace.T, H = c.nHeads, dh = c.dHead, group = H / c.nKvHeads;
+  const row = (matrix, i) => matrix.row(i, new Float32Array(matrix.nIn));
+  const ea = row(model.embedding, a), eb = row(model.embedding, b);
+  const at = (stream) => stream.subarray(position * d, (position + 1) * d);
+  const x = at(trace.x);
+  let ss = 0;
+  for (let i = 0; i < d; i++) ss += x[i] * x[i];
+  const scale = Math.sqrt(ss / d + c.normEps);
+  const u = new Float64Array(d);
+  for (let i = 0; i < d; i++) u[i] = model.finalNorm[i] * (ea[i] - eb[i]) / scale;
+  const dot = (vec) => { let s = 0; for (let i = 0; i < d; i++) s += vec[i] * u[i]; return s; };
+  const heads = new Float64Array(c.nLayers * H), mlps = new Float64Array(c.nLayers);
+  const wRow = new Float32Array(H * dh);
+  for (let l = 0; l < c.nLayers; l++) {
+    const w = trace.weights[l], v = trace.v[l], wu = new Float64Array(H * dh); // W_O.T @ u
+    for (let r = 0; r < d; r++) {
+      model.layers[l].wO.row(r, wRow);
+      for (let k = 0; k < H * dh; k++) wu[k] += wRow[k] * u[r];
+    }
+    let attention = 0;
+    for (let h = 0; h < H; h++) {
+      const g = Math.floor(h / group);
+      let share = 0;
+      for (let k = 0; k < dh; k++) {
+        let o = 0; // head h's output at the position, component k
+        for (let j = 0; j <= position; j++) o += w[(h * T + position) * T + j] * v[(g * T + j) * dh + k];
+        share += o * wu[h * dh + k];
+      }
+      heads[l * H + h] = share;
+      attention += share;
+    }
+    const after = at(l + 1 < c.nLayers ? trace.inputs[l + 1] : trace.x), before = at(trace.inputs[l]);
+    let added = 0;
+    for (let i = 0; i < d; i++) added += (after[i] - before[i]) * u[i];
+    mlps[l] = added - attention;
+  }
+  return { heads: heads, mlps: mlps, embedding: dot(row(model.embedding, trace.ids[position])), total: dot(x),
+           scale: scale };
+}
+
 /* Next-token log-probabilities at the positions `rows` of the final stream x (T, d_model):
    the final RMSNorm, a dot product with every token's embedding (the weights are tied, as
    qkv.smollm2.output_logits computes them), then a log-softmax in float64. */

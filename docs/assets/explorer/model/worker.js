@@ -23,6 +23,9 @@
  *                                      (row 0: the embeddings) through the final RMSNorm, its
  *                                      scale recomputed from that row, and the tied unembedding,
  *                                      as qkv.lab.lens.logit_lens reads it
+ *   { type: "dla", id, conts }         direct logit attribution at the last text's last position of
+ *                                      logit(first token of conts[0]) − logit(first of conts[1]),
+ *                                      the model's own run (no head switched off)
  *   { type: "tokenize", id, text }     only the ids, pieces and labels (for the tests)
  * Messages out:
  *   { type: "progress", received, total }   while downloading, a few times a second
@@ -34,6 +37,9 @@
  *   { type: "lensed", id, position, off, final, layers }   final: the whole model's top token
  *                                      ({ id, piece, label }); layers: one row per stream, each
  *                                      { layer, id, piece, label, prob, final_prob, final_rank }
+ *   { type: "attributed", id, tokens, heads, mlps, embedding, total, scale }   tokens: the two
+ *                                      first tokens ({ id, piece, label }); heads (n_layers x n_heads,
+ *                                      row by row) and mlps in logit units
  *   { type: "tokens", id, ids, pieces, labels }
  *   { type: "error", id, kind, message }     kind: "memory", "file", "network", "cancelled",
  *                                            "not-loaded", "input" (the message or the text
@@ -42,7 +48,9 @@
 
 import { FileError, readGGUF } from "./gguf.js";
 import { compileKernel, makeKernel } from "./kernel.js";
-import { assemble, attentionTables, F16, forward, klDivergence, logProbs, topTokens, useKernel } from "./smollm2.js";
+import {
+  assemble, attentionTables, directLogitAttribution, F16, forward, klDivergence, logProbs, topTokens, useKernel,
+} from "./smollm2.js";
 import { buildTokenizer, encode, label, pieces } from "./tokenizer.js";
 
 let model = null; // what assemble returned, once loaded
@@ -274,6 +282,22 @@ function lens(id, position, off) {
                 seconds: (performance.now() - started) / 1000 });
 }
 
+/* Direct logit attribution of the last text's last position: which head and which MLP
+   write, by themselves, towards the first token of one continuation over the other's. */
+function dla(id, conts) {
+  if (!last) throw new InputError("Run the model on a text first.");
+  if (!Array.isArray(conts) || conts.length !== 2) throw new InputError("Give two continuations.");
+  const first = conts.map(function (t) { return encode(tokenizer, String(t))[0]; });
+  if (first.some(function (t) { return t === undefined; })) throw new InputError("Each continuation needs at least one token.");
+  const started = performance.now();
+  const found = directLogitAttribution(model, last.trace, last.ids.length - 1, first[0], first[1]);
+  const names = pieces(tokenizer, first);
+  postMessage({ type: "attributed", id: id, tokens: first.map(function (t, i) {
+    return { id: t, piece: names[i], label: label(names[i]) };
+  }), heads: found.heads, mlps: found.mlps, embedding: found.embedding, total: found.total, scale: found.scale,
+  n_layers: model.config.nLayers, n_heads: model.config.nHeads, seconds: (performance.now() - started) / 1000 });
+}
+
 /* The heads named by a message's `off`, checked: [layer, head] pairs from 0. */
 function checkOff(off) {
   const c = model.config;
@@ -376,7 +400,7 @@ self.onmessage = function (event) {
   const msg = event.data || {};
   if (msg.type === "load") { load(String(msg.url), Number(msg.bytes) || 0, msg.wasm); return; }
   if (msg.type === "cancel") { if (download) download.abort(); return; }
-  if (["run", "tokenize", "edit", "pair", "lens"].indexOf(msg.type) < 0) return;
+  if (["run", "tokenize", "edit", "pair", "lens", "dla"].indexOf(msg.type) < 0) return;
   if (!model) {
     postMessage({ type: "error", id: msg.id, kind: "not-loaded", message: "The model is not loaded yet." });
     return;
@@ -386,6 +410,8 @@ self.onmessage = function (event) {
       postMessage(Object.assign({ type: "tokens", id: msg.id }, tokenize(String(msg.text), 0)));
     } else if (msg.type === "edit") {
       edit(msg.id, msg.off);
+    } else if (msg.type === "dla") {
+      dla(msg.id, msg.conts);
     } else if (msg.type === "lens") {
       lens(msg.id, msg.position, msg.off || []);
     } else if (msg.type === "pair") {
