@@ -3,23 +3,11 @@
 Run it as `python snippets/kv_cache_exercises.py`.
 """
 
-# --8<-- [start:cache_size]
+# --8<-- [start:score_count]
 import numpy as np
 
 import qkv
 
-layers, query_heads, kv_heads, d_head = 24, 16, 4, 64
-tokens, bytes_per_number = 8192, 2  # 16-bit numbers
-
-shared = qkv.kv_cache_bytes(layers, kv_heads, d_head, tokens, bytes_per_number)
-unshared = qkv.kv_cache_bytes(
-    layers, query_heads, d_head, tokens, bytes_per_number
-)
-print(f"4 key/value heads:  {shared:,} bytes = {shared / 2**20:g} MiB")
-print(f"16 key/value heads: {unshared:,} bytes = {unshared / 2**20:g} MiB")
-# --8<-- [end:cache_size]
-
-# --8<-- [start:score_count]
 heads, T = 8, 100
 w = qkv.MultiHeadWeights.random(
     np.random.default_rng(0), d_model=16, n_heads=heads
@@ -32,19 +20,6 @@ print(f"scores with the cache:    {cached.total_scores:>9,}")
 print(f"scores without the cache: {recomputed.total_scores:>9,}")
 print(f"ratio: {recomputed.total_scores / cached.total_scores:.0f}")
 # --8<-- [end:score_count]
-
-# --8<-- [start:latent_128k]
-v3 = next(m for m in qkv.LATENT_MODELS if m.name == "DeepSeek-V3")
-llama3 = next(m for m in qkv.MODELS if m.name == "Llama 3 8B")
-tokens = 131_072  # 128k
-latent = v3.cache_bytes(tokens)
-grouped = qkv.kv_cache_bytes(
-    llama3.n_layers, llama3.n_kv_heads, llama3.d_head, tokens
-)
-print(f"DeepSeek-V3 per token: {v3.cache_bytes(1):,} bytes")
-print(f"at 131,072 tokens: DeepSeek-V3 {latent / 2**30:.2f} GiB,")
-print(f"Llama 3 8B {grouped / 2**30:.2f} GiB")
-# --8<-- [end:latent_128k]
 
 # --8<-- [start:write_step_skeleton]
 from qkv.exercises import check_kv_cache_step

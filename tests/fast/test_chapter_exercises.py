@@ -220,7 +220,7 @@ def test_grouped_query_layer_shapes_and_weight_count(multi_head):
     assert printed(multi_head, section, "weights in the layer:") == [count]
 
 
-# ---- chapter 12 ----------------------------------------------------------------------------
+# ---- chapter 12 and its deep dive ------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -228,17 +228,23 @@ def kv_cache(page_output):
     return page_output("kv-cache.md")
 
 
+@pytest.fixture(scope="module")
+def kv_cache_in_depth(page_output):
+    return page_output("kv-cache-in-depth.md")
+
+
 @pytest.mark.claim("cache-exercise-size")
-def test_the_exercise_cache_takes_192_mib_and_768_without_sharing(kv_cache):
+def test_the_exercise_cache_takes_192_mib_and_768_without_sharing(kv_cache_in_depth):
     layers, query_heads, kv_heads, d_head, tokens, size = 24, 16, 4, 64, 8192, 2  # given
     shared = 2 * layers * kv_heads * d_head * tokens * size  # K and V, per layer, head, token
     assert qkv.kv_cache_bytes(layers, kv_heads, d_head, tokens, size) == shared
     unshared = qkv.kv_cache_bytes(layers, query_heads, d_head, tokens, size)
     assert unshared == 4 * shared  # "four times as much"
-    section = "kv_cache_exercises.py:cache_size"
+    section = "kv_cache_in_depth_exercises.py:cache_size"
     mib = 2**20
-    assert printed(kv_cache, section, f"{kv_heads} key/value heads:") == [shared, shared / mib]
-    assert printed(kv_cache, section, f"{query_heads} key/value heads:") == [unshared, unshared / mib]
+    shown = kv_cache_in_depth
+    assert printed(shown, section, f"{kv_heads} key/value heads:") == [shared, shared / mib]
+    assert printed(shown, section, f"{query_heads} key/value heads:") == [unshared, unshared / mib]
     check_prose(
         "cache-exercise-size",
         len(("key", "value")),

@@ -1,4 +1,4 @@
-"""Guards for the claims of docs/recap.md (chapter 17).
+"""Guards for the claims of docs/recap.md (chapter 14).
 
 The recap restates what the chapters prove; each step is checked again here, directly
 against qkv, so the recap cannot drift from the code. (Steps about the heads and the
@@ -51,10 +51,10 @@ def test_the_parameters_live_in_the_projections_not_in_attention(rng):
     p = qkv.Projections.random(rng, d_model=8, d_k=4, d_v=3)
     q, k, v = x @ p.w_q, x @ p.w_k, x @ p.w_v
     assert np.array_equal(qkv.self_attention(x, p).output, qkv.attention(q, k, v).output)
-    check_prose("recap-no-params", ...)  # "(step 8)": a label
+    check_prose("recap-no-params")  # the line writes no number
 
 
-@pytest.mark.claim("recap-tying")
+@pytest.mark.claim("recap-tying", "recap-two-products")
 def test_tying_query_and_key_symmetrises_tying_key_and_value_changes_only_the_output(rng):
     x = rng.normal(size=(6, 8))
     p = qkv.Projections.random(rng, d_model=8, d_k=8)
@@ -82,6 +82,29 @@ def test_tying_query_and_key_symmetrises_tying_key_and_value_changes_only_the_ou
     kv_tied = qkv.attention(q, k, k)  # W_V = W_K
     assert np.array_equal(kv_tied.weights, full.weights)
     assert not np.allclose(kv_tied.output, full.output, atol=1e-3)
+
+
+@pytest.mark.claim("recap-two-products")
+def test_only_the_query_key_and_value_output_products_matter(rng):
+    d_model, d_k, d_v = 8, 4, 3
+    x = rng.normal(size=(6, d_model))
+    w_q, w_k = rng.normal(size=(2, d_model, d_k))
+    w_v, w_o = rng.normal(size=(d_model, d_v)), rng.normal(size=(d_v, d_model))
+    m, n = rng.normal(size=(d_k, d_k)), rng.normal(size=(d_v, d_v))  # invertible (random)
+    # other matrices with the same two products: W_Q M and W_K M^-T, W_V N and N^-1 W_O
+    w_q2, w_k2 = w_q @ m, w_k @ np.linalg.inv(m).T
+    w_v2, w_o2 = w_v @ n, np.linalg.inv(n) @ w_o
+    np.testing.assert_allclose(w_q2 @ w_k2.T, w_q @ w_k.T, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(w_v2 @ w_o2, w_v @ w_o, rtol=0, atol=1e-9)
+    assert not np.allclose(w_q2, w_q, atol=1e-3) and not np.allclose(w_v2, w_v, atol=1e-3)
+
+    def layer(wq, wk, wv, wo):  # scaled by the same 1/sqrt(d_k), so only the scores can differ
+        return qkv.self_attention(x, qkv.Projections(wq, wk, wv)).output @ wo
+
+    np.testing.assert_allclose(layer(w_q2, w_k2, w_v2, w_o2), layer(w_q, w_k, w_v, w_o), rtol=0, atol=1e-9)
+    # and a change to either product changes the layer
+    assert not np.allclose(layer(w_q2, w_k, w_v, w_o), layer(w_q, w_k, w_v, w_o), atol=1e-3)
+    assert not np.allclose(layer(w_q, w_k, w_v2, w_o), layer(w_q, w_k, w_v, w_o), atol=1e-3)
 
 
 @pytest.mark.claim("recap-shapes")
@@ -145,7 +168,7 @@ def test_scores_grow_like_sqrt_d_k_and_scaling_brings_them_back(rng):
         assert abs(scaled_var[d_k] - 1) < 0.05
     ratio = std[wide] / std[narrow]
     assert abs(ratio - np.sqrt(wide / narrow)) < 0.5
-    # "(measured: 8 in a head of 64); ... variance back to 1"
+    # "(8 in a head of 64); ... variance back to 1"
     check_prose("recap-scale", std[wide], wide, scaled_var[wide])
 
 

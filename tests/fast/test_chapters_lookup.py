@@ -1227,8 +1227,8 @@ def test_each_extra_key_dimension_costs_one_multiply_add_per_score(t_q, t_k, d_k
 @pytest.mark.claim("three-head-sizes")
 def test_every_recorded_published_model_uses_heads_of_64_or_128():
     # qkv.MODELS is checked field by field against the published configs in
-    # test_chapter_kv_cache.py; here only the head widths matter.
-    assert qkv.MODELS  # their number and fields: test_chapter_kv_cache.py
+    # test_kv_cache_in_depth.py; here only the head widths matter.
+    assert qkv.MODELS  # their number and fields: test_kv_cache_in_depth.py
     sizes = sorted({m.d_head for m in qkv.MODELS})
     check_prose("three-head-sizes", *sizes)
 

@@ -41,6 +41,16 @@ def expected_tables(name: str, d) -> list[list[list]]:
             [[w, r, s, p] for w, r, s, p in zip(d.words, d.raw, d.scaled, d.weights, strict=True)],
             [[w, *v] for w, v in zip([*d.words, "output"], [*d.values, d.output], strict=True)],
         ]
+    if name == "kv-cache-growing":
+        width = len(d.words)
+        return [
+            [
+                [f"step {i}: {word}", len(keys), added, moved, *weights, *[""] * (width - len(weights))]
+                for i, (word, keys, added, moved, weights) in enumerate(
+                    zip(d.words, d.keys, d.added, d.moved, d.weights, strict=True), start=1
+                )
+            ]
+        ]
     if name == "kv-cache-memory":
         return [[[f"{line.label} ({line.kind})", *line.gib] for line in d]]
     if name == "kv-cache-work":
@@ -51,6 +61,17 @@ def expected_tables(name: str, d) -> list[list[list]]:
                 for t, *cols in zip(
                     d.position, c.kv_projections, u.kv_projections, c.scores, u.scores, strict=True
                 )
+            ]
+        ]
+    if name == "one-layer":
+        return [
+            [
+                [
+                    step.name,
+                    "; ".join(f"{n} {' × '.join(map(str, d.arrays[n].shape))}" for n in step.outputs),
+                    "yes" if d.mixes[step.name] else "no",
+                ]
+                for step in d.steps
             ]
         ]
     if name == "masks":

@@ -1,5 +1,5 @@
-"""Guards for the sliding-window and latent-cache section of docs/kv-cache.md (chapter 12) and
-its exercise 3.
+"""Guards for the sliding-window and latent-cache section of docs/kv-cache-in-depth.md (the
+KV cache's memory, from chapter 12) and its exercise 2.
 
 The configurations are typed here again from the papers, as an independent record to check
 ``qkv.LATENT_MODELS``, ``qkv.WINDOWED_MODELS`` and ``qkv.DEEPSEEK_67B`` against, and every size
@@ -34,7 +34,7 @@ DENSE_67B = (95, 64, 8, 128)
 
 @pytest.fixture(scope="module")
 def shown(page_output):
-    return page_output("kv-cache.md")
+    return page_output("kv-cache-in-depth.md")
 
 
 def test_the_configs_are_the_published_ones():
@@ -55,13 +55,13 @@ def _windowed_by_hand(name, tokens):
 @pytest.mark.claim("cache-window-sizes")
 def test_rolling_caches_stop_at_the_window(shown):
     for name in WINDOWED:
-        row = numbers(shown.line("kv_cache.py:window", name + "  ").replace(",", ""))
+        row = numbers(shown.line("kv_cache_in_depth.py:window", name + "  ").replace(",", ""))
         expected = [_windowed_by_hand(name, n) / MIB for n in (4096, 8192, 32768)]
         assert row[-3:] == pytest.approx(expected, abs=0.5)
     mistral = _windowed_by_hand("Mistral 7B", 32768)
     full = 2 * 32 * 8 * 128 * 32768 * 2
     assert full / mistral == 8  # Jiang et al.: "reduces the cache memory usage by 8x" at 32k
-    assert numbers(shown.line("kv_cache.py:window", "Mistral 7B at").replace(",", ""))[-1] == 8
+    assert numbers(shown.line("kv_cache_in_depth.py:window", "Mistral 7B at").replace(",", ""))[-1] == 8
     gemma = _windowed_by_hand("Gemma 2 9B", 8192)
     gemma_full = 2 * 42 * 8 * 256 * 8192 * 2
     assert gemma < gemma_full and gemma / gemma_full == 0.75  # only the local half shrinks
@@ -76,7 +76,7 @@ def test_an_mla_cache_is_latent_plus_rope_key_per_layer(shown):
     as_gqa = (rank + rope) / (2 * d_head)  # the KV heads whose cache is the same size
     assert per_token == qkv.LATENT_MODELS[0].cache_bytes(1)
     assert as_gqa == 2.25  # DeepSeek-V2, Table 1: "equal to GQA with only 2.25 groups"
-    text = shown["kv_cache.py:latent"].replace(",", "")
+    text = shown["kv_cache_in_depth.py:latent"].replace(",", "")
     assert str(per_token) in text and f"{mha / per_token:.1f}x" in text and f"{as_gqa:.2f} KV" in text
     check_prose("cache-mla-per-token", per_token, mha / per_token, heads, d_head, as_gqa)
 
@@ -91,10 +91,10 @@ def test_the_published_93_percent_needs_the_6_bit_cache(shown):
     published = 0.933  # DeepSeek-V2, abstract: "reducing the KV cache by 93.3%"
     assert abs(same_bits - published) > 0.1  # the architecture alone does not give it
     assert round(six_bits, 3) == published  # with the 6-bit cache it does
-    assert numbers(shown.line("kv_cache.py:latent", "reduction, both"))[-1] == pytest.approx(
+    assert numbers(shown.line("kv_cache_in_depth.py:latent", "reduction, both"))[-1] == pytest.approx(
         100 * same_bits, abs=0.05
     )
-    assert numbers(shown.line("kv_cache.py:latent", "reduction, DeepSeek-V2"))[-1] == pytest.approx(
+    assert numbers(shown.line("kv_cache_in_depth.py:latent", "reduction, DeepSeek-V2"))[-1] == pytest.approx(
         100 * six_bits, abs=0.05
     )
     check_prose("cache-mla-reduction", 100 * published, 16, 100 * same_bits, 100 * six_bits, 6)
@@ -106,7 +106,7 @@ def test_deepseek_v3_at_128k_against_llama_3_8b(page_output):
     v3 = per_token * 131_072
     llama3 = 2 * 32 * 8 * 128 * 131_072 * 2
     assert 0.5 < v3 / llama3 < 0.6  # "about half"
-    text = page_output("kv-cache.md")["kv_cache_exercises.py:latent_128k"].replace(",", "")
+    text = page_output("kv-cache-in-depth.md")["kv_cache_in_depth_exercises.py:latent_128k"].replace(",", "")
     assert numbers(text) == pytest.approx([3, per_token, 131072, 3, round(v3 / GIB, 2), 3, 8, llama3 / GIB])
     written = (61, 512, 64, 2, per_token, v3 / GIB, 131072, ..., llama3 / GIB, 128 / 32)
     check_prose("cache-exercise-latent", *written)
