@@ -31,7 +31,8 @@ log = logging.getLogger("mkdocs.hooks.claims")
 
 CLAIM_MARK = re.compile(r"<!--\s*claim:\s*([a-z0-9][a-z0-9-]*)\s*-->")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s")
-PAGE = "how-we-know.md"
+PAGE = "how-we-know.md"  # the claims of the explanation and of every other page
+FURTHER_PAGE = "how-we-know-further.md"  # the claims of the pages of Going further
 
 
 @dataclass(frozen=True)
@@ -211,27 +212,51 @@ def how_we_know_markdown(
     order: list[str] | None = None,
     chapters: list[str] | None = None,
     extends: dict[str, str | None] | None = None,
+    further: bool = False,
+    elsewhere: int = 0,
 ) -> str:
-    """The page "How we know": a filter, then the claims grouped by chapter, each chapter
-    of the explanation (``chapters``, numbered) with the deep dives that extend it."""
+    """A page "How we know": a filter, then ``claims`` grouped by chapter, each chapter of the
+    explanation (``chapters``, numbered) with the deep dives that extend it (``extends``).
+    ``further``: the page of the Going further pages' claims (else the explanation's and the
+    other pages'); ``elsewhere``: how many claims the other page lists, for its link."""
     tests_by_claim: dict[str, list[str]] = {}
     for guard in guards:
         tests_by_claim.setdefault(guard.claim_id, []).append(guard.test)
+    other = PAGE if further else FURTHER_PAGE
+    listed = {c.id for c in claims}
+    guarding = {g.test for g in guards if g.claim_id in listed}
+    if further:
+        title, description = (
+            "How we know: Going further",
+            "Every claim the deep dives make about code or numbers, with the test that checks it.",
+        )
+        scope = (
+            "This page lists the claims of the pages of *Going further*, grouped by the chapter each "
+            f"page extends; the explanation's own {elsewhere} are on [How we know]({other})."
+        )
+    else:
+        title, description = (
+            "How we know",
+            "Every claim the site makes about code or numbers, with the test that checks it.",
+        )
+        scope = (
+            "This page lists the claims of the explanation, chapter by chapter, and of the other "
+            f"pages; the {elsewhere} of the pages of *Going further* are on [their own page]({other})."
+        )
     lines = [
         "---",
-        "title: How we know",
-        "description: Every claim the site makes about code or numbers, with the test that checks it.",
+        f"title: {title}",
+        f"description: {description}",
         "---",
         "",
-        "# How we know",
+        f"# {title}",
         "",
         "Every sentence on this site that states a fact about code or numbers is marked with a",
-        "small tick ✓ and checked by a test that runs on every change. This page is generated",
-        "while the site builds, from the marks in the chapters and the `@pytest.mark.claim` markers",
-        "in `tests/`; a claim without a test stops the build. The claims are grouped by chapter,",
-        "each with the pages of *Going further* that extend it.",
+        "small tick ✓ and checked by a test that runs on every change. These pages are generated",
+        "while the site builds, from the marks in the pages and the `@pytest.mark.claim` markers",
+        "in `tests/`; a claim without a test stops the build. " + scope,
         "",
-        f"**{len(claims)} claims**, guarded by **{len({g.test for g in guards})} tests**.",
+        f"**{len(claims)} claims** here, guarded by **{len(guarding)} tests**.",
         "",
         FILTER,
         "",
@@ -278,6 +303,11 @@ def page_title(path: Path) -> str:
 # ---- MkDocs event handlers -------------------------------------------------------------
 
 
+def pages_of_further(config) -> set[str]:
+    """The files under the nav's part "Going further": their claims have their own page."""
+    return set(_nav_part(config["nav"], "Going further"))
+
+
 def on_files(files, config):
     docs_dir = Path(config["docs_dir"])
     claims = find_claims(docs_dir)
@@ -287,17 +317,24 @@ def on_files(files, config):
     titles = {c.page: page_title(docs_dir / c.page) for c in claims}
     chapters, further = (_nav_part(config["nav"], part) for part in ("The explanation", "Going further"))
     extends = {p: extended_chapter((docs_dir / p).read_text(encoding="utf-8"), chapters) for p in further}
-    page = how_we_know_markdown(claims, guards, titles, nav_order(config["nav"]), chapters, extends)
-    files.append(File.generated(config, PAGE, content=page))
+    deep = [c for c in claims if c.page in further]
+    rest = [c for c in claims if c.page not in further]
+    order = nav_order(config["nav"])
+    for name, mine, others, is_further in ((PAGE, rest, deep, False), (FURTHER_PAGE, deep, rest, True)):
+        page = how_we_know_markdown(
+            mine, guards, titles, order, chapters, extends, further=is_further, elsewhere=len(others)
+        )
+        files.append(File.generated(config, name, content=page))
     return files
 
 
 def on_page_markdown(markdown, page, config, files):
-    if page.file.src_uri == PAGE:
+    if page.file.src_uri in (PAGE, FURTHER_PAGE):
         return markdown
     # A Markdown link (not raw HTML) so MkDocs resolves it and validates the anchor.
     depth = page.file.src_uri.count("/")
-    target = "../" * depth + PAGE
+    listed = FURTHER_PAGE if page.file.src_uri in pages_of_further(config) else PAGE
+    target = "../" * depth + listed
 
     def mark(match: re.Match) -> str:
         claim_id = match.group(1)

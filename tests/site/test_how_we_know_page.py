@@ -1,44 +1,61 @@
-"""The generated page "How we know" lists every claim with the tests that guard it."""
+"""The generated pages "How we know" list every claim with the tests that guard it: the
+explanation's and the other pages' on one, the claims of Going further on another, each
+grouped by chapter, and each claim's tick links to the page that lists it."""
 
 from __future__ import annotations
 
+from bs4 import BeautifulSoup
 from qkv_site import claims
-from support import ROOT
+from support import ROOT, nav_section
+
+CHAPTERS = [path for _, path in nav_section("The explanation")]
+FURTHER = [path for _, path in nav_section("Going further")]
 
 
-def test_how_we_know_page_lists_each_claim_with_its_test(built_site):
-    page = (built_site / "how-we-know" / "index.html").read_text(encoding="utf-8")
-    for claim in claims.find_claims(ROOT / "docs"):
-        assert f'id="{claim.id}"' in page
-        assert f"#claim-{claim.id}" in page
+def listing(built_site, name: str) -> str:
+    return (built_site / name / "index.html").read_text(encoding="utf-8")
+
+
+def heading_text(tag) -> str:
+    return tag.get_text(" ", strip=True).rstrip("¶").strip()
+
+
+def test_each_claim_is_listed_with_its_tests_on_the_page_its_tick_links_to(built_site):
+    pages = {"how-we-know": listing(built_site, "how-we-know"),
+             "how-we-know-further": listing(built_site, "how-we-know-further")}  # fmt: skip
+    tests_of = {}
     for guard in claims.find_guards(ROOT / "tests"):
-        assert guard.test in page
+        tests_of.setdefault(guard.claim_id, []).append(guard.test)
+    for claim in claims.find_claims(ROOT / "docs"):
+        home = "how-we-know-further" if claim.page in FURTHER else "how-we-know"
+        other = "how-we-know" if home == "how-we-know-further" else "how-we-know-further"
+        assert f'id="{claim.id}"' in pages[home] and f'id="{claim.id}"' not in pages[other], claim.id
+        assert f"#claim-{claim.id}" in pages[home]
+        assert all(test in pages[home] for test in tests_of[claim.id]), claim.id
+        # the tick on the claim's own page leads to that listing
+        source = listing(built_site, claim.page.removesuffix(".md"))
+        assert f'href="../{home}/#{claim.id}"' in source, (claim.page, claim.id)
 
 
 def test_the_claims_are_grouped_by_chapter_with_the_deep_dives_under_theirs(built_site):
-    from bs4 import BeautifulSoup
-    from support import nav_section
-
-    soup = BeautifulSoup(
-        (built_site / "how-we-know" / "index.html").read_text(encoding="utf-8"), "html.parser"
-    )
-    chapters = [label for label, _ in nav_section("The explanation")]
-    h2s = [h.get_text(" ", strip=True).rstrip("¶").strip() for h in soup.select("article h2")]
-    numbered = [h for h in h2s if h[:1].isdigit()]
-    assert numbered == [c for c in chapters if c in numbered], "chapters out of reading order"
-    assert len(numbered) >= len(chapters) - 1  # the recap may make no claim; the others do
+    labels = [label for label, _ in nav_section("The explanation")]
+    main = BeautifulSoup(listing(built_site, "how-we-know"), "html.parser")
+    numbered = [h for h in map(heading_text, main.select("article h2")) if h[:1].isdigit()]
+    assert numbered == [c for c in labels if c in numbered], "chapters out of reading order"
+    assert len(numbered) >= len(labels) - 1  # the recap may make no claim; the others do
+    assert main.select_one("#claim-filter-input") is not None
     # each deep dive sits under the chapter its first paragraph names
-    further = [path for _, path in nav_section("Going further")]
+    deep = BeautifulSoup(listing(built_site, "how-we-know-further"), "html.parser")
     found = {}
-    for h3 in soup.select("article h3"):
-        chapter = h3.find_previous("h2").get_text(" ", strip=True).rstrip("¶").strip()
-        found[h3.get_text(" ", strip=True).rstrip("¶").strip().removeprefix("Going further: ")] = chapter
-    for path in further:
+    for h3 in deep.select("article h3"):
+        found[heading_text(h3).removeprefix("Going further: ")] = heading_text(h3.find_previous("h2"))
+    for path in FURTHER:
         text = (ROOT / "docs" / path).read_text(encoding="utf-8")
         if "<!-- claim:" not in text:
             continue
-        extended = claims.extended_chapter(text, [p for _, p in nav_section("The explanation")])
-        title = claims.page_title(ROOT / "docs" / path)
-        expected = next(lbl for lbl, p in nav_section("The explanation") if p == extended)
-        assert found.get(title) == expected, f"{path} is not under {expected}"
-    assert soup.select_one("#claim-filter-input") is not None
+        extended = claims.extended_chapter(text, CHAPTERS)
+        expected = labels[CHAPTERS.index(extended)]
+        assert found.get(claims.page_title(ROOT / "docs" / path)) == expected, (
+            f"{path} is not under {expected}"
+        )
+    assert deep.select_one("#claim-filter-input") is not None
