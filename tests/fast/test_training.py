@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from prose import check_prose
 
 from qkv.lab.training import Head, Sweep, backward, forward, init_head, recall_batch, run_sweep, train
 
@@ -107,3 +108,35 @@ def test_sweep_trains_both_arms_from_the_same_start():
     start = runs[16, 8, 1].loss[:, :, 0]
     assert start[0, 0] == start[0, 1] and start[1, 0] == start[1, 1]
     assert start[0, 0] != start[1, 0]
+
+
+@pytest.mark.claim("scale-training-equivalent")
+def test_the_unscaled_head_is_the_scaled_one_at_a_larger_rate_from_larger_weights():
+    # Without the division, gradient descent at rate lr from W is, step for step, the
+    # scaled head's at rate lr·√d_k from W·d_k^(1/4): the scores and the loss are the same,
+    # and the weights stay d_k^(1/4) apart. Derived, then checked on the training code.
+    d_k, lr, steps = 64, 0.05, 25
+    grow = d_k**0.25
+    plain = init_head(np.random.default_rng(3), d_model=16, d_k=d_k)
+    scaled = Head(plain.w_q * grow, plain.w_k * grow)
+    data = np.random.default_rng(4)
+    for _ in range(steps):
+        batch = recall_batch(data, 32, 8, 16, 16)
+        f_plain, f_scaled = forward(plain, batch, 1.0), forward(scaled, batch, 1 / np.sqrt(d_k))
+        np.testing.assert_allclose(f_scaled.loss, f_plain.loss, rtol=1e-9)
+        g_plain, g_scaled = (
+            backward(plain, batch, f_plain, 1.0),
+            backward(scaled, batch, f_scaled, 1 / np.sqrt(d_k)),
+        )
+        plain = Head(plain.w_q - lr * g_plain.w_q, plain.w_k - lr * g_plain.w_k)
+        big = lr * np.sqrt(d_k)
+        scaled = Head(scaled.w_q - big * g_scaled.w_q, scaled.w_k - big * g_scaled.w_k)
+        np.testing.assert_allclose(scaled.w_q, grow * plain.w_q, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(scaled.w_k, grow * plain.w_k, rtol=1e-9, atol=1e-12)
+    # the same rate for both is not the same run: the equivalence needs the larger rate
+    other = Head(plain.w_q * grow, plain.w_k * grow)
+    batch = recall_batch(data, 32, 8, 16, 16)
+    g = backward(other, batch, forward(other, batch, 1 / np.sqrt(d_k)), 1 / np.sqrt(d_k))
+    g_plain = backward(plain, batch, forward(plain, batch, 1.0), 1.0)
+    assert not np.allclose(other.w_q - lr * g.w_q, grow * (plain.w_q - lr * g_plain.w_q), rtol=1e-6)
+    check_prose("scale-training-equivalent")
