@@ -245,7 +245,7 @@ def how_we_know_markdown(
         )
     lines = [
         "---",
-        f"title: {title}",
+        f'title: "{title}"',  # quoted: a colon in a title would end the YAML key
         f"description: {description}",
         "---",
         "",

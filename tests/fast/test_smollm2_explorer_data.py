@@ -205,7 +205,7 @@ def test_layer_19_head_9_sends_the_weight_to_the_first_token(runs):
     texts = [model_trace(text) for text in TEXTS]
     means = [float(np.mean(t.weights[18, 8, 1:, 0])) for t in texts]
     assert min(means) > 0.95 and len({t.pieces[0] for t in texts}) > 5
-    check_prose("explorer-trained-sink", 19, 9, 0.99, ..., np.mean(means))
+    check_prose("explorer-trained-sink", 19, 9, 0.99, np.mean(means))
 
 
 def candle(runs):

@@ -965,8 +965,9 @@ def test_the_page_prints_what_the_tests_compute(
     for kind, (scores, base) in kinds.items():
         line = shown.line("trained_model.py:head_types", f"{kind} (even spread")
         assert numbers(line)[:3] == [round(base, 2), len(above(scores)), THRESHOLD]
-    kl = shown["trained_model.py:sink_ablation"].splitlines()[1:]
+    *kl, cosine = shown["trained_model.py:sink_ablation"].splitlines()[1:]  # seven edits, then the cosine
     np.testing.assert_allclose([numbers(row)[0] for row in kl], kl_edits.mean(0), atol=0.005)
+    assert cosine.startswith("cosine of two texts' first values")
     loss, _ = induction_losses
     text = shown["trained_model.py:induction_ablation"]
     assert numbers(text.splitlines()[0])[:2] == pytest.approx([loss[0], first_time_loss], abs=0.005)
