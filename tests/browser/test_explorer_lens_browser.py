@@ -146,3 +146,112 @@ def test_direct_logit_attribution_of_the_pairs_question_is_qkvs(page, site_url):
     # the largest head is named as qkv finds it
     layer, head = np.unravel_index(np.argmax(np.abs(expected.heads)), expected.heads.shape)
     assert f"layer {layer + 1} head {head + 1}" in page.get_by_test_id("dla-note").text_content()
+
+
+def run_downloaded_script(page, tmp_path) -> list[str]:
+    """Click "Open in Python", run the script it saves with this interpreter (which has qkv
+    and the model), and return its printed lines."""
+    import subprocess
+    import sys
+
+    from support import HANG
+
+    with page.expect_download() as info:
+        page.get_by_test_id("open-python").click()
+    script = tmp_path / info.value.suggested_filename
+    info.value.save_as(script)
+    assert script.name == "qkv_explorer.py"
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=HANG, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def printed(lines: list[str], label: str) -> list[tuple[str, ...]]:
+    import ast
+    import re
+
+    found = []
+    for line in lines:
+        m = re.fullmatch(rf"{re.escape(label)} (\d+) ('.*'|\".*\") ([0-9.]+)(?: rank (\d+))?", line)
+        if m:
+            found.append((int(m.group(1)), ast.literal_eval(m.group(2)), float(m.group(3))))
+    return found
+
+
+def page_rows(page, testid: str) -> list[tuple[int, str, float]]:
+    got = page.eval_on_selector_all(
+        f'[data-testid="{testid}"]', "els => els.map(e => [e.dataset.rank, e.dataset.token, e.dataset.value])"
+    )
+    return [(int(r), t, float(v)) for r, t, v in got]
+
+
+@pytest.mark.claim("explorer-lab-python")
+@pytest.mark.parametrize(
+    ("text", "state", "waits"),
+    [
+        ("The capital of France is", {}, ["data-lensed"]),
+        ("The capital of France is", {"off": "24.5,24.6"}, ["data-lensed", "data-edited"]),
+        (
+            "The trophy did not fit in the suitcase because it was too",
+            {
+                "text2": quote("The trophy did not fit in the suitcase because it was too small so"),
+                "cont1": quote(" big"),
+                "cont2": quote(" small"),
+            },
+            ["data-lensed", "data-paired", "data-attributed"],
+        ),
+    ],
+    ids=["plain", "heads-off", "pair"],
+)
+def test_open_in_python_prints_the_numbers_on_the_page(page, site_url, tmp_path, text, state, waits):
+    open_lab(page, site_url, text, **state)
+    for attribute in waits:
+        page.wait_for_selector(
+            f"#qkv-explorer .qx-trained[{attribute}]:not([{attribute}=''])"
+            if attribute == "data-edited"
+            else f"#qkv-explorer .qx-trained[{attribute}]",
+            timeout=180000,
+        )
+    lines = run_downloaded_script(page, tmp_path)
+    shown = page_rows(page, "prediction")
+    script = printed(lines, "prediction")
+    assert [(r, t) for r, t, _ in script] == [(r, t) for r, t, _ in shown]
+    np.testing.assert_allclose([v for *_, v in script], [v for *_, v in shown], atol=PROB_SHOWN)
+    rows = page.eval_on_selector_all(
+        '[data-testid="lens-row"]', "rs => rs.map(r => [r.dataset.token, +r.dataset.prob])"
+    )
+    lens_lines = printed(lines, "lens")
+    first_edited = min(
+        (int(x.split(".")[0]) for x in state.get("off", "").split(",") if x), default=len(rows)
+    )
+    for layer, token, prob in lens_lines[:first_edited]:  # the script's lens is the unedited run's
+        assert rows[layer][0] == token
+        assert rows[layer][1] == pytest.approx(prob, abs=PROB_SHOWN)
+    if "off" in state:
+        edited = printed(lines, "prediction with heads off")
+        shown_edited = page_rows(page, "prediction-edited")
+        assert [t for _, t, _ in edited] == [t for _, t, _ in shown_edited]
+        np.testing.assert_allclose([v for *_, v in edited], [v for *_, v in shown_edited], atol=PROB_SHOWN)
+        kl = next(float(line.split()[1]) for line in lines if line.startswith("kl "))
+        assert kl == pytest.approx(
+            float(page.get_by_test_id("kl").get_attribute("data-value")), abs=PROB_SHOWN
+        )
+    if "text2" in state:
+        prefs = [float(line.split()[-1]) for line in lines if line.startswith("preference text ")]
+        on_page = page.eval_on_selector_all(
+            '[data-testid="preference"]', "es => es.map(e => +e.dataset.value)"
+        )
+        np.testing.assert_allclose(prefs, on_page, atol=0.0005 + 1e-3)
+        dla = [line for line in lines if line.startswith("dla layer ")]
+        cells = page.eval_on_selector_all(
+            '[data-testid="dla-cell"]',
+            "cs => cs.map(c => [+c.dataset.layer, c.dataset.head, +c.dataset.value])",
+        )
+        from_page = {(layer, head): value for layer, head, value in cells}
+        for line in dla:
+            words = line.split()
+            layer, values = int(words[2]), [float(x) for x in words[4:-2]] + [float(words[-1])]
+            heads = [str(h) for h in range(1, len(values))] + ["mlp"]
+            assert [from_page[layer, h] for h in heads] == pytest.approx(values, abs=LOGIT_SHOWN)

@@ -366,12 +366,21 @@ export function buildLab(h, index, lab, ctx) {
   lab.exportJson.addEventListener("click", () => download("qkv-explorer.json", "application/json",
                                                           JSON.stringify(actions.snapshot(), null, 1)));
   lab.exportSvg.addEventListener("click", () => download("qkv-explorer.svg", "image/svg+xml", toSvg(actions.snapshot())));
+  lab.openPython = el("button", { type: "button", class: "qx-button qx-button--quiet", "data-testid": "open-python",
+                                  text: "Open in Python (a script)" });
+  lab.openPython.addEventListener("click", () => download("qkv_explorer.py", "text/x-python", pythonScript({
+    text: ctx.own().text, maxTokens: index.max_tokens, off: lab.off, lens: lab.lens,
+    text2: lab.text2, cont1: lab.cont1, cont2: lab.cont2,
+  })));
   lab.exportPart = el("section", { class: "qx-lab-part", "aria-labelledby": id("export-title") }, [
     el("h2", { id: id("export-title"), text: "Take the numbers with you" }),
     el("p", { class: "qx-note", text: "What is on screen, made in this page (nothing is sent anywhere): the model, " +
       "your text and its token ids, the layer, head and query shown, the heads switched off, the bars, the " +
       "predictions and the map." }),
-    el("div", { class: "qx-own-actions" }, [lab.exportCsv, lab.exportJson, lab.exportSvg]),
+    el("div", { class: "qx-own-actions" }, [lab.exportCsv, lab.exportJson, lab.exportSvg, lab.openPython]),
+    el("p", { class: "qx-note", text: "Open in Python saves a script that recomputes these numbers with qkv's " +
+      "public functions, from your text and settings, and prints them: the predictions, the heads switched off, " +
+      "the logit lens, the pair's preferences and the attribution." }),
   ]);
   lab.method = el("p", { class: "qx-method", "data-testid": "method", text:
     "One text proves nothing. A weight says where a head reads, not what the model uses: compare a minimal " +
@@ -758,6 +767,77 @@ export function buildLab(h, index, lab, ctx) {
 }
 
 /* ---- export ------------------------------------------------------------------------------------ */
+
+/* A Python script that recomputes the lab's numbers with qkv's public API and prints them,
+   one labelled line each (tests/browser/test_explorer_lens_browser.py runs it and compares
+   its lines with the page). Strings go in as JSON literals, which Python reads as they are. */
+export function pythonScript(state) {
+  const q = (x) => JSON.stringify(String(x));
+  const off = state.off.map(([L, H]) => "(" + L + ", " + H + ")").join(", ");
+  const pair = Boolean(state.text2 && state.cont1 && state.cont2);
+  const lines = [
+    '"""The explorer\'s numbers for one text, recomputed with qkv (pip install "qkv[smollm2]").',
+    "",
+    "Written by the explorer's lab: run it with `python qkv_explorer.py`. Layers and heads",
+    'are counted from 1, as on the page; probabilities are rounded as the page rounds them."""',
+    "",
+    "import numpy as np",
+    "",
+    "from qkv import smollm2",
+    "from qkv.lab import attribution, interventions, lens",
+    "from qkv.lab.effects import preference",
+    "",
+    "TEXT = " + q(state.text),
+    "HEADS_OFF = [" + off + "]  # (layer, head), from 1",
+    "LENS_POSITION = " + (state.lens || 0) + "  # from 1; 0: the text's last token",
+    "MAX_TOKENS = " + state.maxTokens + "  # the explorer runs at most this many tokens",
+    "",
+    "model = smollm2.load()",
+    "ids = model.encode(TEXT)[:MAX_TOKENS]",
+    "",
+    "",
+    "def probabilities(logits):",
+    "    z = np.asarray(logits, dtype=np.float64)",
+    "    p = np.exp(z - z.max())",
+    "    return p / p.sum()",
+    "",
+    "",
+    "def show(label, p):",
+    "    for rank, i in enumerate(np.argsort(-p, kind=\"stable\")[:10], start=1):",
+    "        print(f\"{label} {rank} {model.pieces([i])[0]!r} {p[i]:.4f}\")",
+    "",
+    "",
+    "p = probabilities(smollm2.forward(model, ids).logits[-1])",
+    'show("prediction", p)',
+    "if HEADS_OFF:",
+    "    off = {(layer - 1, head - 1) for layer, head in HEADS_OFF}",
+    "    edits = interventions.heads_off(model.config, [off])",
+    "    q = probabilities(interventions.run_edited(model, ids, edits, rows=[-1]).logits[0, -1])",
+    '    show("prediction with heads off", q)',
+    '    print(f"kl {(p * (np.log(p) - np.log(q))).sum():.4f}")',
+    "",
+    "# the logit lens of the model's own run (the page applies heads off to it too)",
+    "position = (LENS_POSITION or len(ids)) - 1",
+    "seen = lens.logit_lens(model, ids, position=position, top=1)",
+    "for layer, (top, prob) in enumerate(zip(seen.top_ids[:, 0], seen.top_probs[:, 0])):",
+    "    print(f\"lens {layer} {model.pieces([top])[0]!r} {prob:.4f} rank {seen.final_ranks[layer]}\")",
+  ];
+  if (pair) {
+    lines.push(
+      "",
+      "TEXT_2 = " + q(state.text2),
+      "CONTINUATIONS = (" + q(state.cont1) + ", " + q(state.cont2) + ")",
+      "for n, text in enumerate((TEXT, TEXT_2), start=1):",
+      '    print(f"preference text {n} {preference(model, text, *CONTINUATIONS):.3f}")',
+      "a, b = (int(model.encode(c)[0]) for c in CONTINUATIONS)",
+      "dla = attribution.direct_logit_attribution(model, ids, a, b)",
+      "for layer, row in enumerate(dla.heads, start=1):",
+      '    print(f"dla layer {layer} heads " + " ".join(f"{x:.4f}" for x in row) + f" mlp {dla.mlps[layer - 1]:.4f}")',
+      'print(f"dla embedding {dla.embedding:.4f} total {dla.logit_difference:.4f}")',
+    );
+  }
+  return lines.join("\n") + "\n";
+}
 
 function download(name, type, text) {
   // a data: address, not a Blob's object URL: the site's code creates no URLs it did not ship
