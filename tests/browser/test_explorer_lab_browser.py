@@ -18,26 +18,16 @@ from urllib.parse import parse_qs, quote, urlparse
 import numpy as np
 import pytest
 from axe_views import AXE_JS, WIDTHS, audit_views
-from qkv_site.smollm2_data import MAX_TOKENS, label
+from browser_model import PROB_SHOWN, ids_of, model
+from qkv_site.smollm2_data import label
 
 from qkv import smollm2
 from qkv.lab import interventions
 
 pytestmark = pytest.mark.usefixtures("offline_and_quiet")
 
-PROB_SHOWN = 0.00005 + 1e-4  # four decimals, rounded once; plus the 1e-4 the worker may differ
 GRID_SHOWN = 0.0005 + 1e-4  # three decimals
 EDITED = "#qkv-explorer .qx-trained[data-edited]"
-
-
-@cache
-def model():
-    return smollm2.load()
-
-
-@cache
-def ids_of(text: str) -> tuple[int, ...]:
-    return tuple(model().tokenizer.encode(text, add_special_tokens=False).ids[:MAX_TOKENS])
 
 
 @cache

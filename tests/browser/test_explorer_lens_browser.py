@@ -7,30 +7,17 @@ Expected numbers come from ``qkv.lab.lens.logit_lens`` (and, with heads switched
 
 from __future__ import annotations
 
-from functools import cache
 from urllib.parse import parse_qs, quote, urlparse
 
 import numpy as np
 import pytest
-from qkv_site.smollm2_data import MAX_TOKENS
+from browser_model import PROB_SHOWN, ids_of, model
 
-from qkv import smollm2
 from qkv.lab import interventions, lens
 
 pytestmark = pytest.mark.usefixtures("offline_and_quiet")
 
-PROB_SHOWN = 0.00005 + 1e-4  # four decimals, rounded once; plus the 1e-4 the worker may differ
 TEXT = "The capital of France is"
-
-
-@cache
-def model():
-    return smollm2.load()
-
-
-@cache
-def ids_of(text: str) -> tuple[int, ...]:
-    return tuple(model().tokenizer.encode(text, add_special_tokens=False).ids[:MAX_TOKENS])
 
 
 def open_lab(page, site_url, text: str, **state) -> None:

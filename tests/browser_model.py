@@ -1,0 +1,23 @@
+"""What the browser tests of the explorer's trained mode share: qkv's own SmolLM2, loaded
+once per worker, and a text's token ids as the page cuts them."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from qkv_site.smollm2_data import MAX_TOKENS
+
+from qkv import smollm2
+
+PROB_SHOWN = 0.00005 + 1e-4  # four decimals, rounded once; plus the 1e-4 the worker may differ
+
+
+@cache
+def model():
+    return smollm2.load()
+
+
+@cache
+def ids_of(text: str) -> tuple[int, ...]:
+    """The ids the page runs: the text's tokens, no start token, at most MAX_TOKENS."""
+    return tuple(model().tokenizer.encode(text, add_special_tokens=False).ids[:MAX_TOKENS])
