@@ -38,7 +38,7 @@ NAMES = ["layer 17 head 6", "layer 18 head 1", "top 5 together"]
 
 @pytest.fixture(scope="module")
 def shown(page_output) -> str:
-    return page_output("coreference.md")[SECTION]
+    return page_output("coreference-patching.md")[SECTION]
 
 
 def lines(text: str) -> list[str]:

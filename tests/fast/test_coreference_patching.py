@@ -36,7 +36,7 @@ from snippets.coreference_pairs import (
     TOP_K_VARIATION,
 )
 
-PAGE = "coreference.md"
+PAGE = "coreference-patching.md"
 # the two heads the page names, (layer, head) counted from 0: layer 17 head 6, layer 18 head 1
 NAMED = [(16, 5), (17, 0)]
 SIGNED = re.compile(r"[+-]\d+\.\d{4}\b")  # the box's nats: a sign and four decimals
@@ -85,7 +85,7 @@ def printed(page_output):
 def substitution(page_output):
     """Each pair's move in the sentence and in the clause alone, by qkv.lab.scoring, as
     coreference.py prints them (checked against a forward pass in test_coreference.py)."""
-    now = page_output(PAGE)["coreference.py:every_pair"].split("\n\n")[0]
+    now = page_output("coreference.md")["coreference.py:every_pair"].split("\n\n")[0]
     table = np.array([[float(x) for x in r[1:3]] for r in rows(now)])
     return table[:, 0], table[:, 1]
 
