@@ -517,3 +517,11 @@ for b, v in enumerate(variants[:3]):
         f" more of the sentence: {'yes' if more else 'no'}"
     )
 # --8<-- [end:heldout]
+
+
+# --8<-- [start:reader_imports]
+# Shown, not run by the page: what a reader who copies the page needs beside the
+# pairs file (the page's run imports it out of sight, with the design's names).
+from qkv.lab import stats  # the held-out tests
+
+# --8<-- [end:reader_imports]
