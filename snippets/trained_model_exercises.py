@@ -1,4 +1,4 @@
-"""Solutions to the exercises of docs/trained-model.md (SmolLM2-135M-Instruct).
+"""Solutions to the exercises of docs/trained-model.md and docs/trained-model-heads.md
 
 Run it as `python snippets/trained_model_exercises.py` (it needs the model:
 `./dev` installs it, or see qkv.smollm2.INSTALL_COMMAND).

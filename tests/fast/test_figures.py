@@ -26,6 +26,7 @@ from qkv_site.figures import (
     data_flow,
     explorer_widths,
     four_stages,
+    head_roles,
     key_or_value,
     kv_cache_memory,
     kv_cache_work,
@@ -554,6 +555,31 @@ def test_wrong_axis_rows_sum_to_one_only_over_the_keys():
     low, high = (float(x) for x in re.search(r"run from ([\d.]+) to ([\d.]+)", wrong_axis.ALT).groups())
     assert abs(rows.min() - low) <= 0.005 and abs(rows.max() - high) <= 0.005
     assert rows.min() < 1 < rows.max()
+
+
+def test_head_roles_find_the_key_before_and_the_key_after_the_earlier_copy():
+    d = head_roles.data()
+    t = len(head_roles.TOKENS)
+    # causal: no weight on a later key, and each row sums to 1
+    later = np.triu_indices(t, 1)
+    assert np.all(d.previous[later] == 0) and np.all(d.induction[later] == 0)
+    np.testing.assert_allclose(d.previous.sum(axis=1), 1.0, atol=1e-12)
+    found = re.search(r"at least ([\d.]+) of its weight on the key just before", head_roles.ALT)
+    least = float(found.group(1))
+    # previous-token head: every query after the first, on the key at i - 1
+    assert min(d.previous[i, i - 1] for i in range(1, t)) >= least
+    # induction head: the second half repeats the first, so the key after the earlier copy of
+    # query i's token is i - half + 1; the first half has no copy and spreads evenly
+    half = t // 2
+    assert head_roles.TOKENS[:half] == head_roles.TOKENS[half:]
+    assert f"at least {least} on the key just after the earlier copy" in head_roles.ALT
+    assert min(d.induction[i, i - half + 1] for i in range(half, t)) >= least
+    for i in range(half):
+        np.testing.assert_allclose(d.induction[i, : i + 1], 1 / (i + 1), atol=1e-12)
+    # the figure outlines the same keys
+    before, after_copy = head_roles.targets()
+    assert before == [None, *range(t - 1)]
+    assert after_copy == [None] * half + [i - half + 1 for i in range(half, t)]
 
 
 def test_one_row_three_vectors_gives_milk_a_query_a_key_and_a_value_that_share_no_feature():

@@ -386,7 +386,7 @@ def test_removing_the_first_value_costs_more_than_swapping_it(kl_edits):
     check_prose("note-keys-values-trained", value_0, swap)
 
 
-@pytest.mark.claim("trained-lead-sink", "trained-sink-cosine", "trained-sink-specific")
+@pytest.mark.claim("trained-sink-cosine", "trained-sink-specific")
 def test_the_model_needs_that_short_nearly_fixed_vector_not_any_vector(kl_edits, random_first_values, texts):
     value_0, _, swap, _, _, random, doubled = kl_edits.mean(axis=0)
     # any vector of that length will not do: a random one costs about what removing does,
@@ -401,7 +401,6 @@ def test_the_model_needs_that_short_nearly_fixed_vector_not_any_vector(kl_edits,
     unit = firsts / np.linalg.norm(firsts, axis=-1, keepdims=True)
     cosines = [(unit[a] * unit[b]).sum(-1).mean() for a in range(10) for b in range(a + 1, 10)]
     assert np.mean(cosines) > 0.8
-    check_prose("trained-lead-sink", value_0, swap, random)
     check_prose("trained-sink-cosine", np.mean(cosines))
     check_prose("trained-sink-specific", random, value_0, doubled)
 
@@ -515,12 +514,12 @@ def on_unseen(model):
 
 
 @pytest.mark.claim("trained-induction-unseen")
-def test_the_induction_heads_hold_on_new_texts(on_unseen, kinds, shown):
+def test_the_induction_heads_hold_on_new_texts(on_unseen, kinds, heads_shown):
     assert above(kinds["induction"][0]) == INDUCTION
     weakest = min(on_unseen, key=on_unseen.get)
     assert weakest == (18, 7) and on_unseen[weakest] < THRESHOLD
     assert all(s > THRESHOLD for head, s in on_unseen.items() if head != weakest)
-    line = shown.line("trained_model.py:induction_variations", f"the {len(INDUCTION)} induction heads")
+    line = heads_shown.line("trained_model.py:induction_variations", f"the {len(INDUCTION)} induction heads")
     lowest, highest = numbers(line)[2:4]  # the page's run of the same texts
     assert [lowest, highest] == pytest.approx([min(on_unseen.values()), max(on_unseen.values())], abs=0.005)
     check_prose("trained-induction-unseen", min(on_unseen.values()), max(on_unseen.values()), 19, 8)
@@ -538,11 +537,11 @@ def printed_ablations(shown) -> dict[str, list[float]]:
 
 
 @pytest.mark.claim("trained-induction-variations")
-def test_either_group_off_costs_more_than_random_heads_in_every_variation(induction_losses, shown):
+def test_either_group_off_costs_more_than_random_heads_in_every_variation(induction_losses, heads_shown):
     """The variations are the page's runs (printed); its row for its own texts agrees with
     ``induction_losses``, computed here."""
     loss, _ = induction_losses
-    rows = printed_ablations(shown)
+    rows = printed_ablations(heads_shown)
     zero, mean = rows["zero ablation, these texts"], rows["mean ablation, these texts"]
     new, start = rows["zero ablation, 4 new texts"], rows["zero ablation, start token"]
     assert zero == pytest.approx([loss[1], loss[2], loss[3:].max(), loss[0]], abs=0.005 + 1e-9)
@@ -559,11 +558,9 @@ def test_either_group_off_costs_more_than_random_heads_in_every_variation(induct
 def composition(model, repeats, repeated):
     """The previous-token heads' output (what they wrote through W_O, written here) taken
     out of what layers 18 and 19 read for their keys, queries or values only; and four
-    random heads of the layers below (the page's draw) out of the keys."""
-    rng = np.random.default_rng(0)
+    random heads of the layers below (the draw of docs/trained-model-heads.md) out of the keys."""
+    rng = np.random.default_rng(0)  # the page's draw, from a generator of its own
     others = [(ly, h) for ly in range(30) for h in range(9) if (ly, h) not in INDUCTION | PREVIOUS]
-    for _ in range(4):  # the page's four draws of controls come first
-        rng.choice(len(others), 5, replace=False)
     below = [(ly, h) for ly, h in others if ly < 17]
     drawn = {below[i] for i in rng.choice(len(below), 4, False)}
 
@@ -955,8 +952,15 @@ def shown(page_output):
     return page_output("trained-model.md")
 
 
+@pytest.fixture(scope="module")
+def heads_shown(page_output):
+    """The second page, which switches the induction and previous-token heads off and takes
+    them apart."""
+    return page_output("trained-model-heads.md")
+
+
 def test_the_page_prints_what_the_tests_compute(
-    shown, kinds, kl_edits, induction_losses, first_time_loss, saturation
+    shown, heads_shown, kinds, kl_edits, induction_losses, first_time_loss, saturation
 ):
 
     by_layer = kinds["first"][0].mean(axis=1)
@@ -969,15 +973,15 @@ def test_the_page_prints_what_the_tests_compute(
     np.testing.assert_allclose([numbers(row)[0] for row in kl], kl_edits.mean(0), atol=0.005)
     assert cosine.startswith("cosine of two texts' first values")
     loss, _ = induction_losses
-    text = shown["trained_model.py:induction_ablation"]
+    text = heads_shown["trained_model.py:induction_ablation"]
     assert numbers(text.splitlines()[0])[:2] == pytest.approx([loss[0], first_time_loss], abs=0.005)
     assert numbers(text.splitlines()[1])[-1] == pytest.approx(loss[1], abs=0.005)
     assert numbers(text.splitlines()[3])[-2:] == pytest.approx([loss[3:].min(), loss[3:].max()], abs=0.005)
     within, _, _ = saturation
-    line = shown.line("trained_model.py:scale", "spread (std)")
+    line = heads_shown.line("trained_model.py:scale", "spread (std)")
     assert numbers(line)[0] == pytest.approx(within, abs=0.05)
     # the RoPE table: as run, RoPE off in the head's layer, off everywhere, per head
-    rows = shown["trained_model.py:rope"].splitlines()[2:]
+    rows = heads_shown["trained_model.py:rope"].splitlines()[2:]
     as_run = [kinds["previous"][0][ly, h] for ly, h in sorted(above(kinds["previous"][0]))]
     assert len(rows) == len(as_run)
     for row, value in zip(rows, as_run, strict=True):
@@ -1093,16 +1097,16 @@ def printed_rows(text: str) -> dict[str, list[float]]:
 
 @pytest.mark.claim("trained-composition-variations")
 def test_keys_carry_the_previous_token_heads_output_on_new_texts_and_with_a_start_token(
-    composition, induction_losses, shown
+    composition, induction_losses, heads_shown
 ):
     """The page's runs of the two variations (printed); the page's code for them is its
     code for its own texts, whose printed rows agree with ``composition``, computed here."""
-    rows = printed_rows(shown["trained_model.py:composition"])
+    rows = printed_rows(heads_shown["trained_model.py:composition"])
     loss, score = composition
     for name, b in (("as run", 0), ("out of the keys only", 1)):
         assert rows[name] == pytest.approx([score[b], loss[b]], abs=0.005 + 1e-9), name
     ablated, _ = induction_losses  # the rule of the page's own texts (trained-composition)
-    found = printed_rows(shown["trained_model.py:composition_variations"])
+    found = printed_rows(heads_shown["trained_model.py:composition_variations"])
     assert list(found) == ["4 new texts (seed 1)", "start token in front"]
     for as_run, keys_out, loss_run, loss_out in found.values():
         # the direction, by the rule of the page's texts: out of the keys, the induction
@@ -1133,10 +1137,10 @@ def largest_weights(runs, first_query=1):
 
 
 @pytest.mark.claim("trained-scale-variations")
-def test_without_the_scale_most_rows_saturate_in_every_set_of_texts(texts, repeated, shown):
+def test_without_the_scale_most_rows_saturate_in_every_set_of_texts(texts, repeated, heads_shown):
     """The page's table (printed, whole percents); its rows of the ten texts and of the
     random tokens are computed here as well, from the same traces, and agree with it."""
-    rows = printed_rows(shown["trained_model.py:scale_variations"])
+    rows = printed_rows(heads_shown["trained_model.py:scale_variations"])
     assert list(rows) == ["these ten texts", "start token in front", "random tokens"]
     for name, runs in (("these ten texts", texts), ("random tokens", repeated)):
         top = largest_weights(runs)
@@ -1164,18 +1168,18 @@ def test_without_the_scale_most_rows_saturate_in_every_set_of_texts(texts, repea
 
 
 @pytest.mark.claim("trained-copying-variations")
-def test_the_induction_heads_copy_little_on_new_texts_and_with_a_start_token(shown, copying):
+def test_the_induction_heads_copy_little_on_new_texts_and_with_a_start_token(heads_shown, copying):
     """The page's runs of the two variations (printed); the page's code for them is its
     code for its own texts, whose printed numbers agree with ``copying``, computed here."""
-    text = shown["trained_model.py:copying"]
+    text = heads_shown["trained_model.py:copying"]
     for ly, h in INDUCTION:
-        line = shown.line("trained_model.py:copying", f"induction head: layer {ly + 1} head {h + 1} ")
+        line = heads_shown.line("trained_model.py:copying", f"induction head: layer {ly + 1} head {h + 1} ")
         assert numbers(line)[-1] == pytest.approx(copying[ly, h], abs=0.005 + 1e-9)
-    highest = numbers(shown.line("trained_model.py:copying", "highest:"))
+    highest = numbers(heads_shown.line("trained_model.py:copying", "highest:"))
     assert highest[2::3] == pytest.approx(sorted(copying.ravel())[::-1][:4], abs=0.005 + 1e-9)
     assert numbers(text.splitlines()[-1])[-1] == pytest.approx(np.median(copying), abs=0.005 + 1e-9)
     induction, strongest, median = [], [], []
-    lines = shown["trained_model.py:copying_variations"].splitlines()
+    lines = heads_shown["trained_model.py:copying_variations"].splitlines()
     assert [line.split(":")[0] for line in lines] == ["4 new texts (seed 1)", "start token in front"]
     for line in lines:
         at_most, top = re.search(r"at most (-?[\d.]+); highest: (.*); median", line).groups()

@@ -120,6 +120,8 @@ def expected_tables(name: str, d) -> list[list[list]]:
         ]
     if name == "data-flow":
         return [[[array, *shape] for array, shape in d.items()]]
+    if name == "head-roles":
+        return [[[w, *row] for w, row in zip(d.labels, m, strict=True)] for m in (d.previous, d.induction)]
     if name == "wrong-axis":
         return [[[w, *row] for w, row in zip(d.words, m, strict=True)] for m in (d.by_key, d.by_query)]
     if name == "multi-head-flow":
