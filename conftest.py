@@ -153,6 +153,37 @@ class PageOutput:
             )
         return lines[0]
 
+    # The readers below are how a test reads a value a page prints: by its label or its row's
+    # first cells, whatever the spacing, the column widths or the words around the numbers,
+    # so that a snippet can change how it lays a line out without breaking its tests.
+
+    def values(self, section: str, label: str) -> list[float]:
+        """The numbers on the one line of ``section`` that starts with ``label``, after it
+        (thousands separators dropped): ``values("x.py:s", "row sums:")``."""
+        from support import numbers  # tests/support.py: the one reader of printed numbers
+
+        return numbers(self.line(section, label)[len(label) :], thousands=True)
+
+    def flag(self, section: str, label: str) -> bool:
+        """The True or False that ends the one line of ``section`` starting with ``label``."""
+        last = self.line(section, label).split()[-1]
+        if last not in ("True", "False"):
+            raise ValueError(f"docs/{self.page}, {section}: the line {label!r}... ends with {last!r}")
+        return last == "True"
+
+    def row(self, section: str, *cells) -> list[float]:
+        """The numbers after the first cells of the one table row of ``section`` whose first
+        whitespace-separated words are ``cells`` (each cell may be several words), however
+        wide the columns are printed: ``row("x.py:table", 64, "1.0")``."""
+        from support import numbers
+
+        want = [w for cell in cells for w in str(cell).split()]
+        found = [ln.split() for ln in self[section].splitlines() if ln.split()[: len(want)] == want]
+        if len(found) != 1:
+            where = f"docs/{self.page}, {section}"
+            raise KeyError(f"{where}: {len(found)} rows start with {want}:\n{self[section]}")
+        return numbers(" ".join(found[0][len(want) :]), thousands=True)
+
 
 @pytest.fixture(scope="session")
 def rendered_page():
@@ -215,6 +246,13 @@ def page_artifacts():
     tests/conftest.py overrides it: in a run that builds the site, it waits for the build that
     computes the pages and gives its cache, so a page's code is not run again beside it."""
     return lambda: None
+
+
+@pytest.fixture(scope="session")
+def printed_page():
+    """``printed_page({"x.py:s": "text"})``: a :class:`PageOutput` of given printed texts, for
+    the tests of its readers."""
+    return lambda texts: PageOutput("page.md", [Shown(sec, None, "", text) for sec, text in texts.items()])
 
 
 @pytest.fixture(scope="session")

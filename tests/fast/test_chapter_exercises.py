@@ -16,13 +16,6 @@ from support import numbers
 import qkv
 from qkv import toy
 
-
-def printed(shown, section, label):
-    """The numbers the page prints after ``label`` (a line's start, up to its colon),
-    thousands separators included."""
-    return numbers(shown.line(section, label).split(":", 1)[1].replace(",", ""))
-
-
 # ---- chapter 8 -----------------------------------------------------------------------------
 
 
@@ -51,8 +44,8 @@ def test_causal_mask_of_five_forbids_ten_pairs_and_the_first_token_sees_itself(t
     assert three_kinds[section].startswith(lower_triangle + "\n")
     t = 5  # the exercise's five tokens
     forbidden = int((~qkv.causal_mask(t)).sum())
-    assert printed(three_kinds, section, "pairs forced to weight 0:") == [forbidden]
-    assert printed(three_kinds, section, "first token's weight on itself:") == [weights[0, 0]]
+    assert three_kinds.values(section, "pairs forced to weight 0:") == [forbidden]
+    assert three_kinds.values(section, "first token's weight on itself:") == [weights[0, 0]]
     # "5 · 4 / 2 = 10 forbidden pairs ... weight 1": T, T - 1, the halving, count, weight
     check_prose("kinds-exercise-causal-count", t, t - 1, ..., forbidden, weights[0, 0])
 
@@ -92,8 +85,7 @@ def test_end_padding_changes_no_real_token_under_a_causal_mask(masks_in_pytorch)
     both = qkv.self_attention(x, p, mask=qkv.causal_mask(6) & qkv.padding_mask([4, 6], 6))
     causal = qkv.self_attention(x, p, mask=qkv.causal_mask(6))
     gap = np.abs(both.output[0, :4] - causal.output[0, :4]).max()
-    assert printed(
-        masks_in_pytorch,
+    assert masks_in_pytorch.values(
         "three_kinds_exercises.py:end_padding",
         "real tokens, causal + padding vs causal alone:",
     ) == [gap]
@@ -124,7 +116,7 @@ def test_softmax_down_the_columns_of_the_exercise_by_hand(traps):
         traps.line("traps_exercises.py:wrong_axis", "row sums:").split()
         == f"row sums: [{sums[0]:.3f} {sums[1]:.3f}] their mean: {1:.3f}".split()
     )
-    assert printed(traps, "traps_exercises.py:wrong_axis", "right row sums:") == [1.0, 1.0]
+    assert traps.values("traps_exercises.py:wrong_axis", "right row sums:") == [1.0, 1.0]
 
 
 @pytest.mark.claim("traps-exercise-left-padding")
@@ -170,7 +162,7 @@ def test_gpt2_small_heads_are_64_wide_and_the_layer_holds_4_times_768_squared(mu
     assert count == len(matrices) * d_model**2
     section = "multi_head_exercises.py:gpt2_sizes"
     assert multi_head.line(section, "d_head =") == f"d_head = {w.d_head}"
-    assert printed(multi_head, section, "weights in the layer:") == [count]
+    assert multi_head.values(section, "weights in the layer:") == [count]
     # "each 768 × 768 ..., so the layer holds 4 × 768^2 = 2,359,296 weights"
     check_prose(
         "heads-exercise-gpt2",
@@ -217,7 +209,7 @@ def test_grouped_query_layer_shapes_and_weight_count(multi_head):
     section = "multi_head_exercises.py:grouped_shapes"
     for name, shape in shapes.items():
         assert multi_head.line(section, f"{name} ") == f"{name} {shape}"
-    assert printed(multi_head, section, "weights in the layer:") == [count]
+    assert multi_head.values(section, "weights in the layer:") == [count]
 
 
 # ---- chapter 12 and its deep dive ------------------------------------------------------------
@@ -243,8 +235,8 @@ def test_the_exercise_cache_takes_192_mib_and_768_without_sharing(kv_cache_in_de
     section = "kv_cache_in_depth_exercises.py:cache_size"
     mib = 2**20
     shown = kv_cache_in_depth
-    assert printed(shown, section, f"{kv_heads} key/value heads:") == [shared, shared / mib]
-    assert printed(shown, section, f"{query_heads} key/value heads:") == [unshared, unshared / mib]
+    assert shown.values(section, f"{kv_heads} key/value heads:") == [shared, shared / mib]
+    assert shown.values(section, f"{query_heads} key/value heads:") == [unshared, unshared / mib]
     check_prose(
         "cache-exercise-size",
         len(("key", "value")),
@@ -287,6 +279,6 @@ def test_the_exercise_decoder_scores_40400_with_and_2706800_without_the_cache(kv
     qkv.decode_without_cache(x, w, recomputed)
     assert (cached.total_scores, recomputed.total_scores) == (with_cache, without)
     section = "kv_cache_exercises.py:score_count"
-    assert printed(kv_cache, section, "scores with the cache:") == [with_cache]
-    assert printed(kv_cache, section, "scores without the cache:") == [without]
-    assert printed(kv_cache, section, "ratio:") == [round(without / with_cache)]
+    assert kv_cache.values(section, "scores with the cache:") == [with_cache]
+    assert kv_cache.values(section, "scores without the cache:") == [without]
+    assert kv_cache.values(section, "ratio:") == [round(without / with_cache)]

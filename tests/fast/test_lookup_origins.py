@@ -82,7 +82,7 @@ def test_a_narrow_kernel_puts_all_weight_on_the_nearest_key(shown):
     assert NAMES[nearest] == "red"
     assert int(gaussian_weights(WARM, unit, 0.01).argmax()) == nearest
     for v, top in zip(variances, tops, strict=True):
-        line = shown.line("soft_lookup.py:kernel", f"kernel variance {v:<4}")
+        line = shown.line("soft_lookup.py:kernel", f"kernel variance {v}")
         assert "(red)" in line and abs(numbers(line)[-1] - top) <= 5e-5 + 1e-12
     check_prose("lookup-kernel-narrow", variances[2], np.sqrt(variances[2]), tops[2])
 

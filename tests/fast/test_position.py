@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prose import check_prose
-from support import numbers, softmax_by_hand
+from support import numbers, softmax_by_hand, values_after
 
 import qkv
 from qkv import toy
@@ -35,12 +35,6 @@ def variants(page_output):
     """The chapter's deep dive, docs/position-variants.md, which holds the added-position
     exercise."""
     return page_output("position-variants.md")
-
-
-def printed(text: str, prefix: str) -> list[float]:
-    """The numbers of the one printed line that starts with ``prefix``, after it."""
-    (line,) = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(prefix)]
-    return numbers(line.removeprefix(prefix))
 
 
 def reference_attention(q, k, v, causal=False):
@@ -99,7 +93,7 @@ def test_the_page_reversal_changes_nothing_but_the_order(hand_built, shown):
     np.testing.assert_allclose(out_rev[back], out, rtol=0, atol=1e-15)
     text = shown["position.py:shuffle"]
     assert shown.line("position.py:shuffle", "shuffled:") == "shuffled: " + " ".join(reversed(toy.SENTENCE))
-    gaps = printed(text, "weights, unshuffled, differ by")
+    gaps = values_after(text, "weights, unshuffled, differ by")
     rounding = 1e-15  # "to within rounding (10^-15)"
     assert len(gaps) == 2 and all(0 <= g < rounding for g in gaps)
     check_prose("pos-permutation-equivariant", rounding)
@@ -149,8 +143,8 @@ def test_identical_copies_get_outputs_that_tell_where_they_stand(hand_built, sho
     np.testing.assert_allclose(out_causal[1:, person], shares, rtol=1e-12)
     check_prose("pos-causal-counts", ..., *shares)  # "i + 1" is the formula's, not a number
     text = shown["position.py:counting"]
-    np.testing.assert_allclose(printed(text, "no mask:"), out_plain[1:, person], atol=5e-4 + 1e-9)
-    np.testing.assert_allclose(printed(text, "causal mask:"), shares, atol=5e-4 + 1e-9)
+    np.testing.assert_allclose(values_after(text, "no mask:"), out_plain[1:, person], atol=5e-4 + 1e-9)
+    np.testing.assert_allclose(values_after(text, "causal mask:"), shares, atol=5e-4 + 1e-9)
 
 
 @pytest.mark.claim("pos-ex-long")
@@ -160,7 +154,7 @@ def test_the_last_of_99_copies_gives_she_one_hundredth(hand_built, shown):
     w, _ = reference_attention(long @ p.w_q, long @ p.w_k, long @ p.w_v, causal=True)
     np.testing.assert_allclose(w[-1], 1 / len(long), rtol=1e-12)  # an even spread
     check_prose("pos-ex-long", len(long), w[-1, 0])
-    (shown_share,) = printed(shown["position.py:exercise_long"], "the last copy's weight on she:")
+    (shown_share,) = values_after(shown["position.py:exercise_long"], "the last copy's weight on she:")
     assert abs(shown_share - w[-1, 0]) <= 5e-5 + 1e-12
 
 
@@ -192,7 +186,7 @@ def test_with_rope_reversing_the_sentence_moves_the_weights_by_up_to_a_third(rop
     moved = np.abs(back - in_order).max()
     assert 0.3 < moved < 0.37  # "up to a third"
     text = shown["position.py:rotate"]
-    (shown_moved,) = printed(text, "with RoPE, the shuffled sentence's weights differ by up to")
+    (shown_moved,) = values_after(text, "with RoPE, the shuffled sentence's weights differ by up to")
     assert abs(shown_moved - moved) <= 0.005 + 1e-9
     for word in ("drank", "from"):  # each word's favourite key, in order and reversed
         i = toy.SENTENCE.index(word)
@@ -210,7 +204,7 @@ def test_rope_output_blends_the_unrotated_values(hand_built, rope_weights, shown
     rotated = in_order[SHE] @ qkv.rope(v)  # what rotating them too would hand over
     assert np.abs(want - rotated).max() > 0.1
     prefix = f"she's output ({', '.join(toy.VALUE_COLUMNS)}):"
-    np.testing.assert_allclose(printed(shown["position.py:rotate"], prefix), want, atol=0.005 + 1e-9)
+    np.testing.assert_allclose(values_after(shown["position.py:rotate"], prefix), want, atol=0.005 + 1e-9)
 
 
 @pytest.mark.claim("pos-offset-only")
@@ -258,7 +252,7 @@ def test_rope_leaves_every_own_key_score_unchanged(shown):
     assert np.abs(plain).min() > 0.1
     text = shown["position.py:exercise_self"]
     for prefix in ("own-key scores, plain:", "own-key scores, rotated:"):
-        np.testing.assert_allclose(printed(text, prefix), plain, rtol=0, atol=5e-5 + 1e-12)
+        np.testing.assert_allclose(values_after(text, prefix), plain, rtol=0, atol=5e-5 + 1e-12)
     rng = np.random.default_rng(5)  # and at 40 positions of random queries and keys
     q, k = rng.normal(size=(2, 40, 8))
     np.testing.assert_allclose((qkv.rope(q) * qkv.rope(k)).sum(-1), (q * k).sum(-1), rtol=1e-10, atol=1e-12)
@@ -274,8 +268,8 @@ def test_added_positions_change_a_words_value_but_rope_does_not(hand_built, vari
     v_in_order, v_reversed = (x + positions) @ p.w_v, (x[REVERSED] + positions) @ p.w_v
     assert np.abs(v_in_order[MILK] - v_reversed[at]).max() > 0.1
     text = variants["position_variants.py:exercise_added"]
-    shown_in_order = printed(text, "milk's value in order:")
-    shown_reversed = printed(text, "milk's value reversed:")
+    shown_in_order = values_after(text, "milk's value in order:")
+    shown_reversed = values_after(text, "milk's value reversed:")
     np.testing.assert_allclose(shown_in_order, v_in_order[MILK], rtol=0, atol=0.005 + 1e-9)
     np.testing.assert_allclose(shown_reversed, v_reversed[at], rtol=0, atol=0.005 + 1e-9)
     assert np.abs(np.subtract(shown_in_order, shown_reversed)).max() > 0.1

@@ -54,9 +54,7 @@ def test_one_matrix_moves_every_sinusoidal_position_k_ahead(shown):
     table = np.random.default_rng(0).normal(size=(6000, 16))
     fit, *_ = np.linalg.lstsq(table[:3000], table[1:3001], rcond=None)
     assert np.abs(table[3000:5999] @ fit - table[3001:]).max() > 1.0
-    errors = [
-        numbers(shown.line("position_variants.py:sinusoid_shift", f"offset {k:>2}:"))[-1] for k in (1, 7, 50)
-    ]
+    errors = [shown.row("position_variants.py:sinusoid_shift", "offset", f"{k}:")[-1] for k in (1, 7, 50)]
     assert all(e < 1e-12 for e in errors)
     vs_rotation = numbers(shown.line("position_variants.py:sinusoid_shift", "M_50 against"))[-1]
     assert vs_rotation < 1e-13

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prose import check_prose, claim_sentence, written_numbers
-from support import numbers
+from support import numbers, values_after
 from support import softmax_by_hand as softmax
 
 import qkv
@@ -55,12 +55,6 @@ def weights(qkv_toy):
 def stated(claim_id):
     """The numbers a guarded sentence writes, in order (for a bound the test then uses)."""
     return [w.value for w in written_numbers(claim_sentence(claim_id))]
-
-
-def printed(text: str, prefix: str) -> list[float]:
-    """The numbers of the one printed line that starts with ``prefix``, after it."""
-    (line,) = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(prefix)]
-    return numbers(line.removeprefix(prefix))
 
 
 def weight_table(text: str) -> np.ndarray:
@@ -121,13 +115,13 @@ def test_dividing_by_sqrt_d_k_keeps_shape_and_order_within_each_row(qkv_toy, sho
     np.testing.assert_array_equal(np.argsort(scaled, axis=-1), np.argsort(scores, axis=-1))
     # and the page shows the shrinking: its typical sizes are those of these scores
     text = shown["step_by_step.py:scale"]
-    assert printed(text, "sqrt(d_k) =") == [round(np.sqrt(8), 2)]
+    assert values_after(text, "sqrt(d_k) =") == [round(np.sqrt(8), 2)]
     assert (
         shown.line("step_by_step.py:scale", "scaled = scores / sqrt(d_k):")
         == f"scaled = scores / sqrt(d_k): {scores.shape}"
     )
-    (raw_std,) = printed(shown["step_by_step.py:scores"], "typical size (std) of a raw score:")
-    (scaled_std,) = printed(text, "typical size (std) of a scaled score:")
+    (raw_std,) = values_after(shown["step_by_step.py:scores"], "typical size (std) of a raw score:")
+    (scaled_std,) = values_after(text, "typical size (std) of a scaled score:")
     assert abs(raw_std - scores.std()) <= 0.005 + 1e-9
     assert abs(scaled_std - scaled.std()) <= 0.005 + 1e-9
     assert scaled_std < raw_std
@@ -155,7 +149,7 @@ def test_score_spread_over_many_draws_is_sqrt_d_k_raw_and_one_scaled(in_depth):
     # The page's numbers: its std is sqrt(mean square), so its relative error is half that
     # of the mean square; plus the printed rounding.
     prefix = f"{draws * pairs:,} scores: std raw"
-    raw_std, _, theory, scaled_std, _ = printed(in_depth["step_by_step.py:spread"], prefix)
+    raw_std, _, theory, scaled_std, _ = values_after(in_depth["step_by_step.py:spread"], prefix)
     rel = Z * se / toy.D_K / 2
     assert theory == round(np.sqrt(8), 2)
     assert abs(raw_std / np.sqrt(8) - 1) < rel + 0.005 / np.sqrt(8)
@@ -192,7 +186,7 @@ def test_row_i_is_token_i_distribution_over_the_keys(qkv_toy, weights, shown):
     # the page's table is these weights, and its rows sum to 1
     text = shown["step_by_step.py:softmax"]
     np.testing.assert_allclose(weight_table(text), weights, rtol=0, atol=0.0005 + 1e-9)
-    assert printed(text, "row sums:") == [1.0] * T
+    assert values_after(text, "row sums:") == [1.0] * T
     check_prose("steps-rows-are-distributions", weights.sum(axis=-1).max())
 
 
@@ -202,7 +196,7 @@ def test_columns_share_one_unit_per_query_but_not_one_each(weights, shown):
     assert np.isclose(columns.sum(), T)  # T rows of total weight 1 each
     assert columns[FROM] > 1 > columns[SHE]
     check_prose("steps-columns-need-not-sum-to-one", columns.sum(), columns[FROM], columns[SHE])
-    printed_columns = printed(shown["step_by_step.py:softmax"], "column sums:")
+    printed_columns = values_after(shown["step_by_step.py:softmax"], "column sums:")
     np.testing.assert_allclose(printed_columns, columns, rtol=0, atol=0.0005 + 1e-9)
 
 
@@ -308,9 +302,9 @@ def test_the_three_token_exercise_matches_the_hand_calculation(shown):
     np.testing.assert_allclose(result.weights[0], weights, rtol=1e-12)
     np.testing.assert_allclose(result.output[0], output, rtol=1e-12)
     text = shown["step_by_step.py:exercise_by_hand"]
-    assert printed(text, "scaled scores:") == [2.0, 0.0, 1.0]
-    np.testing.assert_allclose(printed(text, "weights:"), weights, rtol=0, atol=0.0005 + 1e-9)
-    np.testing.assert_allclose(printed(text, "output:"), output, rtol=0, atol=0.0005 + 1e-9)
+    assert values_after(text, "scaled scores:") == [2.0, 0.0, 1.0]
+    np.testing.assert_allclose(values_after(text, "weights:"), weights, rtol=0, atol=0.0005 + 1e-9)
+    np.testing.assert_allclose(values_after(text, "output:"), output, rtol=0, atol=0.0005 + 1e-9)
 
 
 @pytest.mark.claim("steps-ex-wrong-axis")
@@ -325,8 +319,8 @@ def test_softmax_over_the_queries_normalises_columns_and_couples_rows(qkv_toy, i
     moved = softmax(other @ k.T / np.sqrt(8), axis=0)
     assert np.abs(moved[SHE] - by_column[SHE]).max() > 0.01
     text = in_depth["step_by_step.py:exercise_wrong_axis"]
-    np.testing.assert_allclose(printed(text, "row sums:"), by_column.sum(axis=-1), atol=0.0005 + 1e-9)
-    assert printed(text, "column sums:") == [1.0] * T
+    np.testing.assert_allclose(values_after(text, "row sums:"), by_column.sum(axis=-1), atol=0.0005 + 1e-9)
+    assert values_after(text, "column sums:") == [1.0] * T
     assert (
         in_depth.line("step_by_step.py:exercise_wrong_axis", "she's row moves")
         == "she's row moves when cup's query changes: True"
@@ -345,8 +339,8 @@ def test_scaling_keeps_every_rows_ranking_but_sharpens_without_it(qkv_toy, in_de
         in_depth.line("step_by_step.py:exercise_order", "each row ranks")
         == "each row ranks the keys the same, raw or scaled: True"
     )
-    in_depth_raw = printed(text, "largest weight per row, raw:")
-    in_depth_scaled = printed(text, "largest weight per row, scaled:")
+    in_depth_raw = values_after(text, "largest weight per row, raw:")
+    in_depth_scaled = values_after(text, "largest weight per row, scaled:")
     np.testing.assert_allclose(in_depth_raw, raw, rtol=0, atol=0.005 + 1e-9)
     np.testing.assert_allclose(in_depth_scaled, scaled, rtol=0, atol=0.005 + 1e-9)
 

@@ -39,11 +39,6 @@ def shown(page_output):
 # --8<-- [end:shown]
 
 
-def printed(shown, section, label):
-    """The numbers the page prints after ``label`` (a line's start, up to its colon)."""
-    return numbers(shown.line(section, label).split(":", 1)[1])
-
-
 # ---- 6. expecting a word to find its twin: the embeddings as Q, K and V --------------------
 
 
@@ -162,9 +157,9 @@ def test_forgetting_v_gives_the_right_shape_and_the_wrong_numbers(shown):
         shown.line("traps.py:forgot_values", "shapes:").split()
         == f"shapes: {forgot.shape} {output.shape} equal: True".split()
     )
-    largest = printed(shown, "traps.py:forgot_values", "largest difference:")
+    largest = shown.values("traps.py:forgot_values", "largest difference:")
     np.testing.assert_allclose(largest, [gap], atol=5e-4)
-    assert printed(shown, "traps.py:forgot_values", "rows of the wrong one sum to 1:") == [1.0] * 6
+    assert shown.values("traps.py:forgot_values", "rows of the wrong one sum to 1:") == [1.0] * 6
 
 
 # ---- 3. a float mask of ones and zeros (PyTorch) ------------------------------------------
@@ -234,11 +229,11 @@ def test_softmax_over_queries_leaves_rows_that_do_not_sum_to_one(shown):
     rows = by_query.sum(axis=-1)
     assert abs(rows.mean() - 1.0) < 1e-12  # T columns of 1 shared over T rows
     assert rows.min() < 1 < rows.max() - 0.5  # some rows get under 1, one over 1.5
-    on_page = printed(shown, "traps.py:wrong_axis", "row sums, axis=0:")
+    on_page = shown.values("traps.py:wrong_axis", "row sums, axis=0:")
     np.testing.assert_allclose(on_page, rows, atol=5e-4)
     check_prose("traps-wrong-axis", rows.mean(), rows.min(), rows.max())
-    assert printed(shown, "traps.py:wrong_axis", "mean row sum, axis=0:") == [1.0]
-    assert printed(shown, "traps.py:wrong_axis", "row sums, axis=-1:") == [1.0] * 6
+    assert shown.values("traps.py:wrong_axis", "mean row sum, axis=0:") == [1.0]
+    assert shown.values("traps.py:wrong_axis", "row sums, axis=-1:") == [1.0] * 6
 
 
 # ---- 4. a query left with no key (PyTorch) ------------------------------------------------
@@ -328,8 +323,8 @@ def test_the_wrong_axis_is_caught_at_every_size_and_spread(shown):
         0.01,
     )
     for (n_keys, spread), w in worst.items():  # the table the page prints
-        line = shown.line("traps.py:wrong_axis_variations", f"{n_keys}  {spread:12}")
-        assert numbers(line)[-1] == float(f"{w:.2g}")  # printed to two significant digits
+        on_page = shown.row("traps.py:wrong_axis_variations", n_keys, spread)[-1]
+        assert on_page == float(f"{w:.2g}")  # printed to two significant digits
 
 
 TWIN_SETTINGS = [("toy", 16, 8), (6, 16, 8), (6, 64, 64), (32, 64, 16), (32, 256, 64)]
@@ -365,8 +360,8 @@ def test_only_symmetric_scores_make_a_word_its_own_favourite(shown):
     apart_over_chance = [s[0][2] * s[1] for s in shares.values()]
     check_prose("traps-twin-variations", same, tied, min(apart_over_chance), max(apart_over_chance), 1)
     for (n, d, dk), ((same, tied, apart), t) in shares.items():
-        line = shown.line("traps.py:twin_variations", f"{n!s}  {d:7}  {dk:3}")
-        np.testing.assert_allclose(numbers(line)[-4:], [same, tied, apart, 1 / t], atol=0.005 + 1e-9)
+        on_page = shown.row("traps.py:twin_variations", n, d, dk)[-4:]
+        np.testing.assert_allclose(on_page, [same, tied, apart, 1 / t], atol=0.005 + 1e-9)
 
 
 NUMBER_WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
