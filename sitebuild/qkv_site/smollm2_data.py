@@ -260,15 +260,23 @@ def model_licence() -> bytes:
 
 
 def smollm2_files(sentences=SENTENCES) -> dict[str, bytes]:
-    """Every trained-mode file, ``{name: bytes}``: ``index.json``, ``1-1.json.gz``, ...
-    (sentence 1, its first block of layers). The build adds the model file itself and its
+    """Every trained-mode file, ``{name: bytes}``: ``index.json``, ``probes.json`` (the head
+    cards' scores, :mod:`qkv_site.smollm2_probes`), ``1-1.json.gz``, ... (sentence 1, its
+    first block of layers). The build adds the model file itself and its
     licence (:func:`model_licence`).
 
     The gzip streams carry no name and no time stamp, so the same numbers give the same
     bytes on every build.
     """
+    from qkv_site.smollm2_probes import probe_data
+
     runs = traces(sentences)
     files = {"index.json": dumps(index_data(runs)).encode()}
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):  # small matrices: one thread is faster
+        probes = probe_data(runs[0].model, runs)
+    files["probes.json"] = dumps(probes).encode()  # the head cards' scores
     for n, trace in enumerate(runs, start=1):
         n_layers = trace.config.n_layers
         blocks = layer_blocks(sentence_data(trace), n_layers)

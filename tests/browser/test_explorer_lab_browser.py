@@ -333,6 +333,7 @@ def test_axe_finds_nothing_in_the_lab(browser, site_url):
         page.locator('[data-testid="pair-cell"][tabindex="0"]').focus()
         page.locator(".qx-map-details summary").click()  # the table too
         page.locator('[data-testid="head-cell"][tabindex="0"]').focus()
+        page.wait_for_selector('[data-testid="head-card-score"]')  # the head card, opened by the focus
         found = audit_views(page)
         assert found == []
         for width in WIDTHS:

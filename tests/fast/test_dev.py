@@ -160,7 +160,10 @@ def test_the_stamp_is_hashed_without_gnu_tools(dev):
 def test_fast_tests_do_not_demand_chromium_and_the_whole_suite_does(dev):
     fast = dev("test", "tests/fast/test_attention.py", "-n", "0", FAKE_UID="1000")
     assert fast.returncode == 0, fast.stderr
-    assert dev.calls()[-1] == "-m pytest -n auto --dist worksteal --durations=30 tests/fast/test_attention.py -n 0"
+    assert (
+        dev.calls()[-1]
+        == "-m pytest -n auto --dist worksteal --durations=30 tests/fast/test_attention.py -n 0"
+    )
     browser = str(ROOT / "tests" / "browser")
     for args in (
         (),

@@ -26,7 +26,7 @@ def test_built_site_serves_the_trained_models_files(built_site):
     want = smollm2_files()
     model = smollm2.gguf_path()
     assert sorted(p.name for p in folder.iterdir()) == sorted([*want, model.name, "LICENSE.txt"])
-    assert len(want) == 5 * len(SENTENCES) + 1  # per sentence 5 blocks of layers; the index
+    assert len(want) == 5 * len(SENTENCES) + 2  # per sentence 5 blocks of layers; the index; the probes
     assert (folder / "LICENSE.txt").read_bytes() == model_licence()  # the model's, beside it
     for name, content in want.items():
         assert (folder / name).read_bytes() == content, name  # same numbers, same bytes
@@ -39,6 +39,7 @@ def test_the_model_code_and_its_licences_are_served(built_site):
         "trained.js",
         "lab.js",
         "lab.css",
+        "headcards.js",
         "model/worker.js",
         "model/gguf.js",
         "model/smollm2.js",

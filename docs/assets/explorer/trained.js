@@ -391,6 +391,8 @@ function buildTrained(panel, index, indexUrl) {
         },
       });
       panel.appendChild(lab.root);
+      // head cards: one head's probe scores and effects, wherever a head is chosen in the lab
+      import("./headcards.js").then((cards) => cards.installHeadCards(h, lab, new URL("probes.json", indexUrl).href));
       showLab(fromControls());
       writeUrlSoon();
     });
