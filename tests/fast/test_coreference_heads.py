@@ -234,8 +234,25 @@ def swapped_heads(columns):
     return kept, np.array([columns["swapped heads"][i] for i in kept])
 
 
+def neither_way(x) -> bool:
+    """Neither direction passes both tests."""
+    return not any(
+        stats.sign_test(int((s * x > 0).sum()), len(x)) < ALPHA and stats.signed_rank_test(s * x) < ALPHA
+        for s in (1, -1)
+    )
+
+
+def model_on_the_patched(columns):
+    """The swapped sentence's move towards the noun it means, on the patched pairs."""
+    turned = dict(zip(columns["swap number"], columns["alone"] - columns["swapped"], strict=True))
+    kept, _ = swapped_heads(columns)
+    return np.array([turned[columns["number"][i]] for i in kept])
+
+
 @pytest.mark.claim("coref-swap-heads")
-def test_the_heads_follow_neither_relation_when_the_roles_swap(shown, columns, patched_table, model):
+def test_on_the_patched_pairs_neither_the_model_nor_the_heads_follow_the_swap(
+    shown, columns, patched_table, model
+):
     kept, swapped = swapped_heads(columns)
     assert len(kept) == PATCH_PAIRS
     heads = columns["heads"]
@@ -247,32 +264,43 @@ def test_the_heads_follow_neither_relation_when_the_roles_swap(shown, columns, p
     got = head_effect(model, smollm2_substituted, pair, [NAMED_HEADS[0]])
     assert swapped[0, 0] == pytest.approx(got, abs=5e-3)
     section = "coreference_heads.py:swap"
+    the_model = model_on_the_patched(columns)
+    assert not agrees(summary(shown, section, "the model, swapped"), the_model)
+    assert neither_way(the_model)
     names = ["layer 17 head 6", "layer 18 head 1", "top 5 together"]
     for b, name in enumerate(names):
         assert agrees(summary(shown, section, f"{name}, original"), heads[:, b])
-        # towards the noun the swapped sentence means: not both tests
+        # towards the noun the swapped sentence means: not both tests, nor the other way
         assert not agrees(summary(shown, section, f"{name}, swapped"), -swapped[:, b])
-        # nor the original direction, and under a tenth of the original effect
-        assert not (
-            stats.sign_test(int((swapped[:, b] > 0).sum()), len(kept)) < ALPHA
-            and stats.signed_rank_test(swapped[:, b]) < ALPHA
-        )
-        assert abs(swapped[:, b].mean()) < heads[:, b].mean() / 10
+        assert neither_way(swapped[:, b])
+        assert abs(swapped[:, b].mean()) < heads[:, b].mean() / 10  # under a tenth
     check_prose(
-        "coref-swap-heads", len(kept), 17, 6, 18, 1, *heads[:, :2].mean(axis=0), *-swapped[:, :2].mean(axis=0)
+        "coref-swap-heads",
+        len(kept),
+        the_model.mean(),
+        int((the_model > 0).sum()),
+        len(kept),
+        17,
+        6,
+        18,
+        1,
+        *-swapped[:, :2].mean(axis=0),
+        *heads[:, :2].mean(axis=0),
     )
 
 
 @pytest.mark.claim("coref-swap-verdict", "coref-verdict-swap")
-def test_the_model_follows_the_swap_and_the_heads_do_not(columns):
+def test_the_model_follows_the_swap_over_all_pairs_but_not_where_the_heads_were_found(columns):
     turned = columns["alone"] - columns["swapped"]
     up = int((turned > 0).sum())
     model_follows = stats.sign_test(up, len(turned)) < ALPHA and stats.signed_rank_test(turned) < ALPHA
     _, swapped = swapped_heads(columns)
     heads = columns["heads"]
     vanish = all(abs(swapped[:, b].mean()) < heads[:, b].mean() / 10 for b in (0, 1))
-    assert model_follows and vanish
-    check_prose("coref-verdict-swap", up, len(turned), PATCH_PAIRS)
+    there = neither_way(model_on_the_patched(columns)) and all(neither_way(swapped[:, b]) for b in (0, 1))
+    assert model_follows and vanish and there
+    check_prose("coref-swap-verdict", len(turned))
+    check_prose("coref-verdict-swap", len(turned), up, PATCH_PAIRS)
 
 
 # ---- (b) where the heads act -------------------------------------------------------------
