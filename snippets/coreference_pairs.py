@@ -4,6 +4,8 @@ its minimal pairs, probes, controls and thresholds.
 Everything in this file was fixed, and committed on its own, before the model was
 run on any of it: the git history shows the commit of this file before the commit
 of any result. Nothing here runs the model; snippets/coreference.py does.
+The pairs were later written as tables, two lines a pair, so that the pages
+showing this file weigh less; their values are those first committed.
 """
 
 # --8<-- [start:pairs]
@@ -63,400 +65,130 @@ class Pair(NamedTuple):
         return f"{self.text(k)} {who} {asked}? The"
 
 
+def table(source: str, rows: str) -> tuple[Pair, ...]:
+    """Pairs written two lines each: the context, then, indented,
+    "pronoun | rest | noun 1 | noun 2 | word 1 | word 2"."""
+    lines = rows.strip("\n").splitlines()
+    if len(lines) % 2:
+        raise ValueError(f"a pair takes two lines; {len(lines)} lines given")
+    pairs = []
+    for context, line in zip(lines[0::2], lines[1::2], strict=True):
+        fields = [field.strip() for field in line.split("|")]
+        if len(fields) != 6:
+            raise ValueError(f"six fields wanted after {context!r}, got {line!r}")
+        pronoun, rest, noun_1, noun_2, word_1, word_2 = fields
+        nouns, words = (noun_1, noun_2), (word_1, word_2)
+        pairs.append(Pair(context, pronoun, rest, nouns, words, source))
+    return tuple(pairs)
+
+
 WSC = "adapted from WSC273 (Levesque et al. 2012)"
 OURS = "written for this page, in the style of WSC273"
 # Winograd-style pairs: each deciding word could describe either noun on its own
-PAIRS = (
-    Pair(
-        "The trophy did not fit in the suitcase because",
-        "it",
-        "was too {}.",
-        ("the trophy", "the suitcase"),
-        ("big", "small"),
-        WSC,
-    ),
-    Pair(
-        "The councilmen refused the protesters a permit because",
-        "they",
-        "{} violence.",
-        ("the councilmen", "the protesters"),
-        ("feared", "advocated"),
-        WSC,
-    ),
-    Pair(
-        "The man could not lift the boy because",
-        "he",
-        "was so {}.",
-        ("the man", "the boy"),
-        ("weak", "heavy"),
-        WSC,
-    ),
-    Pair(
-        "The truck zoomed by the bus because",
-        "it",
-        "was going so {}.",
-        ("the truck", "the bus"),
-        ("fast", "slow"),
-        WSC,
-    ),
-    Pair(
-        "The ball crashed right through the table because",
-        "it",
-        "was made of {}.",
-        ("the ball", "the table"),
-        ("steel", "paper"),
-        WSC,
-    ),
-    Pair(
-        "The boy could not see the stage with the man in front of him because",
-        "he",
-        "was so {}.",
-        ("the boy", "the man"),
-        ("short", "tall"),
-        WSC,
-    ),
-    Pair(
-        "The boy threw his bag down to the man after",
-        "he",
-        "reached the {} of the stairs.",
-        ("the boy", "the man"),
-        ("top", "bottom"),
-        WSC,
-    ),
-    Pair(
-        (
-            "Although they ran at about the same speed, "
-            "the girl beat the woman because"
-        ),
-        "she",
-        "had such a {} start.",
-        ("the girl", "the woman"),
-        ("good", "bad"),
-        WSC,
-    ),
-    Pair(
-        "The statue rolled off the shelf because",
-        "it",
-        "was not {}.",
-        ("the statue", "the shelf"),
-        ("fixed", "level"),
-        WSC,
-    ),
-    Pair(
-        "I could not balance the bottle upside down on the table because",
-        "it",
-        "was so {}.",
-        ("the bottle", "the table"),
-        ("tall", "uneven"),
-        WSC,
-    ),
-    Pair(
-        "I poured water from the bottle into the cup until",
-        "it",
-        "was {}.",
-        ("the bottle", "the cup"),
-        ("empty", "full"),
-        WSC,
-    ),
-    Pair(
-        "I could not put the pot on the shelf because",
-        "it",
-        "was too {}.",
-        ("the pot", "the shelf"),
-        ("tall", "high"),
-        WSC,
-    ),
-    Pair(
-        "The fish ate the worm because",
-        "it",
-        "was {}.",
-        ("the fish", "the worm"),
-        ("hungry", "tasty"),
-        WSC,
-    ),
-    Pair(
-        "The cat was waiting by the hole for the mouse, but",
-        "it",
-        "was too {}.",
-        ("the cat", "the mouse"),
-        ("impatient", "cautious"),
-        WSC,
-    ),
-    Pair(
-        "The uncle can still beat the boy at tennis, even though",
-        "he",
-        "is thirty years {}.",
-        ("the uncle", "the boy"),
-        ("older", "younger"),
-        WSC,
-    ),
-    Pair(
-        "The lawyer asked the witness a question, but",
-        "he",
-        "was reluctant to {} it.",
-        ("the lawyer", "the witness"),
-        ("repeat", "answer"),
-        WSC,
-    ),
-    Pair(
-        "The man tried to call the doctor on the phone, but",
-        "he",
-        "was not {}.",
-        ("the man", "the doctor"),
-        ("successful", "available"),
-        WSC,
-    ),
-    Pair(
-        "The girl made sure to thank the woman for all the help",
-        "she",
-        "had {}.",
-        ("the girl", "the woman"),
-        ("received", "given"),
-        WSC,
-    ),
-    Pair(
-        "The table would not fit through the door because",
-        "it",
-        "was too {}.",
-        ("the table", "the door"),
-        ("wide", "narrow"),
-        WSC,
-    ),
-    Pair(
-        "I could not cut down the tree with the axe because",
-        "it",
-        "was too {}.",
-        ("the tree", "the axe"),
-        ("thick", "small"),
-        WSC,
-    ),
-    Pair(
-        "The drain is clogged with hair, so",
-        "it",
-        "has to be {}.",
-        ("the drain", "the hair"),
-        ("cleaned", "removed"),
-        WSC,
-    ),
-    Pair(
-        (
-            "The meeting started at four and the train left at half past, "
-            "but luckily"
-        ),
-        "it",
-        "was {}.",
-        ("the meeting", "the train"),
-        ("short", "delayed"),
-        WSC,
-    ),
-    Pair(
-        "The man paid for the boy's education, and now",
-        "he",
-        "is very {}.",
-        ("the man", "the boy"),
-        ("generous", "grateful"),
-        WSC,
-    ),
-    Pair(
-        "The bag could not hold the laptop because",
-        "it",
-        "was too {}.",
-        ("the bag", "the laptop"),
-        ("small", "big"),
-        OURS,
-    ),
-    Pair(
-        "The dog could not catch the rabbit because",
-        "it",
-        "was too {}.",
-        ("the dog", "the rabbit"),
-        ("slow", "fast"),
-        OURS,
-    ),
-    Pair(
-        "The boat could not pass under the bridge because",
-        "it",
-        "was too {}.",
-        ("the boat", "the bridge"),
-        ("tall", "low"),
-        OURS,
-    ),
-    Pair(
-        "The car did not fit in the garage because",
-        "it",
-        "was too {}.",
-        ("the car", "the garage"),
-        ("long", "short"),
-        OURS,
-    ),
-    Pair(
-        "The nail would not go into the wall because",
-        "it",
-        "was too {}.",
-        ("the nail", "the wall"),
-        ("soft", "hard"),
-        OURS,
-    ),
-    Pair(
-        "The ladder could not reach the roof because",
-        "it",
-        "was too {}.",
-        ("the ladder", "the roof"),
-        ("short", "high"),
-        OURS,
-    ),
-    Pair(
-        "The blanket did not cover the bed because",
-        "it",
-        "was too {}.",
-        ("the blanket", "the bed"),
-        ("small", "big"),
-        OURS,
-    ),
-    Pair(
-        "The woman beat the girl at chess because",
-        "she",
-        "was so {}.",
-        ("the woman", "the girl"),
-        ("clever", "careless"),
-        OURS,
-    ),
-    Pair(
-        "The teacher scolded the student because",
-        "he",
-        "was so {}.",
-        ("the teacher", "the student"),
-        ("strict", "lazy"),
-        OURS,
-    ),
-    Pair(
-        "The nurse helped the patient because",
-        "she",
-        "was so {}.",
-        ("the nurse", "the patient"),
-        ("kind", "weak"),
-        OURS,
-    ),
-    Pair(
-        "The doctor could not see the patient because",
-        "he",
-        "was too {}.",
-        ("the doctor", "the patient"),
-        ("busy", "sick"),
-        OURS,
-    ),
-    Pair(
-        "The cat could not catch the bird because",
-        "it",
-        "was too {}.",
-        ("the cat", "the bird"),
-        ("slow", "quick"),
-        OURS,
-    ),
-    Pair(
-        "The horse could not jump over the fence because",
-        "it",
-        "was too {}.",
-        ("the horse", "the fence"),
-        ("short", "tall"),
-        OURS,
-    ),
-    Pair(
-        "The bridge could not hold the truck because",
-        "it",
-        "was too {}.",
-        ("the bridge", "the truck"),
-        ("weak", "heavy"),
-        OURS,
-    ),
-    Pair(
-        "The hammer could not break the rock because",
-        "it",
-        "was too {}.",
-        ("the hammer", "the rock"),
-        ("light", "hard"),
-        OURS,
-    ),
-    Pair(
-        "The mother could not carry the girl because",
-        "she",
-        "was too {}.",
-        ("the mother", "the girl"),
-        ("tired", "heavy"),
-        OURS,
-    ),
-    Pair(
-        "The runner passed the man because",
-        "he",
-        "was so {}.",
-        ("the runner", "the man"),
-        ("fast", "slow"),
-        OURS,
-    ),
-    Pair(
-        "The rope could not reach the boat because",
-        "it",
-        "was too {}.",
-        ("the rope", "the boat"),
-        ("short", "far"),
-        OURS,
-    ),
-    Pair(
-        "The key would not go into the lock because",
-        "it",
-        "was too {}.",
-        ("the key", "the lock"),
-        ("big", "small"),
-        OURS,
-    ),
-    Pair(
-        "The phone did not fit in the pocket because",
-        "it",
-        "was too {}.",
-        ("the phone", "the pocket"),
-        ("large", "small"),
-        OURS,
-    ),
-    Pair(
-        "The ball would not go through the hoop because",
-        "it",
-        "was too {}.",
-        ("the ball", "the hoop"),
-        ("big", "narrow"),
-        OURS,
-    ),
-    Pair(
-        "The singer could not hear the player because",
-        "he",
-        "was too {}.",
-        ("the singer", "the player"),
-        ("distracted", "quiet"),
-        OURS,
-    ),
-    Pair(
-        "The coach praised the player because",
-        "he",
-        "was so {}.",
-        ("the coach", "the player"),
-        ("happy", "skilled"),
-        OURS,
-    ),
-    Pair(
-        "The tent did not keep out the rain because",
-        "it",
-        "was too {}.",
-        ("the tent", "the rain"),
-        ("thin", "heavy"),
-        OURS,
-    ),
-    Pair(
-        "The knife could not cut the meat because",
-        "it",
-        "was too {}.",
-        ("the knife", "the meat"),
-        ("blunt", "tough"),
-        OURS,
-    ),
+PAIRS = table(
+    WSC,
+    """
+The trophy did not fit in the suitcase because
+    it | was too {}. | the trophy | the suitcase | big | small
+The councilmen refused the protesters a permit because
+    they | {} violence. | the councilmen | the protesters | feared | advocated
+The man could not lift the boy because
+    he | was so {}. | the man | the boy | weak | heavy
+The truck zoomed by the bus because
+    it | was going so {}. | the truck | the bus | fast | slow
+The ball crashed right through the table because
+    it | was made of {}. | the ball | the table | steel | paper
+The boy could not see the stage with the man in front of him because
+    he | was so {}. | the boy | the man | short | tall
+The boy threw his bag down to the man after
+    he | reached the {} of the stairs. | the boy | the man | top | bottom
+Although they ran at about the same speed, the girl beat the woman because
+    she | had such a {} start. | the girl | the woman | good | bad
+The statue rolled off the shelf because
+    it | was not {}. | the statue | the shelf | fixed | level
+I could not balance the bottle upside down on the table because
+    it | was so {}. | the bottle | the table | tall | uneven
+I poured water from the bottle into the cup until
+    it | was {}. | the bottle | the cup | empty | full
+I could not put the pot on the shelf because
+    it | was too {}. | the pot | the shelf | tall | high
+The fish ate the worm because
+    it | was {}. | the fish | the worm | hungry | tasty
+The cat was waiting by the hole for the mouse, but
+    it | was too {}. | the cat | the mouse | impatient | cautious
+The uncle can still beat the boy at tennis, even though
+    he | is thirty years {}. | the uncle | the boy | older | younger
+The lawyer asked the witness a question, but
+    he | was reluctant to {} it. | the lawyer | the witness | repeat | answer
+The man tried to call the doctor on the phone, but
+    he | was not {}. | the man | the doctor | successful | available
+The girl made sure to thank the woman for all the help
+    she | had {}. | the girl | the woman | received | given
+The table would not fit through the door because
+    it | was too {}. | the table | the door | wide | narrow
+I could not cut down the tree with the axe because
+    it | was too {}. | the tree | the axe | thick | small
+The drain is clogged with hair, so
+    it | has to be {}. | the drain | the hair | cleaned | removed
+The meeting started at four and the train left at half past, but luckily
+    it | was {}. | the meeting | the train | short | delayed
+The man paid for the boy's education, and now
+    he | is very {}. | the man | the boy | generous | grateful
+""",
+) + table(
+    OURS,
+    """
+The bag could not hold the laptop because
+    it | was too {}. | the bag | the laptop | small | big
+The dog could not catch the rabbit because
+    it | was too {}. | the dog | the rabbit | slow | fast
+The boat could not pass under the bridge because
+    it | was too {}. | the boat | the bridge | tall | low
+The car did not fit in the garage because
+    it | was too {}. | the car | the garage | long | short
+The nail would not go into the wall because
+    it | was too {}. | the nail | the wall | soft | hard
+The ladder could not reach the roof because
+    it | was too {}. | the ladder | the roof | short | high
+The blanket did not cover the bed because
+    it | was too {}. | the blanket | the bed | small | big
+The woman beat the girl at chess because
+    she | was so {}. | the woman | the girl | clever | careless
+The teacher scolded the student because
+    he | was so {}. | the teacher | the student | strict | lazy
+The nurse helped the patient because
+    she | was so {}. | the nurse | the patient | kind | weak
+The doctor could not see the patient because
+    he | was too {}. | the doctor | the patient | busy | sick
+The cat could not catch the bird because
+    it | was too {}. | the cat | the bird | slow | quick
+The horse could not jump over the fence because
+    it | was too {}. | the horse | the fence | short | tall
+The bridge could not hold the truck because
+    it | was too {}. | the bridge | the truck | weak | heavy
+The hammer could not break the rock because
+    it | was too {}. | the hammer | the rock | light | hard
+The mother could not carry the girl because
+    she | was too {}. | the mother | the girl | tired | heavy
+The runner passed the man because
+    he | was so {}. | the runner | the man | fast | slow
+The rope could not reach the boat because
+    it | was too {}. | the rope | the boat | short | far
+The key would not go into the lock because
+    it | was too {}. | the key | the lock | big | small
+The phone did not fit in the pocket because
+    it | was too {}. | the phone | the pocket | large | small
+The ball would not go through the hoop because
+    it | was too {}. | the ball | the hoop | big | narrow
+The singer could not hear the player because
+    he | was too {}. | the singer | the player | distracted | quiet
+The coach praised the player because
+    he | was so {}. | the coach | the player | happy | skilled
+The tent did not keep out the rain because
+    it | was too {}. | the tent | the rain | thin | heavy
+The knife could not cut the meat because
+    it | was too {}. | the knife | the meat | blunt | tough
+""",
 )
 
 # The question that does not repeat the deciding word;
@@ -470,135 +202,42 @@ QUESTION_2 = ' Question: Who or what does "{pronoun}" refer to? Answer: the'
 
 EARLIER = "this page's earlier pairs: one noun fits the word by itself"
 # The 16 pairs of this page's first version, where the word mostly suits one noun
-ASSOCIATION_PAIRS = (
-    Pair(
-        "The cat sat on the mat because",
-        "it",
-        "was {}.",
-        ("the cat", "the mat"),
-        ("hungry", "soft"),
-        EARLIER,
-    ),
-    Pair(
-        "The trophy did not fit in the suitcase because",
-        "it",
-        "was too {}.",
-        ("the trophy", "the suitcase"),
-        ("big", "small"),
-        EARLIER,
-    ),
-    Pair(
-        "The fish ate the worm because",
-        "it",
-        "was {}.",
-        ("the fish", "the worm"),
-        ("hungry", "tasty"),
-        EARLIER,
-    ),
-    Pair(
-        "The key did not open the door because",
-        "it",
-        "was {}.",
-        ("the key", "the door"),
-        ("bent", "locked"),
-        EARLIER,
-    ),
-    Pair(
-        "The car passed the truck because",
-        "it",
-        "was {}.",
-        ("the car", "the truck"),
-        ("fast", "slow"),
-        EARLIER,
-    ),
-    Pair(
-        "The bird could not crack the nut because",
-        "it",
-        "was {}.",
-        ("the bird", "the nut"),
-        ("weak", "hard"),
-        EARLIER,
-    ),
-    Pair(
-        "The horse could not pull the cart because",
-        "it",
-        "was {}.",
-        ("the horse", "the cart"),
-        ("tired", "heavy"),
-        EARLIER,
-    ),
-    Pair(
-        "The mouse hid from the cat because",
-        "it",
-        "was {}.",
-        ("the mouse", "the cat"),
-        ("afraid", "hungry"),
-        EARLIER,
-    ),
-    Pair(
-        "The book did not fit on the shelf because",
-        "it",
-        "was too {}.",
-        ("the book", "the shelf"),
-        ("wide", "narrow"),
-        EARLIER,
-    ),
-    Pair(
-        "The bottle did not fit in the box because",
-        "it",
-        "was too {}.",
-        ("the bottle", "the box"),
-        ("tall", "short"),
-        EARLIER,
-    ),
-    Pair(
-        "The lamp could not light the room because",
-        "it",
-        "was too {}.",
-        ("the lamp", "the room"),
-        ("dim", "big"),
-        EARLIER,
-    ),
-    Pair(
-        "The rope could not hold the boat because",
-        "it",
-        "was too {}.",
-        ("the rope", "the boat"),
-        ("thin", "heavy"),
-        EARLIER,
-    ),
-    Pair(
-        "The baby would not drink the milk because",
-        "it",
-        "was {}.",
-        ("the baby", "the milk"),
-        ("tired", "sour"),
-        EARLIER,
-    ),
-    Pair(
-        "The knife could not cut the bread because",
-        "it",
-        "was {}.",
-        ("the knife", "the bread"),
-        ("blunt", "tough"),
-        EARLIER,
-    ),
-    Pair(
-        "The printer could not print the page because",
-        "it",
-        "was {}.",
-        ("the printer", "the page"),
-        ("broken", "torn"),
-        EARLIER,
-    ),
-    Pair(
-        "The child could not reach the shelf because",
-        "it",
-        "was too {}.",
-        ("the child", "the shelf"),
-        ("short", "high"),
-        EARLIER,
-    ),
+ASSOCIATION_PAIRS = table(
+    EARLIER,
+    """
+The cat sat on the mat because
+    it | was {}. | the cat | the mat | hungry | soft
+The trophy did not fit in the suitcase because
+    it | was too {}. | the trophy | the suitcase | big | small
+The fish ate the worm because
+    it | was {}. | the fish | the worm | hungry | tasty
+The key did not open the door because
+    it | was {}. | the key | the door | bent | locked
+The car passed the truck because
+    it | was {}. | the car | the truck | fast | slow
+The bird could not crack the nut because
+    it | was {}. | the bird | the nut | weak | hard
+The horse could not pull the cart because
+    it | was {}. | the horse | the cart | tired | heavy
+The mouse hid from the cat because
+    it | was {}. | the mouse | the cat | afraid | hungry
+The book did not fit on the shelf because
+    it | was too {}. | the book | the shelf | wide | narrow
+The bottle did not fit in the box because
+    it | was too {}. | the bottle | the box | tall | short
+The lamp could not light the room because
+    it | was too {}. | the lamp | the room | dim | big
+The rope could not hold the boat because
+    it | was too {}. | the rope | the boat | thin | heavy
+The baby would not drink the milk because
+    it | was {}. | the baby | the milk | tired | sour
+The knife could not cut the bread because
+    it | was {}. | the knife | the bread | blunt | tough
+The printer could not print the page because
+    it | was {}. | the printer | the page | broken | torn
+The child could not reach the shelf because
+    it | was too {}. | the child | the shelf | short | high
+""",
 )
 # --8<-- [end:variations]
 
@@ -687,6 +326,37 @@ HELD_OUT_SEED = 1
 # effect in the sentence minus the effect in the clause alone passes both tests at
 # ALPHA.
 # --8<-- [end:heldout]
+
+# --8<-- [start:sceptic]
+# The sceptic's next runs on the two heads (snippets/coreference_heads.py, on
+# docs/coreference-heads.md), fixed before their first run, after the sections
+# "patching" and "heldout". Heads: NAMED_HEADS, and TOP_SET as one set.
+# (a) Roles swapped: the two nouns' words exchanged in the context ("The suitcase
+# did not fit in the trophy because"), the pronoun, the rest and the words kept,
+# so the deciding word now means the other noun. A pair allows the swap when each
+# noun's word (without "the") occurs in its context exactly once as a word; every
+# such pair is scored by substitution against the clause alone, as the study
+# scores the original. The model FOLLOWS the swapped relation when what the
+# swapped sentence adds (its move minus the clause alone's), counted towards the
+# noun the swapped sentence means, passes the sign test and the signed-rank test
+# at ALPHA. On the PATCH_PAIRS pairs of the section "patching" (the heads'
+# pairs), the heads are patched in the swapped sentence as in the original (the
+# clean run's outputs at the noun and after it); a head FOLLOWS when its effect,
+# counted towards the noun the swapped sentence means, passes both tests.
+# (b) Where the two heads act: on the same pairs, in the original sentence, both
+# named heads are patched together at one position at a time, from the noun to
+# the last row scored, and at all of them at once. Positions are grouped: the
+# row that predicts the deciding word's first token; the noun's tokens (the other
+# ones, when that row is the noun's last); the positions between; the rows after
+# it. The effect SITS at a group when patching its positions one at a time
+# restores, summed over them, at least POSITION_SHARE of what patching every
+# position at once restores, in the mean over the pairs.
+POSITION_SHARE = 0.5
+# (c) The neutral context as a control ("The trophy and the suitcase were there,
+# and the trophy" + " was too big."): the same patches as the section "heldout"
+# (b) ran in the clause alone, on the same pairs, with the same rules; it keeps
+# the clause away from the text's start, which the clause alone does not.
+# --8<-- [end:sceptic]
 
 # --8<-- [start:count]
 if __name__ == "__main__":
