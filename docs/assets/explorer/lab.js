@@ -11,6 +11,8 @@
  * Hostile values are dropped or clamped, never written as HTML.
  */
 
+import { buildPatching } from "./patching.js";
+
 export const SUMMARIES = {
   first: { name: "Weight on the first token", short: "first token" },
   previous: { name: "Weight on the previous token", short: "previous token" },
@@ -326,6 +328,7 @@ export function buildLab(h, index, lab, ctx) {
   lab.dlaNote = el("p", { class: "qx-note", "data-testid": "dla-note" });
   lab.dlaTotal = el("p", { class: "qx-map-readout", "data-testid": "dla-total" });
   lab.dlaTable = el("table", { class: "qx-map-table qx-dla-table", "data-testid": "dla-table" });
+  lab.patching = buildPatching(h, index, lab, ctx); // patching the pair: patching.js
   lab.dlaPart = el("section", { class: "qx-lab-part", "aria-labelledby": id("dla-title"), hidden: "" }, [
     el("h3", { id: id("dla-title"), text: "Who writes the answer: direct logit attribution" }),
     el("p", { class: "qx-note", text: "At your text's last position, each head's and each layer's MLP's direct " +
@@ -347,7 +350,7 @@ export function buildLab(h, index, lab, ctx) {
       "tokenized on its own). Positive: the model prefers continuation 1. Heads switched off above apply here too." }),
     el("div", { class: "qx-controls qx-lab-controls" }, [lab.fText2.box, lab.fCont1.box, lab.fCont2.box]),
     el("div", { class: "qx-own-actions" }, [lab.pairRun]), lab.pairStatus, lab.prefs,
-    lab.pairNote, lab.pairLegend, lab.pairMap.grid, lab.pairReadout, lab.dlaPart,
+    lab.pairNote, lab.pairLegend, lab.pairMap.grid, lab.pairReadout, lab.dlaPart, lab.patching.part,
   ]);
   lab.pairRun.addEventListener("click", () => {
     lab.text2 = lab.fText2.input.value;
@@ -690,6 +693,7 @@ export function buildLab(h, index, lab, ctx) {
     ctx.panel.removeAttribute("data-paired");
     lab.pairId = -1;
     if (!ctx.own().result || !lab.pairReady()) {
+      lab.patching.setPair(null);
       lab.clearPaired(ctx.own().result ? "Give a second text and two continuations, then score the pair." : "");
       return;
     }
@@ -700,6 +704,7 @@ export function buildLab(h, index, lab, ctx) {
   function onPaired(msg) {
     msg.off = msg.off.map(([L, H]) => [L + 1, H + 1]);
     lab.setPaired(msg);
+    lab.patching.setPair(msg);
     const t = msg.texts, d = t[0].preference - t[1].preference;
     lab.pairStatus.textContent = "Scored in " + msg.seconds.toFixed(1) + " s.";
     ctx.panel.setAttribute("data-paired", offText(msg.off));
@@ -747,6 +752,7 @@ export function buildLab(h, index, lab, ctx) {
   }
   /* The worker's replies to the experiment's messages; true when the reply was ours. */
   lab.onMessage = (msg) => {
+    if (lab.patching.onMessage(msg)) return true;
     if (msg.type === "edited" && msg.id === lab.editId) onEdited(msg);
     else if (msg.type === "paired" && msg.id === lab.pairId) onPaired(msg);
     else if (msg.type === "lensed" && msg.id === lab.lensId) onLensed(msg);
