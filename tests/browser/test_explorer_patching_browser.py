@@ -127,6 +127,32 @@ def test_cancel_stops_the_run_and_frees_the_model(page, site_url):
     page.wait_for_selector(f"{PANEL}[data-patched='stream']", timeout=600000)
 
 
+@pytest.mark.claim("explorer-lab-python")
+def test_open_in_python_prints_the_patching_grid_on_the_page(page, site_url, tmp_path):
+    import subprocess
+    import sys
+
+    from support import HANG
+
+    open_pair(page, site_url, *CAPITALS)
+    page.get_by_test_id("patch-stream").click()
+    page.wait_for_selector(f"{PANEL}[data-patched='stream']", timeout=600000)
+    with page.expect_download() as info:
+        page.get_by_test_id("open-python").click()
+    script = tmp_path / info.value.suggested_filename
+    info.value.save_as(script)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=HANG, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    printed = [line.split() for line in done.stdout.splitlines() if line.startswith("patch stream layer ")]
+    n_layers = model().config.n_layers
+    assert [int(words[3]) for words in printed] == list(range(1, n_layers + 1))
+    from_script = np.array([[float(x) for x in words[4:]] for words in printed])
+    shown = shown_grid(page, "patch-stream-cell", "position", from_script.shape)
+    np.testing.assert_allclose(shown, from_script, rtol=0, atol=EFFECT_SHOWN)
+
+
 def test_axe_finds_nothing_in_the_patching_view(browser, site_url):
     context = browser.new_context(viewport={"width": WIDTHS[0], "height": 900}, reduced_motion="reduce")
     context.add_init_script(path=str(AXE_JS))

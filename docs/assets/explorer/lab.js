@@ -373,7 +373,7 @@ export function buildLab(h, index, lab, ctx) {
                                   text: "Open in Python (a script)" });
   lab.openPython.addEventListener("click", () => download("qkv_explorer.py", "text/x-python", pythonScript({
     text: ctx.own().text, maxTokens: index.max_tokens, off: lab.off, lens: lab.lens,
-    text2: lab.text2, cont1: lab.cont1, cont2: lab.cont2,
+    text2: lab.text2, cont1: lab.cont1, cont2: lab.cont2, patched: lab.patching.done(),
   })));
   lab.exportPart = el("section", { class: "qx-lab-part", "aria-labelledby": id("export-title") }, [
     el("h2", { id: id("export-title"), text: "Take the numbers with you" }),
@@ -383,7 +383,7 @@ export function buildLab(h, index, lab, ctx) {
     el("div", { class: "qx-own-actions" }, [lab.exportCsv, lab.exportJson, lab.exportSvg, lab.openPython]),
     el("p", { class: "qx-note", text: "Open in Python saves a script that recomputes these numbers with qkv's " +
       "public functions, from your text and settings, and prints them: the predictions, the heads switched off, " +
-      "the logit lens, the pair's preferences and the attribution." }),
+      "the logit lens, the pair's preferences and the attribution, and the patching grid once it is complete." }),
   ]);
   lab.method = el("p", { class: "qx-method", "data-testid": "method", text:
     "One text proves nothing. A weight says where a head reads, not what the model uses: compare a minimal " +
@@ -791,7 +791,7 @@ export function pythonScript(state) {
     "",
     "from qkv import smollm2",
     "from qkv.lab import attribution, interventions, lens",
-    "from qkv.lab.effects import preference",
+    "from qkv.lab.effects import MinimalPair, preference",
     "",
     "TEXT = " + q(state.text),
     "HEADS_OFF = [" + off + "]  # (layer, head), from 1",
@@ -840,6 +840,19 @@ export function pythonScript(state) {
       "for layer, row in enumerate(dla.heads, start=1):",
       '    print(f"dla layer {layer} heads " + " ".join(f"{x:.4f}" for x in row) + f" mlp {dla.mlps[layer - 1]:.4f}")',
       'print(f"dla embedding {dla.embedding:.4f} total {dla.logit_difference:.4f}")',
+    );
+  }
+  if (pair && state.patched) { // the grid of patching effects shown: every cell, rows from layer 1
+    const heads = state.patched === "heads";
+    lines.push(
+      "",
+      "# patching: text 2's run copied into text 1's; (preference with the patch - text 1's)",
+      "# / (text 2's - text 1's). qkv counts layers from 0; these lines from 1, as the page",
+      "pair = MinimalPair.of(model, TEXT, TEXT_2, *CONTINUATIONS)",
+      heads ? "grid = pair.head_effects()  # (layers, heads): each head's output at every text position"
+        : "grid = pair.stream_effects()  # (layers, positions): the stream entering each layer",
+      "for layer, row in enumerate(grid, start=1):",
+      '    print(f"patch ' + state.patched + ' layer {layer} " + " ".join(f"{x:.4f}" for x in row))',
     );
   }
   return lines.join("\n") + "\n";

@@ -222,6 +222,7 @@ export function buildPatching(h, index, lab, ctx) {
     return true;
   }
 
-  return { part: part, setPair: setPair, stop: stop, onMessage: onMessage,
-           shown: () => state.kind && state.cells ? { kind: state.kind, cells: state.cells } : null };
+  /* The kind of patching whose grid is complete on screen (for Open in Python), or null. */
+  const done = () => (state.kind && ctx.panel.getAttribute("data-patched") === state.kind ? state.kind : null);
+  return { part: part, setPair: setPair, stop: stop, onMessage: onMessage, done: done };
 }
