@@ -30,6 +30,7 @@ export function buildPatching(h, index, lab, ctx) {
                                     "aria-labelledby": id("status") });
   const status = el("p", { id: id("status"), class: "qx-own-status", "data-testid": "patch-status" });
   const summary = el("p", { class: "qx-map-readout", "data-testid": "patch-summary" });
+  const legend = el("p", { class: "qx-note", "data-testid": "patch-legend" });
   const table = el("table", { class: "qx-map-table qx-dla-table qx-patch-table", "data-testid": "patch-table" });
   const wrap = el("div", { class: "qx-table-wrap", tabindex: "0", role: "region", hidden: "",
                            "aria-label": "Patching effects" }, [table]);
@@ -43,7 +44,7 @@ export function buildPatching(h, index, lab, ctx) {
       "The stream: what enters layer L at one position; layer 1's is the embeddings, the token itself. The " +
       "continuations' own positions are never copied, and heads switched off above do not apply here. As " +
       "qkv.lab.effects.MinimalPair computes it; results fill in from the last layer, the quickest to rerun." }),
-    note, actionsBox, progress, status, summary, wrap,
+    note, actionsBox, progress, status, summary, legend, wrap,
   ]);
 
   /* -- the pair, as the worker scored it -- */
@@ -81,6 +82,7 @@ export function buildPatching(h, index, lab, ctx) {
     progress.hidden = true;
     status.textContent = "";
     summary.textContent = "";
+    legend.textContent = "";
     ctx.panel.removeAttribute("data-patched");
   }
   function stop() {
@@ -163,13 +165,13 @@ export function buildPatching(h, index, lab, ctx) {
     }
     const [p1, p2] = msg.preferences;
     h.replaceChildren(table, [
-      el("caption", { text: (heads ? "Each head patched from text 2, by layer (rows) and head (columns)"
-        : "The stream patched from text 2, by the layer it enters (rows) and the position (columns)") +
-        ": the effect, 0 nothing moved, 1 text 2's preference restored. Preferences: text 1 " + h.fmt(p1, 3) +
-        " nats, text 2 " + h.fmt(p2, 3) + "." +
-        (heads ? "" : " Positions before " + (msg.since + 1) + " hold the same token in both texts: copying " +
-          "them changes nothing, so they show 0 without being run.") }),
+      el("caption", { text: heads ? "Effect of patching each head, by layer and head"
+        : "Effect of patching the stream, by the layer it enters and the position" }),
       el("thead", {}, [headRow]), el("tbody", {}, rows)]);
+    legend.textContent = "0: nothing moved; 1: text 2's preference restored. Preferences without a patch: " +
+      "text 1 " + h.fmt(p1, 3) + " nats, text 2 " + h.fmt(p2, 3) + "." +
+      (heads ? "" : " Positions before " + (msg.since + 1) + " hold the same token in both texts: copying " +
+        "them changes nothing, so they show 0 without being run.");
     wrap.setAttribute("aria-label", heads ? "Patching each head: effects by layer and head"
                                           : "Patching the stream: effects by layer and position");
     wrap.hidden = false;
