@@ -11,6 +11,8 @@
  * Hostile values are dropped or clamped, never written as HTML.
  */
 
+import { buildPatching } from "./patching.js";
+
 export const SUMMARIES = {
   first: { name: "Weight on the first token", short: "first token" },
   previous: { name: "Weight on the previous token", short: "previous token" },
@@ -326,6 +328,7 @@ export function buildLab(h, index, lab, ctx) {
   lab.dlaNote = el("p", { class: "qx-note", "data-testid": "dla-note" });
   lab.dlaTotal = el("p", { class: "qx-map-readout", "data-testid": "dla-total" });
   lab.dlaTable = el("table", { class: "qx-map-table qx-dla-table", "data-testid": "dla-table" });
+  lab.patching = buildPatching(h, index, lab, ctx); // patching the pair: patching.js
   lab.dlaPart = el("section", { class: "qx-lab-part", "aria-labelledby": id("dla-title"), hidden: "" }, [
     el("h3", { id: id("dla-title"), text: "Who writes the answer: direct logit attribution" }),
     el("p", { class: "qx-note", text: "At your text's last position, each head's and each layer's MLP's direct " +
@@ -347,7 +350,7 @@ export function buildLab(h, index, lab, ctx) {
       "tokenized on its own). Positive: the model prefers continuation 1. Heads switched off above apply here too." }),
     el("div", { class: "qx-controls qx-lab-controls" }, [lab.fText2.box, lab.fCont1.box, lab.fCont2.box]),
     el("div", { class: "qx-own-actions" }, [lab.pairRun]), lab.pairStatus, lab.prefs,
-    lab.pairNote, lab.pairLegend, lab.pairMap.grid, lab.pairReadout, lab.dlaPart,
+    lab.pairNote, lab.pairLegend, lab.pairMap.grid, lab.pairReadout, lab.dlaPart, lab.patching.part,
   ]);
   lab.pairRun.addEventListener("click", () => {
     lab.text2 = lab.fText2.input.value;
@@ -370,7 +373,7 @@ export function buildLab(h, index, lab, ctx) {
                                   text: "Open in Python (a script)" });
   lab.openPython.addEventListener("click", () => download("qkv_explorer.py", "text/x-python", pythonScript({
     text: ctx.own().text, maxTokens: index.max_tokens, off: lab.off, lens: lab.lens,
-    text2: lab.text2, cont1: lab.cont1, cont2: lab.cont2,
+    text2: lab.text2, cont1: lab.cont1, cont2: lab.cont2, patched: lab.patching.done(),
   })));
   lab.exportPart = el("section", { class: "qx-lab-part", "aria-labelledby": id("export-title") }, [
     el("h2", { id: id("export-title"), text: "Take the numbers with you" }),
@@ -380,7 +383,7 @@ export function buildLab(h, index, lab, ctx) {
     el("div", { class: "qx-own-actions" }, [lab.exportCsv, lab.exportJson, lab.exportSvg, lab.openPython]),
     el("p", { class: "qx-note", text: "Open in Python saves a script that recomputes these numbers with qkv's " +
       "public functions, from your text and settings, and prints them: the predictions, the heads switched off, " +
-      "the logit lens, the pair's preferences and the attribution." }),
+      "the logit lens, the pair's preferences and the attribution, and the patching grid once it is complete." }),
   ]);
   lab.method = el("p", { class: "qx-method", "data-testid": "method", text:
     "One text proves nothing. A weight says where a head reads, not what the model uses: compare a minimal " +
@@ -690,6 +693,7 @@ export function buildLab(h, index, lab, ctx) {
     ctx.panel.removeAttribute("data-paired");
     lab.pairId = -1;
     if (!ctx.own().result || !lab.pairReady()) {
+      lab.patching.setPair(null);
       lab.clearPaired(ctx.own().result ? "Give a second text and two continuations, then score the pair." : "");
       return;
     }
@@ -700,6 +704,7 @@ export function buildLab(h, index, lab, ctx) {
   function onPaired(msg) {
     msg.off = msg.off.map(([L, H]) => [L + 1, H + 1]);
     lab.setPaired(msg);
+    lab.patching.setPair(msg);
     const t = msg.texts, d = t[0].preference - t[1].preference;
     lab.pairStatus.textContent = "Scored in " + msg.seconds.toFixed(1) + " s.";
     ctx.panel.setAttribute("data-paired", offText(msg.off));
@@ -747,6 +752,7 @@ export function buildLab(h, index, lab, ctx) {
   }
   /* The worker's replies to the experiment's messages; true when the reply was ours. */
   lab.onMessage = (msg) => {
+    if (lab.patching.onMessage(msg)) return true;
     if (msg.type === "edited" && msg.id === lab.editId) onEdited(msg);
     else if (msg.type === "paired" && msg.id === lab.pairId) onPaired(msg);
     else if (msg.type === "lensed" && msg.id === lab.lensId) onLensed(msg);
@@ -785,7 +791,7 @@ export function pythonScript(state) {
     "",
     "from qkv import smollm2",
     "from qkv.lab import attribution, interventions, lens",
-    "from qkv.lab.effects import preference",
+    "from qkv.lab.effects import MinimalPair, preference",
     "",
     "TEXT = " + q(state.text),
     "HEADS_OFF = [" + off + "]  # (layer, head), from 1",
@@ -834,6 +840,19 @@ export function pythonScript(state) {
       "for layer, row in enumerate(dla.heads, start=1):",
       '    print(f"dla layer {layer} heads " + " ".join(f"{x:.4f}" for x in row) + f" mlp {dla.mlps[layer - 1]:.4f}")',
       'print(f"dla embedding {dla.embedding:.4f} total {dla.logit_difference:.4f}")',
+    );
+  }
+  if (pair && state.patched) { // the grid of patching effects shown: every cell, rows from layer 1
+    const heads = state.patched === "heads";
+    lines.push(
+      "",
+      "# patching: text 2's run copied into text 1's; (preference with the patch - text 1's)",
+      "# / (text 2's - text 1's). qkv counts layers from 0; these lines from 1, as the page",
+      "pair = MinimalPair.of(model, TEXT, TEXT_2, *CONTINUATIONS)",
+      heads ? "grid = pair.head_effects()  # (layers, heads): each head's output at every text position"
+        : "grid = pair.stream_effects()  # (layers, positions): the stream entering each layer",
+      "for layer, row in enumerate(grid, start=1):",
+      '    print(f"patch ' + state.patched + ' layer {layer} " + " ".join(f"{x:.4f}" for x in row))',
     );
   }
   return lines.join("\n") + "\n";

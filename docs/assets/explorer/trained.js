@@ -378,6 +378,7 @@ function buildTrained(panel, index, indexUrl) {
       m.buildLab(h, index, lab, {
         panel: panel, writeUrlSoon: () => writeUrlSoon(), own: () => own,
         send: (message) => { message.id = model.nextRun++; modelSend(message); return message.id; },
+        post: (message) => modelSend(message), // a message that keeps its own id (a cancel)
         selectHead: (L, H) => {
           c.layer.value = L;
           c.head.value = H;

@@ -372,8 +372,10 @@ export function groupedAttention(q, k, v, c, past = null) {
 /* --8<-- [start:decoder_layer] */
 /* One Llama decoder layer: attention, then an MLP, each added back to the stream. `off`
    lists the query heads (from 0) switched off in this layer: their output becomes zero
-   before W_O, as qkv.lab.interventions.HeadsOff does; their weights are left as they are. */
-export function decoderLayer(x, layer, c, T, positions, off = [], past = null) {
+   before W_O, as qkv.lab.interventions.HeadsOff does; their weights are left as they are.
+   `attend`, when given, replaces groupedAttention: attend(q, k, v) returns what it does
+   (at least the heads' outputs; patch.js runs a batch of patched variants through it). */
+export function decoderLayer(x, layer, c, T, positions, off = [], past = null, attend = null) {
   const h = rmsNorm(x, T, c.dModel, layer.attnNorm, c.normEps); // (T, d_model)
   let q = splitHeads(matmul(h, T, layer.wQ), T, c.nHeads, c.dHead); // (9, T, 64)
   let k = splitHeads(matmul(h, T, layer.wK), T, c.nKvHeads, c.dHead); // (3, T, 64)
@@ -382,7 +384,7 @@ export function decoderLayer(x, layer, c, T, positions, off = [], past = null) {
   q = rope(q, c.nHeads, T, c.dHead, positions, c.ropeBase);
   k = rope(k, c.nKvHeads, T, c.dHead, positions, c.ropeBase);
   // each group of 3 query heads reads one key/value head; scores are scaled by 1/√64
-  const att = groupedAttention(q, k, v, c, past); // past: P earlier keys and values (a KV cache)
+  const att = attend ? attend(q, k, v) : groupedAttention(q, k, v, c, past); // past: a KV cache
   for (const head of off) att.heads.fill(0, head * T * c.dHead, (head + 1) * T * c.dHead); // HeadsOff
   const o = matmul(mergeHeads(att.heads, T, c.nHeads, c.dHead), T, layer.wO); // (T, d_model)
   const x2 = new Float32Array(x.length);

@@ -27,6 +27,12 @@
  *                                      logit(first token of conts[0]) − logit(first of conts[1]),
  *                                      the model's own run (no head switched off)
  *   { type: "tokenize", id, text }     only the ids, pieces and labels (for the tests)
+ *   { type: "patch", id, kind, texts, conts, maxTokens }   activation patching of a minimal
+ *                                      pair whose texts have as many tokens (patch.js): kind
+ *                                      "heads" or "stream"; one job at a time (a new one
+ *                                      stops the last), run a layer at a time so that other
+ *                                      messages, and a cancel, get in between
+ *   { type: "patch-cancel", id }       stop that job
  * Messages out:
  *   { type: "progress", received, total }   while downloading, a few times a second
  *   { type: "loaded", bytes, seconds, product }   product: "wasm-simd" or "javascript"
@@ -41,6 +47,14 @@
  *                                      first tokens ({ id, piece, label }); heads (n_layers x n_heads,
  *                                      row by row) and mlps in logit units
  *   { type: "tokens", id, ids, pieces, labels }
+ *   { type: "patch-start", id, kind, n, since, preferences, total }   the recorded runs:
+ *                                      n tokens per text, the first position (from 0)
+ *                                      where they differ, both preferences, the work to do
+ *   { type: "patch-progress", id, done, total }   a few times a second
+ *   { type: "patched", id, kind, layer, heads | positions, preferences, effects, done, total,
+ *                                      last }   one layer's variants (layer, head and
+ *                                      position from 0), as they are computed
+ *   { type: "patch-cancelled", id }
  *   { type: "error", id, kind, message }     kind: "memory", "file", "network", "cancelled",
  *                                            "not-loaded", "input" (the message or the text
  *                                            cannot be run), "internal" (a bug in this code)
@@ -52,6 +66,7 @@ import {
   assemble, attentionTables, directLogitAttribution, F16, forward, klDivergence, logProbs, topTokens, useKernel,
 } from "./smollm2.js";
 import { buildTokenizer, encode, label, pieces } from "./tokenizer.js";
+import { plan, recordPair, runBatch, work } from "./patch.js";
 
 let model = null; // what assemble returned, once loaded
 let tokenizer = null;
@@ -396,17 +411,105 @@ function pair(id, texts, conts, maxTokens, off) {
               [moved.buffer]);
 }
 
+/* ---- patching: a job that runs a layer at a time ------------------------------------------ */
+
+let job = null; // the patching job under way: { id, cancelled }
+let recorded = null; // { key, rec }: the last pair recorded for patching
+
+/* Let the messages that came meanwhile in (a cancel, another request): a message to
+   ourselves through a channel is a task of its own, queued after them, with no timer delay. */
+function letOthersIn() {
+  return new Promise((resolve) => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => { channel.port1.close(); resolve(); };
+    channel.port2.postMessage(null);
+  });
+}
+
+/* Patch text 2's run into text 1's, every variant of `kind`, a layer's variants at a time,
+   posting each layer's results as they come. */
+async function patch(id, kind, texts, conts, maxTokens) {
+  if (kind !== "heads" && kind !== "stream") throw new InputError("kind must be \"heads\" or \"stream\".");
+  if (!Array.isArray(texts) || texts.length !== 2 || !Array.isArray(conts) || conts.length !== 2) {
+    throw new InputError("Patching needs two texts and two continuations.");
+  }
+  const tt = texts.map((t) => encode(tokenizer, String(t)));
+  const cc = conts.map((t) => encode(tokenizer, String(t)));
+  if (tt.some((x) => !x.length)) throw new InputError("Each text of the pair needs at least one token.");
+  if (cc.some((x) => !x.length)) throw new InputError("Each continuation needs at least one token.");
+  if (tt[0].length !== tt[1].length) {
+    throw new InputError("Patching copies position by position, so the two texts need as many tokens: text 1 has " +
+                         tt[0].length + ", text 2 has " + tt[1].length + ".");
+  }
+  const longest = tt[0].length + Math.max(cc[0].length, cc[1].length);
+  if (longest > maxTokens) {
+    throw new InputError("A text and its longer continuation have " + longest + " tokens; at most " + maxTokens +
+                         " run here.");
+  }
+  if (tt[0].every((t, i) => t === tt[1][i])) throw new InputError("The two texts are the same tokens: there is nothing to patch.");
+  const me = { id: id, cancelled: false };
+  if (job) job.cancelled = true;
+  job = me;
+  const started = performance.now(), key = JSON.stringify([tt, cc]);
+  if (!recorded || recorded.key !== key) recorded = { key: key, rec: recordPair(model, tt[0], tt[1], cc) };
+  const rec = recorded.rec;
+  if (rec.p1 === rec.p2) {
+    throw new InputError("Both texts give the same preference: a patch has nothing to restore.");
+  }
+  const batches = plan(model, rec, kind);
+  const total = batches.reduce((s, b) => s + work(model, rec, b), 0);
+  postMessage({ type: "patch-start", id: id, kind: kind, n: rec.n, since: rec.since, preferences: [rec.p1, rec.p2],
+                total: total, seconds: (performance.now() - started) / 1000 });
+  let done = 0, told = 0;
+  for (const batch of batches) {
+    const perLayer = work(model, rec, batch) / (model.config.nLayers - batch.layer);
+    const steps = runBatch(model, rec, batch);
+    let step = steps.next();
+    for (; !step.done; step = steps.next()) {
+      done += perLayer;
+      const now = performance.now();
+      if (now - told > 100) { told = now; postMessage({ type: "patch-progress", id: id, done: done, total: total }); }
+      await letOthersIn();
+      if (me.cancelled) { postMessage({ type: "patch-cancelled", id: id }); return; }
+    }
+    const [prefs, effects] = step.value;
+    const which = batch.variants.map((v) => (kind === "heads" ? v.head : v.position));
+    postMessage({ type: "patched", id: id, kind: kind, layer: batch.layer, [kind === "heads" ? "heads" : "positions"]: which,
+                  preferences: prefs, effects: effects, done: done, total: total,
+                  last: batch === batches[batches.length - 1], seconds: (performance.now() - started) / 1000 });
+  }
+  if (job === me) job = null;
+}
+
+function reportError(id, err) {
+  const kind = err instanceof InputError ? "input" : isMemoryError(err) ? "memory" : "internal";
+  const message = kind === "input" ? err.message : kind === "memory" ? memoryMessage(0)
+    : "Something went wrong inside the explorer's model code (" + (err && err.name) + ": " +
+      (err && err.message) + "). This is a bug, not a problem with your text; the built sentences still work.";
+  postMessage({ type: "error", id: id, kind: kind, message: message });
+}
+
 self.onmessage = function (event) {
   const msg = event.data || {};
   if (msg.type === "load") { load(String(msg.url), Number(msg.bytes) || 0, msg.wasm); return; }
   if (msg.type === "cancel") { if (download) download.abort(); return; }
-  if (["run", "tokenize", "edit", "pair", "lens", "dla"].indexOf(msg.type) < 0) return;
+  if (msg.type === "patch-cancel") { if (job && job.id === msg.id) job.cancelled = true; return; }
+  if (["run", "tokenize", "edit", "pair", "lens", "dla", "patch"].indexOf(msg.type) < 0) return;
   if (!model) {
     postMessage({ type: "error", id: msg.id, kind: "not-loaded", message: "The model is not loaded yet." });
     return;
   }
   try {
-    if (msg.type === "tokenize") {
+    if (msg.type === "patch") {
+      if (!(Number.isInteger(msg.maxTokens) && msg.maxTokens > 0)) {
+        throw new InputError("maxTokens must be a positive whole number (the site's index gives it); got " +
+                             JSON.stringify(msg.maxTokens) + ".");
+      }
+      patch(msg.id, msg.kind, msg.texts, msg.conts, msg.maxTokens).catch((err) => {
+        if (job && job.id === msg.id) job = null;
+        reportError(msg.id, err);
+      });
+    } else if (msg.type === "tokenize") {
       postMessage(Object.assign({ type: "tokens", id: msg.id }, tokenize(String(msg.text), 0)));
     } else if (msg.type === "edit") {
       edit(msg.id, msg.off);
@@ -424,10 +527,6 @@ self.onmessage = function (event) {
       run(msg.id, String(msg.text), msg.maxTokens);
     }
   } catch (err) {
-    const kind = err instanceof InputError ? "input" : isMemoryError(err) ? "memory" : "internal";
-    const message = kind === "input" ? err.message : kind === "memory" ? memoryMessage(0)
-      : "Something went wrong inside the explorer's model code (" + (err && err.name) + ": " +
-        (err && err.message) + "). This is a bug, not a problem with your text; the built sentences still work.";
-    postMessage({ type: "error", id: msg.id, kind: kind, message: message });
+    reportError(msg.id, err);
   }
 };
