@@ -124,3 +124,27 @@ def test_the_card_shows_the_experiments_numbers_as_the_lab_holds_them(page, site
     # an MLP cell names no head: choosing it leaves the card on its head
     page.locator('[data-testid="dla-cell"][data-head="mlp"]').first.click()
     card_of(page, 24, 5)
+
+
+@pytest.mark.claim("explorer-lab-head-cards")
+def test_the_card_shows_a_heads_patching_effect_and_ranks_heads_by_it(page, site_url):
+    text, text2 = "The capital of France is", "The capital of Italy is"  # as many tokens
+    open_lab(page, site_url, text, text2=quote(text2), cont1=quote(" Paris"), cont2=quote(" Rome"))
+    page.wait_for_selector("#qkv-explorer .qx-trained[data-paired]", timeout=180000)
+    page.get_by_test_id("patch-heads").click()
+    page.wait_for_selector("#qkv-explorer .qx-trained[data-patched='heads']", timeout=600000)
+    cells = page.eval_on_selector_all(
+        '[data-testid="patch-head-cell"]',
+        "cs => cs.map(c => [+c.dataset.layer, +c.dataset.head, +c.dataset.value])",
+    )
+    assert len(cells) == 270
+    layer, head, _ = max(cells, key=lambda e: abs(e[2]))
+    cell = page.locator(f'[data-testid="patch-head-cell"][data-layer="{layer}"][data-head="{head}"]')
+    cell.click()
+    card_of(page, layer, head)
+    assert page.get_by_test_id("head-card-patching").get_attribute("data-value") == cell.get_attribute(
+        "data-value"
+    )
+    page.get_by_test_id("head-rank-by").select_option("patching")
+    order = sorted(cells, key=lambda e: (-abs(e[2]), e[0], e[1]))
+    assert rank_items(page) == order[:10]
