@@ -66,8 +66,8 @@ export const MISSIONS = {
     question: "From which layer on is \u201C Paris\u201D the lens's top guess?",
     options: { early: "Layers 1 to 10", middle: "Layers 11 to 20", late: "Layers 21 to 29",
                last: "Only at the last layer, 30" },
-    read(root, panel) {
-      if (!/^5:$/.test(panel.getAttribute("data-lensed") || "")) return null;
+    read(root, panel, lab) { // the lens at the text's last position, every head on
+      if (!lab.run || panel.getAttribute("data-lensed") !== lab.run.ids.length + ":") return null;
       const rows = Array.from(root.querySelectorAll("[data-testid='lens-row']"));
       if (!rows.length) return null;
       let from = rows.length - 1; // the first layer from which the final token stays on top
