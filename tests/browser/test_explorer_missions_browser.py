@@ -5,7 +5,8 @@ the list on the page, predict, load the model (once: the page's instant navigati
 loaded), and read the box. Each mission must open the state tests/explorer_missions.py
 states, keep the prediction and show it with the result, and show a measurement that is
 the lab's own output on screen and qkv's computation (to 1e-4 where it is a number). The
-sentence on what it means is guarded in tests/fast/test_explorer_missions.py.
+sentences on what it means, which the box fetches from docs/things-to-try-in-depth.md, are
+guarded in tests/fast/test_explorer_missions.py.
 """
 
 from __future__ import annotations
@@ -78,6 +79,21 @@ def predict(page, mission: str) -> str:
     return page.locator(f'label[for="{options.nth(1).get_attribute("id")}"]').text_content()
 
 
+MEANINGS: dict[str, list[str]] = {}  # mission -> its sentences on the in-depth page
+
+
+def read_meanings(context, site_url) -> None:
+    """The sentences docs/things-to-try-in-depth.md writes for each mission, without the
+    claim's tick, as that page shows them."""
+    other = context.new_page()
+    other.goto(site_url + "things-to-try-in-depth/")
+    for mission in STATES:
+        found = other.locator(f'.qx-mission-meaning[data-mission="{mission}"] p').all_text_contents()
+        MEANINGS[mission] = [p.removesuffix("\u2713").strip() for p in found]
+        assert len(MEANINGS[mission]) == 2 and all(len(p) > 40 for p in MEANINGS[mission])
+    other.close()
+
+
 def result(page, mission: str, chosen: str) -> tuple[str, str, str]:
     """Once measured: the measurement's data-value and text, and the answer it matches."""
     if page.get_by_test_id("load-model").is_visible():
@@ -86,9 +102,10 @@ def result(page, mission: str, chosen: str) -> tuple[str, str, str]:
     box.wait_for(timeout=180000)
     assert box.get_by_test_id("mission-prediction").text_content() == f"You predicted: {chosen}."
     reading = box.get_by_test_id("mission-measurement")
+    page.locator(f'[data-testid="mission-box"][data-mission="{mission}"][data-meaning]').wait_for()
     meaning = box.locator('[data-testid="mission-meaning"] p').all_text_contents()
-    source = page.locator(f'.qx-mission-meaning[data-mission="{mission}"] p').all_text_contents()
-    assert meaning == source and len(meaning) == 2  # the page's own sentences, claim ticks too
+    assert meaning[:-1] == MEANINGS[mission]  # the sentences of the page that checks them
+    assert meaning[-1] == "How this was checked, with its control"
     kept = page.evaluate(f"() => sessionStorage.getItem('qkv-mission:{mission}')")
     assert box.locator(f'[data-testid="mission-option"][value="{kept}"]').is_checked()
     answer = box.get_by_test_id("mission-verdict").get_attribute("data-answer")
@@ -101,6 +118,7 @@ def test_every_mission_opens_its_state_keeps_the_prediction_and_shows_the_labs_m
     page = context.new_page()
     outside, errors = watch_offline_and_quiet(page)
     try:
+        read_meanings(context, site_url)
         page.goto(site_url + "explorer/")
         page.wait_for_selector("#qkv-explorer.qx-ready")
         links = 'a[data-testid="mission"]'

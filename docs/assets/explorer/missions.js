@@ -5,8 +5,8 @@
  * The box it adds asks the reader to predict first (the choice is kept in sessionStorage, per
  * mission), then, once the lab has run the mission's state, reads the measurement off the
  * lab's own output on screen (its data-value attributes, the numbers it shows) and shows it
- * beside the prediction, with the page's sentence on what it means (the mission's
- * .qx-mission-meaning in docs/explorer.md, copied from the page without its ids).
+ * beside the prediction, with the site's sentences on what it means (the mission's
+ * .qx-mission-meaning in docs/things-to-try-in-depth.md, fetched from this site and copied as text).
  *
  * The lab tells when a run's part is on screen by the attributes it sets on the panel
  * (data-edited, data-lensed, data-paired, data-attributed); a MutationObserver watches them.
@@ -208,14 +208,25 @@ export function startMission(h, lab, ctx) {
   ]);
   ctx.panel.insertBefore(box, ctx.panel.firstChild);
 
-  // the page's own sentence on what the measurement means, as text
-  const source = document.querySelector(".qx-mission-meaning[data-mission='" + CSS.escape(id) + "']");
-  if (source) { // the site's own built HTML (a claim's tick links to its test), without its ids
-    source.querySelectorAll("p").forEach((p) => {
-      const copy = p.cloneNode(true);
-      [copy, ...copy.querySelectorAll("[id]")].forEach((node) => node.removeAttribute("id"));
-      meaning.appendChild(copy);
-    });
+  // what the measurement means: the sentences of the page the explorer's list links to
+  // ([data-qx-meanings], docs/things-to-try-in-depth.md), fetched from this site once measured,
+  // copied as text (their claims' ticks stay on that page, linked below them)
+  const link = document.querySelector("a[data-qx-meanings]");
+  let meaningAsked = false;
+  function showMeaning() {
+    if (meaningAsked || !link) return;
+    meaningAsked = true;
+    const more = el("a", { href: link.href.split("#")[0] + "#mission-" + id,
+                           text: "How this was checked, with its control" });
+    fetch(link.href.split("#")[0]).then((r) => (r.ok ? r.text() : Promise.reject(new Error(r.status))))
+      .then((html) => {
+        const doc = new DOMParser().parseFromString(html, "text/html");
+        const found = doc.querySelectorAll(".qx-mission-meaning[data-mission='" + CSS.escape(id) + "'] p");
+        h.replaceChildren(meaning, Array.from(found, (p) => el("p", { text: p.textContent.replace(/\s*\u2713\s*$/, "").trim() })));
+        meaning.appendChild(el("p", {}, [more]));
+        box.setAttribute("data-meaning", "");
+      })
+      .catch(() => h.replaceChildren(meaning, [el("p", {}, ["What it means: ", more])]));
   }
 
   function draw() {
@@ -240,6 +251,7 @@ export function startMission(h, lab, ctx) {
       : "The measurement matches another answer: " + m.options[measured.answer] + ".";
     verdict.setAttribute("data-answer", measured.answer);
     box.setAttribute("data-measured", "");
+    showMeaning();
     const wasHidden = result.hidden;
     result.hidden = false;
     if (wasHidden) live.textContent = yours.textContent + " " + reading.textContent + " " + verdict.textContent;
