@@ -222,7 +222,8 @@ export function startMission(h, lab, ctx) {
       .then((html) => {
         const doc = new DOMParser().parseFromString(html, "text/html");
         const found = doc.querySelectorAll(".qx-mission-meaning[data-mission='" + CSS.escape(id) + "'] p");
-        h.replaceChildren(meaning, Array.from(found, (p) => el("p", { text: p.textContent.replace(/\s*\u2713\s*$/, "").trim() })));
+        h.replaceChildren(meaning, [el("h3", { text: "What it means" })]);
+        found.forEach((p) => meaning.appendChild(el("p", { text: p.textContent.replace(/\s*\u2713\s*$/, "").trim() })));
         meaning.appendChild(el("p", {}, [more]));
         box.setAttribute("data-meaning", "");
       })
