@@ -40,6 +40,8 @@ def test_the_model_code_and_its_licences_are_served(built_site):
         "lab.js",
         "lab.css",
         "headcards.js",
+        "missions.js",
+        "missions.css",
         "model/worker.js",
         "model/gguf.js",
         "model/smollm2.js",
@@ -65,7 +67,7 @@ def first_load(built_site, mode: str) -> dict[str, int]:
         block = index["sentences"][DEFAULTS["sentence"] - 1]["files"][
             (DEFAULTS["layer"] - 1) // LAYERS_PER_FILE
         ]
-        # lab.js and lab.css come only with the reader's own text
+        # lab.js and lab.css come only with the reader's own text, missions.js and .css with a mission
         files += ["assets/explorer/trained.js", "explorer/smollm2/index.json", f"explorer/smollm2/{block}"]
     return {name: (built_site / name).stat().st_size for name in files}
 

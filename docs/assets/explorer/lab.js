@@ -769,6 +769,9 @@ export function buildLab(h, index, lab, ctx) {
   };
   drawOff();
   lab.fillPair();
+  if (new URLSearchParams(lab.query).has("mission")) { // a guided experiment: missions.js, only then
+    import("./missions.js").then((m) => m.startMission(h, lab, ctx));
+  }
   return lab;
 }
 
