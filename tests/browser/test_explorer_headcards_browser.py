@@ -14,18 +14,11 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
+from browser_model import open_lab
 
 pytestmark = pytest.mark.usefixtures("offline_and_quiet")
 
 TEXT = "The capital of France is"
-
-
-def open_lab(page, site_url, text: str, **state) -> None:
-    query = "".join(f"&{k}={v}" for k, v in state.items())
-    page.goto(f"{site_url}explorer/?model=smollm2&text={quote(text, safe='')}{query}")
-    page.wait_for_selector("#qkv-explorer.qx-ready")
-    page.get_by_test_id("load-model").click()
-    page.wait_for_selector("#qkv-explorer .qx-trained[data-drawn^='own,']", timeout=120000)
 
 
 @pytest.fixture(scope="module")

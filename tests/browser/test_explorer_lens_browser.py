@@ -11,21 +11,13 @@ from urllib.parse import parse_qs, quote, urlparse
 
 import numpy as np
 import pytest
-from browser_model import PROB_SHOWN, ids_of, model
+from browser_model import PROB_SHOWN, ids_of, model, open_lab
 
 from qkv.lab import interventions, lens
 
 pytestmark = pytest.mark.usefixtures("offline_and_quiet")
 
 TEXT = "The capital of France is"
-
-
-def open_lab(page, site_url, text: str, **state) -> None:
-    query = "".join(f"&{k}={v}" for k, v in state.items())
-    page.goto(f"{site_url}explorer/?model=smollm2&text={quote(text, safe='')}{query}")
-    page.wait_for_selector("#qkv-explorer.qx-ready")
-    page.get_by_test_id("load-model").click()
-    page.wait_for_selector("#qkv-explorer .qx-trained[data-drawn^='own,']", timeout=120000)
 
 
 def lens_rows(page, lensed: str) -> list[dict]:
