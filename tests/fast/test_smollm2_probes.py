@@ -1,7 +1,7 @@
 """The head cards' probe file (explorer/smollm2/probes.json): every head's five scores, as the
 explorer's lab shows them, recomputed here from the model's attention weights and values by
-hand (the scores' definitions written out, not qkv.lab's functions), and the kinds of head the
-trained-model page finds on its own texts found again on these."""
+hand (the scores' definitions written out, not qkv.lab's functions) on the texts of
+docs/trained-model.md, and the heads that page names found at the top."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from qkv_site import smollm2_data as export
 from qkv_site import smollm2_probes as probes
+from qkv_site.figures._trained import TEXTS
 from support import model_trace
 
 from qkv import smollm2
@@ -27,7 +28,7 @@ def shipped() -> dict:
 
 @pytest.fixture(scope="module")
 def sentences():
-    return [model_trace(text) for text in export.SENTENCES]
+    return [model_trace(text) for text in TEXTS]  # the trained-model page's ten texts
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +131,7 @@ def test_the_cards_find_the_heads_the_trained_model_page_names(shipped):
     # its texts; here on the probe set (the same repeated texts)
     assert top["induction"] == (19, 7)
     assert top["duplicate"] == (15, 4)
-    # its four previous-token heads are the four highest here too, on other (the explorer's) texts
+    # its four previous-token heads are the four highest
     prev = found["previous"]
     best4 = {(int(i) // 9 + 1, int(i) % 9 + 1) for i in np.argsort(-prev, axis=None)[:4]}
     assert best4 == {(2, 3), (3, 2), (12, 2), (17, 1)}

@@ -27,7 +27,7 @@ export function installHeadCards(h, lab, probesUrl) {
                                "aria-labelledby": id("title"), hidden: "" }, [
     title,
     el("p", { class: "qx-note", text: "Scores on a fixed probe set, computed with qkv while this site was " +
-              "built. First and previous token: the head's mean weight on them over the explorer's sentences; " +
+              "built. First and previous token: the head's mean weight on them over the trained-model page's ten texts; " +
               "earlier copy and after a copy: its mean weight on an earlier copy of the query's token and on " +
               "the token after it, over four texts of 12 random tokens written twice; copying: how much what " +
               "it writes raises the logit of what it reads, directly. Chance is an even spread's weight (the " +
