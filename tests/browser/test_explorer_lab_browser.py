@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import math
+import time
 from functools import cache
 from urllib.parse import parse_qs, quote, urlparse
 
@@ -197,9 +198,17 @@ def test_hostile_lab_values_are_dropped_or_clamped(page, site_url, given, canoni
     shows them; nothing in them becomes HTML."""
     page.goto(site_url + address("Hostile values.", **given))
     page.wait_for_selector("#qkv-explorer.qx-ready")
-    page.wait_for_timeout(200)
-    lab_keys = {k: v for k, v in url_state(page).items() if k in ("off", "grid", "key")}
-    assert lab_keys == canonical
+    page.wait_for_selector('[data-testid="off-cell"]', state="attached")  # lab.js has read the address
+
+    def lab_keys():
+        return {k: v for k, v in url_state(page).items() if k in ("off", "grid", "key")}
+
+    # the address is rewritten soon after the lab is built (on a loaded machine, more than the
+    # 200 ms this test once waited): wait for it to settle, up to 10 s, then compare
+    deadline = time.monotonic() + 10
+    while lab_keys() != canonical and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    assert lab_keys() == canonical
     off = [
         (c.get_attribute("data-layer"), c.get_attribute("data-head"))
         for c in page.locator('[data-testid="off-cell"][aria-selected="true"]').all()
