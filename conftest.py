@@ -200,7 +200,7 @@ def run_page_blocks(name: str, cache: Path | None = None) -> PageOutput:
     (:func:`qkv_site.page_blocks.run_page`: read from the build's artifact cache by the
     build's own keys, and run into it only where it lacks an entry). ``cache``: another
     artifact cache (a build's of a copy of this tree); default: this tree's."""
-    from qkv_site.config import cache_dir
+    from qkv_site.artifacts.config import cache_dir
     from qkv_site.page_blocks import run_page
 
     shown = run_page(ROOT, name, cache or cache_dir(ROOT))

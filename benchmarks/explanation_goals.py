@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "sitebuild")]
 
 from qkv_site import claims, reading  # noqa: E402
-from qkv_site.config import mkdocs_config  # noqa: E402
+from qkv_site.site import Site  # noqa: E402
 
 GOALS = {"chapter": 700, "total": 9000, "lead": 80, "claims": 354, "page_kb": 200}
 
@@ -30,9 +30,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--site", type=Path, default=ROOT / "site", help="a built site to weigh")
     args = parser.parse_args()
-    nav = mkdocs_config(ROOT)["nav"]
-    chapters = reading.nav_part(nav, reading.PART)
-    further = reading.nav_part(nav, reading.FURTHER)
+    site = Site.read(ROOT)
+    chapters = [c.file for c in site.chapters()]
+    further = site.further()
     print(f"{'chapter':28s} {'words':>5s} {'min':>4s} {'lead':>4s} plain figure-first")
     total = 0
     for chapter in chapters:

@@ -4,7 +4,8 @@ The explorer page (docs/explorer.md) lets a reader pick a query word, a head
 dimension d_k from 1 to 64 and whether to divide by √d_k. It does no maths of its
 own: the site build packs every explorer_state into JSON (qkv_site.explorer_data)
 and the page only looks numbers up, so the browser shows what qkv computes.
-Chapter 6 (snippets/things_to_try.py) prints its numbers with the same function.
+docs/things-to-try.md (snippets/things_to_try.py) prints its numbers with the
+same function.
 
 The data are qkv's shared toy example (qkv.toy): the words of SENTENCE, seeded
 random embeddings, and projections whose first d_k columns do not depend on d_k,

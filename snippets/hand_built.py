@@ -1,5 +1,5 @@
 """The hand-built toy: named features and W_Q, W_K, W_V written by hand
-(chapters 2-4).
+(docs/where-qkv-come-from.md, keys-vs-values.md and why-three-projections.md).
 
 Run: python snippets/hand_built.py
 """

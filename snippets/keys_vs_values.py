@@ -1,4 +1,4 @@
-"""Chapter 3: keys decide who is read, values decide what is read
+"""docs/keys-vs-values.md: keys decide who is read, values decide what is read
 (the hand-built toy)."""
 
 # --8<-- [start:setup]

@@ -1,4 +1,4 @@
-"""Solutions to the exercises of docs/kv-cache.md (chapter 12).
+"""Solutions to the exercises of docs/kv-cache.md.
 
 Run it as `python snippets/kv_cache_exercises.py`.
 """

@@ -1,4 +1,4 @@
-"""Solutions to the exercises of docs/multi-head.md (chapter 11).
+"""Solutions to the exercises of docs/multi-head.md.
 
 Run it as `python snippets/multi_head_exercises.py`.
 """

@@ -68,7 +68,7 @@ print(f"Mistral 7B, 32 layers of window 4,096: {mistral:,} tokens")
 # --8<-- [start:exercise_added]
 from qkv import toy
 
-x, p = toy.feature_embeddings(), toy.hand_built_projections()  # chapter 9's toy
+x, p = toy.feature_embeddings(), toy.hand_built_projections()  # hand-built
 order = [5, 4, 3, 2, 1, 0]  # the sentence backwards
 rng = np.random.default_rng(1)
 positions = rng.normal(0.0, 0.5, size=(6, x.shape[1]))  # one per slot

@@ -1,4 +1,4 @@
-"""Chapter 1: attention as a weighted average of values,
+"""docs/soft-lookup.md: attention as a weighted average of values,
 on a palette of four colours."""
 
 # --8<-- [start:soft]

@@ -1,4 +1,4 @@
-"""The numbers behind the five experiments of chapter 6,
+"""The numbers behind the five experiments of docs/things-to-try.md,
 from the explorer's own data.
 
 Every state comes from explorer_state (snippets/explorer.py, shown on the page),

@@ -1,4 +1,4 @@
-"""Solutions to the exercises of docs/three-kinds.md (chapter 8).
+"""Solutions to the exercises of docs/three-kinds.md.
 
 Run it as `python snippets/three_kinds_exercises.py`.
 """

@@ -1,4 +1,4 @@
-"""Chapter 4: what the three matrices pin down,
+"""docs/why-three-projections.md: what the three matrices pin down,
 and what tying two of them breaks."""
 
 # --8<-- [start:setup]

@@ -1,4 +1,4 @@
-"""Solutions to the exercises of docs/traps.md (chapter 10).
+"""Solutions to the exercises of docs/traps.md.
 
 Run it as `python snippets/traps_exercises.py`.
 """

@@ -1,4 +1,4 @@
-"""Chapter 2: Q = X W_Q, K = X W_K, V = X W_V,
+"""docs/where-qkv-come-from.md: Q = X W_Q, K = X W_K, V = X W_V,
 and the widths that must or need not agree."""
 
 # --8<-- [start:project]

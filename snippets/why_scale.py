@@ -1,5 +1,5 @@
-"""Chapter 7's exercises: the spread of random scores, raw and divided,
-for a head of 16 and for components wider than 1.
+"""The exercises of docs/why-scale.md: the spread of random scores, raw and
+divided, for a head of 16 and for components wider than 1.
 
 Run: python snippets/why_scale.py
 """

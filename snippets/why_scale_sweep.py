@@ -1,4 +1,4 @@
-"""Chapter 6's training experiment: its settings,
+"""The training experiment of docs/why-scale-in-depth.md: its settings,
 fixed in code before its first run.
 
 Shown whole on docs/why-scale.md. snippets/why_scale.py and the learning-curve

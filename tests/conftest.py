@@ -34,8 +34,8 @@ import pytest
 from background_build import BackgroundBuild
 from checkout import clean_env, copy_project
 from hypothesis import HealthCheck, settings
+from qkv_site.artifacts.config import cache_dir
 from qkv_site.artifacts.runner import ONE_THREAD
-from qkv_site.config import cache_dir
 from support import (
     CHROMIUM,
     CHROMIUM_ARGS,

@@ -122,15 +122,27 @@ def attention_product_flops(t_q: int, t_k: int, d_k: int, d_v: int, n_heads: int
 
 def mkdocs_config(environ: Mapping[str, str] | None = None) -> dict:
     """This tree's mkdocs.yml as data, its ``!ENV`` values resolved from ``environ`` alone
-    (default: none set): :func:`qkv_site.config.mkdocs_config`, the one reader of it."""
-    from qkv_site.config import mkdocs_config as read
+    (default: none set): :func:`qkv_site.site.mkdocs_config`, the one reader of it."""
+    from qkv_site.site import mkdocs_config as read
 
     return read(ROOT, environ)
 
 
+def site():
+    """This tree's site model (:class:`qkv_site.site.Site`): the nav, its parts, the chapters."""
+    from qkv_site.site import Site
+
+    return Site.read(ROOT)
+
+
 def nav_section(title: str) -> list[tuple[str, str]]:
-    """(label, file) of every page under the nav's ``title`` ("The explanation"), in order."""
-    (part,) = [item[title] for item in mkdocs_config()["nav"] if isinstance(item, dict) and title in item]
+    """(label, file) of every page under the nav's ``title``, in order; a chapter of "The
+    explanation" is labelled as the site shows it, with its number ("7. Scores grow ...")."""
+    from qkv_site.site import EXPLANATION
+
+    if title == EXPLANATION:
+        return [(c.label, c.file) for c in site().chapters()]
+    (part,) = [item[title] for item in site().nav if isinstance(item, dict) and title in item]
     return [next(iter(item.items())) for item in part]
 
 
@@ -139,14 +151,7 @@ def nav_paths() -> list[str]:
     page, "kv-cache/" for kv-cache.md; pages a hook generates included): the pages a
     build must make, read from the configuration rather than counted from a build."""
 
-    def sources(entry):
-        if isinstance(entry, str):
-            yield entry
-        else:
-            for item in entry.values() if isinstance(entry, dict) else entry:
-                yield from sources(item)
-
-    stems = [Path(s).stem for s in sources(mkdocs_config()["nav"])]
+    stems = [Path(s).stem for s in site().pages()]
     return ["" if s == "index" else f"{s}/" for s in stems]
 
 

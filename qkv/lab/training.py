@@ -256,7 +256,7 @@ def train(
 class Sweep(NamedTuple):
     """The settings of a training sweep: every (d_k, T, seed) is trained at every rate.
 
-    Chapter 6's, fixed before it was first run, are in snippets/why_scale_sweep.py.
+    The site's, fixed before it was first run, are in snippets/why_scale_sweep.py.
     """
 
     d_ks: tuple

@@ -27,6 +27,8 @@ from pathlib import Path
 
 from mkdocs.structure.files import File
 
+from qkv_site.site import EXPLANATION, FURTHER, Chapter, Site, fill_chapter_links, page_title
+
 log = logging.getLogger("mkdocs.hooks.claims")
 
 CLAIM_MARK = re.compile(r"<!--\s*claim:\s*([a-z0-9][a-z0-9-]*)\s*-->")
@@ -62,16 +64,21 @@ def _last_sentence(text_before: str) -> str:
     return sentences[-1].strip() if sentences else text
 
 
-def find_claims(docs_dir: Path) -> list[Claim]:
+def find_claims(docs_dir: Path, chapters: list[Chapter] | None = None) -> list[Claim]:
     """Every claim marker in the Markdown under ``docs_dir``, in file order.
 
     The sentence recorded is the last one before the marker in its paragraph, so a
-    sentence that wraps over several source lines is kept whole.
+    sentence that wraps over several source lines is kept whole; its chapter links carry
+    their numbers (``chapters``; default: the nav of the project ``docs_dir`` is in).
     """
+    if chapters is None:
+        has_nav = (docs_dir.parent / "mkdocs.yml").is_file()
+        chapters = Site.read(docs_dir.parent).chapters() if has_nav else []
     claims = []
     for path in sorted(docs_dir.rglob("*.md")):
         paragraph = ""  # the text of the current paragraph before this line
-        for line in path.read_text(encoding="utf-8").splitlines():
+        text = fill_chapter_links(path.read_text(encoding="utf-8"), chapters)
+        for line in text.splitlines():
             if not line.strip() or LIST_ITEM.match(line):
                 paragraph = ""  # a blank line or a new list item starts a new paragraph
             if not line.strip():
@@ -143,17 +150,6 @@ def problems(claims: list[Claim], guards: list[Guard]) -> list[str]:
     return found
 
 
-def nav_order(nav) -> list[str]:
-    """The Markdown files of a MkDocs ``nav`` setting, in reading order."""
-    if isinstance(nav, str):
-        return [nav]
-    if isinstance(nav, dict):
-        return [f for value in nav.values() for f in nav_order(value)]
-    if isinstance(nav, list):
-        return [f for item in nav for f in nav_order(item)]
-    return []
-
-
 FILTER = (
     '<div class="claim-filter" data-testid="claim-filter">\n'
     '<label for="claim-filter-input">Show the claims that mention</label>\n'
@@ -197,12 +193,6 @@ def reading_groups(
     grouped = {p for _, members in groups for p in members}
     rest = [p for p in pages if p not in grouped]
     return groups + ([("", rest)] if rest else [])
-
-
-def _nav_part(nav, title: str) -> list[str]:
-    """The files under the nav's part ``title`` (none when the nav has no such part)."""
-    parts = [item[title] for item in nav if isinstance(item, dict) and title in item]
-    return nav_order(parts)
 
 
 def how_we_know_markdown(
@@ -290,36 +280,27 @@ def how_we_know_markdown(
     return "\n".join(lines)
 
 
-def page_title(path: Path) -> str:
-    """A page's title: its front matter's ``title``, else its first heading, else its name."""
-    text = path.read_text(encoding="utf-8")
-    front = re.match(r"---\n(.*?)\n---", text, re.S)
-    if front and (m := re.search(r"^title:\s*(.+)$", front.group(1), re.M)):
-        return m.group(1).strip().strip("\"'")
-    heading = re.search(r"^#\s+(.+)$", text, re.M)
-    return heading.group(1).strip() if heading else path.stem
-
-
 # ---- MkDocs event handlers -------------------------------------------------------------
 
 
 def pages_of_further(config) -> set[str]:
     """The files under the nav's part "Going further": their claims have their own page."""
-    return set(_nav_part(config["nav"], "Going further"))
+    return set(Site(config["nav"]).part(FURTHER))
 
 
 def on_files(files, config):
     docs_dir = Path(config["docs_dir"])
-    claims = find_claims(docs_dir)
+    site = Site(config["nav"])
+    claims = find_claims(docs_dir, site.chapters())
     guards = find_guards(Path(config.config_file_path).resolve().parent / "tests")
     for problem in problems(claims, guards):
         log.warning(problem)
     titles = {c.page: page_title(docs_dir / c.page) for c in claims}
-    chapters, further = (_nav_part(config["nav"], part) for part in ("The explanation", "Going further"))
+    chapters, further = site.part(EXPLANATION), site.part(FURTHER)
     extends = {p: extended_chapter((docs_dir / p).read_text(encoding="utf-8"), chapters) for p in further}
     deep = [c for c in claims if c.page in further]
     rest = [c for c in claims if c.page not in further]
-    order = nav_order(config["nav"])
+    order = site.pages()
     for name, mine, others, is_further in ((PAGE, rest, deep, False), (FURTHER_PAGE, deep, rest, True)):
         page = how_we_know_markdown(
             mine, guards, titles, order, chapters, extends, further=is_further, elsewhere=len(others)

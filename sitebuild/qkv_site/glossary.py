@@ -112,11 +112,11 @@ def first_marks_only(page_html: str) -> str:
 
 
 def on_files(files, config):
-    from qkv_site.claims import nav_order, page_title
+    from qkv_site.site import Site, page_title
 
     root = Path(config.config_file_path).resolve().parent
     docs_dir = Path(config["docs_dir"])
-    order = nav_order(config["nav"])
+    order = Site(config["nav"]).pages()
     where = defined_in(docs_dir, order)
     titles = {page: html.unescape(page_title(docs_dir / page)) for page in set(where.values())}
     files.append(File.generated(config, PAGE, content=glossary_markdown(read_terms(root), where, titles)))

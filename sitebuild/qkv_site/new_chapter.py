@@ -1,20 +1,26 @@
-"""``./dev new-chapter SLUG "Title"``: a new chapter that passes every rule the tests enforce.
+"""``./dev new-chapter SLUG "Title" [--after SLUG]``: a new chapter that passes every rule
+the tests enforce.
 
-The chapter goes after the last one of the nav's "The explanation", numbered next. Written
-from the templates in ``chapter_template/`` (``MODULE`` is the slug with ``_`` for ``-``):
+The chapter goes after the chapter ``--after`` names (default: the last) in the nav's "The
+explanation"; the nav numbers the chapters by their place, and every link to a chapter is
+written by name (``[chapter {n}](file.md)``, :mod:`qkv_site.site`), so the chapters after it
+renumber themselves. Written from the templates in ``chapter_template/`` (``MODULE`` is the
+slug with ``_`` for ``-``):
 
 - ``docs/SLUG.md``: front matter, the H1, a lead, a snippet shown and run, a figure, two
   exercises with folded solutions (the first asks for a prediction), each guarded, and the
-  "Read next" paragraph the previous last chapter had (the last chapter leads back home);
+  "Read next" paragraph the chapter before it had;
 - ``snippets/MODULE.py``: the sections the page shows and runs;
 - ``sitebuild/qkv_site/figures/MODULE.py``: the figure the page places, drawn from ``qkv``;
-- ``tests/fast/test_chapter_MODULE.py``: a guard for each claim the page marks, and a test
-  of the figure's alt text.
+- ``tests/fast/pages/test_MODULE.py``: a guard for each claim the page marks, and a test of
+  the figure's alt text;
+- ``tests/figure_tables/MODULE.py``: the figure's table, rebuilt from its ``data()``, for
+  tests/site/test_figure_data.py.
 
-Edited: ``mkdocs.yml`` (the nav entry "N. Title"), ``docs/index.md`` (the chapter's line
-under "The chapters"), the previous last chapter (its "Read next" leads here) and
-``tests/site/test_figure_data.py`` (the figure's table, rebuilt from its ``data()``).
-Every file is worked out before any is written, so a refusal writes nothing.
+Edited: ``mkdocs.yml`` (the nav entry "Title" after the chapter before it), ``docs/index.md``
+(the chapter's line under "The chapters") and the chapter before it (its "Read next" leads
+here). No test file is edited. Every file is worked out before any is written, so a refusal
+writes nothing.
 """
 
 from __future__ import annotations
@@ -29,18 +35,15 @@ from string import Template
 
 import yaml
 
+from qkv_site.site import EXPLANATION, Site
+
 TEMPLATES = Path(__file__).resolve().parent / "chapter_template"
-PART = "The explanation"
 SLUG = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 MAX_SLUG = 40  # the longest line a slug goes into must still fit its file's width
-MARKUP = set("[]*`$<>\\")  # read as markup by Markdown, by the nav or by the tests' link patterns
+# read as markup by Markdown, the nav, the tests' link patterns or the chapter links
+MARKUP = set("[]*`$<>\\{}")
 READ_NEXT = re.compile(r"^\*\*Read next:\*\*.*?(?=\n\n|\n*\Z)", re.M | re.S)
 SUMMARY = "what the toy sentence's attention weights add up to, printed, drawn and checked."
-FIGURE_TABLES = "tests/site/test_figure_data.py"
-NO_TABLE = '    raise AssertionError(f"no expected table for figure {name!r}: add one here")\n'
-TABLE_BRANCH = """    if name == "{slug}":
-        return [[[w, *row] for w, row in zip(d.words, d.weights, strict=True)]]
-"""
 
 
 def check_slug(slug: str) -> str:
@@ -114,44 +117,42 @@ def yaml_text(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)  # a JSON string is a YAML double-quoted one
 
 
-def explanation(mkdocs_yml: str) -> tuple[list[tuple[int, str, str]], int]:
-    """The chapters under the nav's "The explanation" as (number, title, file), in order,
-    and the index of the line after the last one (where the next chapter goes)."""
+def nav_lines(mkdocs_yml: str) -> dict[str, int]:
+    """The line index of each chapter's entry under the nav's "The explanation", by file."""
     lines = mkdocs_yml.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.strip() == f"- {PART}:"]
+    starts = [i for i, line in enumerate(lines) if line.strip() == f"- {EXPLANATION}:"]
     if len(starts) != 1:
-        raise ValueError(f"mkdocs.yml: {len(starts)} nav parts named {PART!r}, expected one")
+        raise ValueError(f"mkdocs.yml: {len(starts)} nav parts named {EXPLANATION!r}, expected one")
     depth = len(lines[starts[0]]) - len(lines[starts[0]].lstrip())
-    chapters, end = [], starts[0] + 1
+    found = {}
     for i in range(starts[0] + 1, len(lines)):
         line = lines[i]
         if not line.strip() or line.lstrip().startswith("#"):
             continue  # a blank line or a comment inside the part
         if len(line) - len(line.lstrip()) <= depth:
             break
-        ((label, path),) = yaml.safe_load(line.strip())[0].items()
-        numbered = re.fullmatch(r"(\d+)\. (.+)", label)
-        if not numbered:
-            raise ValueError(f"mkdocs.yml: the nav entry {label!r} is not 'N. Title'")
-        chapters.append((int(numbered.group(1)), numbered.group(2), path))
-        end = i + 1
-    if not chapters:
-        raise ValueError(f"mkdocs.yml: the nav part {PART!r} lists no chapter")
-    return chapters, end
+        ((_, path),) = yaml.safe_load(line.strip())[0].items()
+        found[path] = i
+    if not found:
+        raise ValueError(f"mkdocs.yml: the nav part {EXPLANATION!r} lists no chapter")
+    return found
 
 
-def plan(root: Path, slug: str, title: str) -> dict[str, str]:
-    """The text of every file the new chapter writes or edits, by path under ``root``.
+def plan(root: Path, slug: str, title: str, after: str | None = None) -> dict[str, str]:
+    """The text of every file the new chapter writes or edits, by path under ``root``; it
+    goes after the chapter ``after`` (a slug; default: the last chapter).
 
     Raises ValueError, naming the problem, for a bad slug or title, a slug already taken,
-    or a file that no longer has the shape this generator edits."""
+    an ``after`` that is no chapter, or a file that no longer has the shape this generator
+    edits."""
     slug, title = check_slug(slug), check_title(title)
     module = slug.replace("-", "_")
     new = {
         f"docs/{slug}.md": "chapter.md.tmpl",
         f"snippets/{module}.py": "snippet.py.tmpl",
         f"sitebuild/qkv_site/figures/{module}.py": "figure.py.tmpl",
-        f"tests/fast/test_chapter_{module}.py": "test.py.tmpl",
+        f"tests/fast/pages/test_{module}.py": "test.py.tmpl",
+        f"tests/figure_tables/{module}.py": "figure_table.py.tmpl",
     }
     if taken := [path for path in new if (root / path).exists()]:
         there = f"{' and '.join(taken)} {'exists' if len(taken) == 1 else 'exist'}"
@@ -160,70 +161,76 @@ def plan(root: Path, slug: str, title: str) -> dict[str, str]:
     if claimed:
         raise ValueError(f"the slug {slug!r} starts claim ids already used in docs/{claimed[0]}")
 
-    mkdocs_yml = read(root / "mkdocs.yml")
-    chapters, end = explanation(mkdocs_yml)
-    if title in [t for _, t, _ in chapters]:
+    chapters = Site.read(root).chapters()
+    if title in [c.title for c in chapters]:
         raise ValueError(f"the title {title!r} is taken by a chapter already; give this one its own")
-    number, last = chapters[-1][0] + 1, chapters[-1][2]
+    if after is None:
+        before = chapters[-1]
+    else:
+        before = next((c for c in chapters if c.file == f"{after}.md"), None)
+        if before is None:
+            names = ", ".join(c.file.removesuffix(".md") for c in chapters)
+            raise ValueError(
+                f"--after {after!r} is not a chapter of {EXPLANATION!r}; its chapters are {names}"
+            )
+    mkdocs_yml = read(root / "mkdocs.yml")
+    at = nav_lines(mkdocs_yml)[before.file]
     lines = mkdocs_yml.splitlines(keepends=True)
-    indent = lines[end - 1][: len(lines[end - 1]) - len(lines[end - 1].lstrip())]
-    lines.insert(end, f"{indent}- {yaml_text(f'{number}. {title}')}: {slug}.md\n")
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    lines.insert(at + 1, f"{indent}- {yaml_text(title)}: {slug}.md\n")
 
-    # the previous last chapter leads here; its way back home moves to the new last chapter
-    previous = read(root / "docs" / last)
+    # the chapter before leads here; where it led, the new chapter leads on
+    previous = read(root / "docs" / before.file)
     found = list(READ_NEXT.finditer(previous))
     if len(found) != 1:
-        raise ValueError(f"docs/{last}: {len(found)} '**Read next:**' paragraphs, expected one")
-    lead_on = f"**Read next:** [{number}. {title}]({slug}.md): {SUMMARY}"
+        raise ValueError(f"docs/{before.file}: {len(found)} '**Read next:**' paragraphs, expected one")
+    lead_on = f"**Read next:** [{{n}}. {{title}}]({slug}.md): {SUMMARY}"
     previous = previous[: found[0].start()] + lead_on + previous[found[0].end() :]
 
     values = {
         "slug": slug,
         "module": module,
         "title": title,
-        "number": number,
-        "previous": number - 1,
         "title_yaml": yaml_text(title),
         "description_yaml": yaml_text(
             f"{title}: a new chapter's starting point, with the toy sentence's attention "
             "weights printed by its snippet, drawn by its figure and checked by its tests."
         ),
         "read_next": found[0].group(0),
+        "test_file": f"tests/fast/pages/test_{module}.py",
     }
     files = {path: Template(read(TEMPLATES / name)).substitute(values) for path, name in new.items()}
     files["mkdocs.yml"] = "".join(lines)
-    files[f"docs/{last}"] = previous
-    files["docs/index.md"] = home_page(read(root / "docs" / "index.md"), number, title, slug)
-    tables = read(root / FIGURE_TABLES)
-    if tables.count(NO_TABLE) != 1:
-        raise ValueError(f"{FIGURE_TABLES}: expected_tables() no longer ends in {NO_TABLE.strip()!r}")
-    files[FIGURE_TABLES] = tables.replace(NO_TABLE, TABLE_BRANCH.format(slug=slug) + NO_TABLE)
+    files[f"docs/{before.file}"] = previous
+    files["docs/index.md"] = home_page(read(root / "docs" / "index.md"), before.file, slug)
     return files
 
 
-def home_page(text: str, number: int, title: str, slug: str) -> str:
-    """The home page with chapter ``number``'s line after the last line under "## The chapters"."""
+def home_page(text: str, before: str, slug: str) -> str:
+    """The home page with the new chapter's line after the line of chapter ``before`` under
+    "## The chapters" (a list Markdown numbers itself: every item is written "1.")."""
     head = text.find("\n## The chapters\n")
     if head < 0:
         raise ValueError("docs/index.md has no '## The chapters' section")
     tail = text.find("\n## ", head + 1)
     section = text[head : tail if tail >= 0 else len(text)]
-    items = list(re.finditer(r"^(\d+)\. .*$", section, re.M))
-    if not items or int(items[-1].group(1)) != number - 1:
-        listed = items[-1].group(1) if items else "none"
-        raise ValueError(f"docs/index.md lists chapters up to {listed}; the nav's last is {number - 1}")
-    at = head + items[-1].end()
-    return text[:at] + f"\n{number}. [{title}]({slug}.md): {SUMMARY}" + text[at:]
+    items = [m for m in re.finditer(r"^\d+\. \[[^\]]*\]\(([a-z0-9-]+\.md)\).*$", section, re.M)]
+    line = next((m for m in items if m.group(1) == before), None)
+    if line is None:
+        raise ValueError(f"docs/index.md lists no line for {before} under '## The chapters'")
+    at = head + line.end()
+    return text[:at] + f"\n1. [{{title}}]({slug}.md): {SUMMARY}" + text[at:]
 
 
 def read(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def create(root: Path, slug: str, title: str) -> list[str]:
+def create(root: Path, slug: str, title: str, after: str | None = None) -> list[str]:
     """Write the new chapter into the project at ``root``; the paths written, sorted."""
-    files = plan(root, slug, title)
+    files = plan(root, slug, title, after)
     for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text, encoding="utf-8")
     return sorted(files)
 
@@ -231,15 +238,19 @@ def create(root: Path, slug: str, title: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="./dev new-chapter",
-        description="Add a chapter after the last one, with its snippet, figure and tests.",
+        description="Add a chapter, with its snippet, figure and tests, after the last chapter "
+        "or the one --after names.",
     )
     parser.add_argument("slug", help="the page's name in kebab-case, e.g. attention-sinks")
     parser.add_argument(
         "title", help='the chapter\'s title, in quotes, e.g. "Why the first token collects the weight"'
     )
+    parser.add_argument(
+        "--after", metavar="SLUG", help="the chapter the new one follows (default: the last chapter)"
+    )
     args = parser.parse_args(argv)
     try:
-        written = create(Path.cwd(), args.slug, args.title)
+        written = create(Path.cwd(), args.slug, args.title, args.after)
     except ValueError as error:
         print(f"./dev new-chapter: {error}", file=sys.stderr)
         return 2

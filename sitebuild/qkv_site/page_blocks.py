@@ -107,8 +107,8 @@ def find_blocks(text: str, names: list[str], settings: Mapping[str, dict], **opt
 
 
 def site_extensions(root: Path) -> tuple[list[str], dict]:
-    """mkdocs.yml's Markdown extensions and settings (read by :mod:`qkv_site.config`)."""
-    from qkv_site.config import mkdocs_config
+    """mkdocs.yml's Markdown extensions and settings (read by :mod:`qkv_site.site`)."""
+    from qkv_site.site import mkdocs_config
 
     return extensions_of(mkdocs_config(root)["markdown_extensions"])
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import markdown as md
 from bs4 import BeautifulSoup
 
-PART = "The explanation"
-FURTHER = "Going further"
+from qkv_site.site import Site
+
 WORDS_PER_MINUTE = 200
 _FRONT_MATTER = re.compile(r"\A---\n.*?\n---\n", re.S)
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
@@ -101,14 +101,6 @@ def figure_comes_first(page: str) -> bool:
     return figure != -1 and (fence == -1 or figure < fence)
 
 
-def nav_part(config_nav: list, title: str) -> list[str]:
-    """The source files under the nav's part ``title``, in reading order."""
-    for item in config_nav:
-        if isinstance(item, dict) and title in item:
-            return [next(iter(entry.values())) for entry in item[title]]
-    raise ValueError(f"mkdocs.yml's nav has no part {title!r}")
-
-
 @functools.cache
 def _words(root: Path, text: str) -> int:
     return word_count(visible_prose(root, text))
@@ -128,7 +120,7 @@ def on_page_markdown(markdown_text, page, config, files):
     """Under each chapter's title, its reading time; on the home page, each chapter's time
     after its line under "The chapters", and the path's total before the list."""
     root = Path(config["config_file_path"]).parent
-    chapters = nav_part(config["nav"], PART)
+    chapters = [c.file for c in Site(config["nav"]).chapters()]
     source = page.file.src_uri
     if source in chapters:
         words = _words(root, markdown_text)

@@ -1,13 +1,14 @@
 """The chapters read as one numbered sequence, in the order mkdocs.yml's nav gives them,
 under titles of our own.
 
-The nav's "The explanation" names each chapter "N. Title". Every chapter's H1 and
-front-matter title are that title; its "**Read next:**" link leads to the next chapter of
-the nav, named "N. Title" (the last one back to the home page); and the home page's list of
-chapters holds every nav chapter under its number, with its nav title, a link to it and a
-line on what it teaches; every "chapter N" link leads to the page the nav numbers N; and no
-title or heading is one of the explained text's headings. Everything is read from
-mkdocs.yml, so a chapter added to the nav is checked without editing this file.
+A chapter's number is its place in the nav's "The explanation" (:mod:`qkv_site.site`);
+pages refer to chapters by name (``[chapter {n}](why-scale.md)``), never by a typed number.
+Every chapter's H1 and front-matter title are its nav title; its "**Read next:**" link leads
+to the next chapter of the nav, named "N. Title" (the last one back to the home page); the
+home page's list of chapters holds every nav chapter in order, with its title, a link to it
+and a line on what it teaches; and no title or heading is one of the explained text's
+headings. Everything is read from mkdocs.yml, so a chapter added to the nav is checked
+without editing this file.
 """
 
 from __future__ import annotations
@@ -15,54 +16,31 @@ from __future__ import annotations
 import json
 import re
 
-import yaml
-from support import ROOT, nav_section
+from qkv_site.site import front_matter, number_chapters, typed_chapter_numbers
+from support import ROOT, site
 
 DOCS = ROOT / "docs"
-PART = "The explanation"
-NAV_TITLE = re.compile(r"^(\d+)\. (.+)$")
-
-
-def explanation() -> list[tuple[int, str, str]]:
-    """(number, title, file) of every chapter under the nav's "The explanation", in order."""
-    chapters = []
-    for label, path in nav_section(PART):
-        found = NAV_TITLE.match(label)
-        assert found, f"nav entry {label!r} is not 'N. Title'"
-        chapters.append((int(found.group(1)), found.group(2), path))
-    return chapters
-
-
-CHAPTERS = explanation()
-
-
-def front_matter_and_body(path: str) -> tuple[dict, str]:
-    text = (DOCS / path).read_text(encoding="utf-8")
-    found = re.match(r"\A---\n(.*?)\n---\n(.*)\Z", text, re.S)
-    assert found, f"docs/{path} has no front matter"
-    return yaml.safe_load(found.group(1)), found.group(2)
-
-
-BY_FILE = {path: (number, title) for number, title, path in CHAPTERS}
+CHAPTERS = site().chapters()
 PAGES = sorted(p.name for p in DOCS.glob("*.md"))
 
 
-def home_list() -> dict[int, str]:
-    """The home page's numbered list under "## The chapters": number -> the rest of the line."""
+def front_matter_and_body(path: str) -> tuple[dict, str]:
+    """A page's front matter and its body, chapter links numbered as the build numbers them."""
+    meta, body = front_matter((DOCS / path).read_text(encoding="utf-8"))
+    return meta, number_chapters(body, CHAPTERS, f"docs/{path}")
+
+
+def home_list() -> list[str]:
+    """The items of the home page's numbered list under "## The chapters", in order."""
     _, body = front_matter_and_body("index.md")
     section = body.split("\n## The chapters", 1)[1].split("\n## ", 1)[0]
-    items = [re.match(r"^(\d+)\.\s+(.+)$", line) for line in section.splitlines()]
-    return {int(m.group(1)): m.group(2) for m in items if m}
-
-
-def test_the_nav_numbers_the_chapters_in_order_without_repeats():
-    numbers = [n for n, _, _ in CHAPTERS]
-    assert numbers == sorted(set(numbers)) and numbers[0] == 1, numbers
+    return [m.group(1) for m in re.finditer(r"^\d+\.\s+(.+)$", section, re.M)]
 
 
 def test_every_chapter_is_titled_as_the_nav_names_it():
     wrong = []
-    for _, title, path in CHAPTERS:
+    for chapter in CHAPTERS:
+        path, title = chapter.file, chapter.title
         if not path.endswith(".md"):
             wrong.append(f"{path}: the explanation's chapters are Markdown pages")
             continue
@@ -77,33 +55,76 @@ def test_every_chapter_is_titled_as_the_nav_names_it():
 
 def test_every_read_next_leads_to_the_next_chapter():
     wrong = []
-    for index, (_, _, path) in enumerate(CHAPTERS):
-        _, body = front_matter_and_body(path)
+    for index, chapter in enumerate(CHAPTERS):
+        _, body = front_matter_and_body(chapter.file)
         paragraphs = re.findall(r"^\*\*Read next:\*\*(.*?)(?:\n\n|\Z)", body, re.M | re.S)
         if len(paragraphs) != 1:
-            wrong.append(f"docs/{path}: {len(paragraphs)} '**Read next:**' paragraphs")
+            wrong.append(f"docs/{chapter.file}: {len(paragraphs)} '**Read next:**' paragraphs")
             continue
         links = re.findall(r"\[([^\]]+)\]\(([^)#]+)(?:#[^)]*)?\)", paragraphs[0])
         if index + 1 == len(CHAPTERS):
             if "index.md" not in [target for _, target in links]:
-                wrong.append(f"docs/{path}: the last chapter leads back home")
+                wrong.append(f"docs/{chapter.file}: the last chapter leads back home")
             continue
-        number, title, following = CHAPTERS[index + 1]
-        if links[:1] != [(f"{number}. {title}", following)]:
-            wrong.append(f"docs/{path}: reads next {links[:1]}, not [{number}. {title}]({following})")
+        following = CHAPTERS[index + 1]
+        if links[:1] != [(following.label, following.file)]:
+            wrong.append(
+                f"docs/{chapter.file}: reads next {links[:1]}, not [{following.label}]({following.file})"
+            )
     assert wrong == []
 
 
 def test_the_home_page_lists_every_chapter_in_order():
     listed = home_list()
-    assert sorted(listed) == list(range(1, max(listed) + 1)), "numbered 1..N without a gap"
-    assert max(listed) >= CHAPTERS[-1][0]
-    for number, title, path in CHAPTERS:
-        line = listed.get(number, "")
+    assert len(listed) == len(CHAPTERS), (
+        f"the home page lists {len(listed)} chapters; the nav has {len(CHAPTERS)}"
+    )
+    for chapter, line in zip(CHAPTERS, listed, strict=True):
         found = re.match(r"^\[([^\]]+)\]\(([^)]+)\):\s+(.+)$", line)
-        assert found, f"home page, chapter {number}: {line!r} is not '[title](file): what it teaches'"
-        assert found.group(1, 2) == (title, path), f"home page, chapter {number}"
-        assert len(found.group(3).split()) >= 5, f"home page, chapter {number}: say what it teaches"
+        assert found, f"home page, {chapter.file}: {line!r} is not '[title](file): what it teaches'"
+        assert found.group(1, 2) == (chapter.title, chapter.file), f"home page, chapter {chapter.number}"
+        assert len(found.group(3).split()) >= 5, f"home page, {chapter.file}: say what it teaches"
+
+
+def test_no_page_types_a_chapter_number_and_every_chapter_link_is_numbered_by_the_nav():
+    wrong = []
+    for doc in PAGES:
+        meta, body = front_matter((DOCS / doc).read_text(encoding="utf-8"))
+        try:
+            filled = number_chapters(body, CHAPTERS, f"docs/{doc}")
+        except ValueError as error:
+            wrong.append(str(error))
+            continue
+        wrong += [
+            f"docs/{doc}, description: {p}" for p in typed_chapter_numbers(str(meta.get("description", "")))
+        ]
+        # what the reader sees: "chapter N" links to the page the nav numbers N
+        for n, path in re.findall(r"\[(?:[^\]]* )?[Cc]hapter (\d+)(?:'s [^\]]*)?\]\(([^)#]+)", filled):
+            if (found := site().chapter(path)) is None or found.number != int(n):
+                wrong.append(f"docs/{doc}: chapter {n} -> {path}")
+    assert wrong == []
+
+
+def test_the_numbering_fills_a_chapter_link_and_refuses_a_typed_number():
+    one = [c for c in CHAPTERS if c.file == "why-scale.md"]
+    assert (
+        number_chapters("[chapter {n}](why-scale.md#x)", one) == f"[chapter {one[0].number}](why-scale.md#x)"
+    )
+    for wrong in ("see chapter 7", "[chapter {n}](faq-long-answers.md)", "a stray {n}"):
+        try:
+            number_chapters(wrong, CHAPTERS)
+        except ValueError:
+            continue
+        raise AssertionError(f"{wrong!r} was accepted")
+
+
+def test_the_notebook_names_no_chapter_by_number():
+    """The notebook is downloaded and read outside the site, where no number is filled in:
+    it names a chapter by its subject ("[the traps chapter](../traps/)")."""
+    notebook = json.loads((DOCS / "notebook.ipynb").read_text(encoding="utf-8"))
+    text = "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown")
+    assert re.findall(r"\]\(\.\./[a-z0-9-]+/", text), "the notebook links the chapters"
+    assert typed_chapter_numbers(text) == []
 
 
 # The pages of the explanation that are not taught with exercises: the questions page and the
@@ -113,7 +134,7 @@ SOLUTION = re.compile(r'^\?\?\? note "Solution[^"]*"\n((?:    .*\n|\n)+)', re.M)
 EXERCISE = re.compile(r"^\*\*(\d+)\. ([^*]+)\*\*(.*?)(?=^\?\?\? note \"Solution)", re.M | re.S)
 
 
-TAUGHT = [path for _, _, path in CHAPTERS if path not in WITHOUT_EXERCISES]
+TAUGHT = [c.file for c in CHAPTERS if c.file not in WITHOUT_EXERCISES]
 
 
 def exercises_section(path: str) -> str | None:
@@ -178,29 +199,6 @@ def test_the_title_rule_tells_a_neutral_title_from_an_answer():
         assert not NEUTRAL_TITLE.fullmatch(answer)
 
 
-def test_every_numbered_chapter_link_names_the_right_number():
-    wrong = []
-    for doc in PAGES:
-        text = (DOCS / doc).read_text(encoding="utf-8")
-        links = re.findall(r"\[(?:chapter|Chapter) (\d+)\]\(([^)#]+)", text)
-        links += re.findall(r"\[(\d+) →\]\(([^)#]+)", text)  # the recap's arrows
-        wrong += [
-            f"docs/{doc}: chapter {n} -> {path}"
-            for n, path in links
-            if BY_FILE.get(path, (None,))[0] != int(n)
-        ]
-    assert wrong == [], "chapters named by the wrong number"
-
-
-def test_the_notebook_names_chapters_by_their_numbers():
-    notebook = json.loads((DOCS / "notebook.ipynb").read_text(encoding="utf-8"))
-    text = "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown")
-    links = re.findall(r"\[chapter (\d+)\]\(\.\./([^/)#]+)/", text)
-    assert links
-    wrong = [(n, slug) for n, slug in links if BY_FILE[slug + ".md"][0] != int(n)]
-    assert not wrong, f"the notebook names chapters by the wrong number: {wrong}"
-
-
 # Every heading of the explanation this site covers (/work/shared/seed, issue 18): none may be
 # a title or heading here, nor may any page point readers at "the source".
 EXPLAINED_HEADINGS = {
@@ -235,7 +233,7 @@ def _plain(heading: str) -> str:
 
 
 def test_no_title_or_heading_is_one_of_the_explained_texts():
-    wrong = [f"nav: {t!r}" for _, t, _ in CHAPTERS if _plain(t) in EXPLAINED_HEADINGS]
+    wrong = [f"nav: {c.title!r}" for c in CHAPTERS if _plain(c.title) in EXPLAINED_HEADINGS]
     for doc in PAGES:
         text = (DOCS / doc).read_text(encoding="utf-8")
         headings = {_plain(h) for h in re.findall(r"^#+ ([^{\n]+)", text, re.M)}

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from qkv_site import claims
+from qkv_site.site import Site
 from support import HANG, ROOT
 
 
@@ -63,7 +64,7 @@ def test_guards_point_at_real_collected_tests(collected_ids):
 
 def test_how_we_know_follows_the_reading_order_with_each_deep_dive_under_its_chapter():
     nav = [{"Home": "index.md"}, {"Part": [{"B": "b.md"}, {"A": "a.md"}]}, {"More": [{"D": "deep.md"}]}]
-    assert claims.nav_order(nav) == ["index.md", "b.md", "a.md", "deep.md"]
+    assert Site(nav).pages() == ["index.md", "b.md", "a.md", "deep.md"]
     found = [
         claims.Claim("w", "deep.md", "Deep fact."),
         claims.Claim("x", "a.md", "A fact."),
@@ -72,7 +73,7 @@ def test_how_we_know_follows_the_reading_order_with_each_deep_dive_under_its_cha
     ]
     titles = {"a.md": "A", "b.md": "B", "deep.md": "Deep", "index.md": "Home"}
     page = claims.how_we_know_markdown(
-        found, [], titles, claims.nav_order(nav), ["b.md", "a.md"], {"deep.md": "b.md"}
+        found, [], titles, Site(nav).pages(), ["b.md", "a.md"], {"deep.md": "b.md"}
     )
     # chapters numbered in reading order; the deep dive under the chapter it extends; the rest last
     order = [

@@ -1,4 +1,4 @@
-"""``./dev new-chapter SLUG "Title"`` (qkv_site.new_chapter) refuses what it cannot write,
+"""``./dev new-chapter SLUG "Title" [--after SLUG]`` (qkv_site.new_chapter) refuses what it cannot write,
 saying why, with a non-zero exit and nothing written; what it writes is read back as written.
 
 That the chapter it writes passes the tests and the strict build is
@@ -11,6 +11,7 @@ import pytest
 import yaml
 from checkout import copy_project
 from qkv_site import new_chapter
+from qkv_site.site import Site, front_matter, number_chapters
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +25,10 @@ def snapshot(root):
     return {path: path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
 
 
-def run(root, monkeypatch, *args):
+def run(root, monkeypatch, *args, after=None):
     monkeypatch.chdir(root)
-    return new_chapter.main(["--", *args])  # "--": a slug such as "-sinks" is no option
+    options = ["--after", after] if after else []
+    return new_chapter.main([*options, "--", *args])  # "--": a slug such as "-sinks" is no option
 
 
 @pytest.mark.parametrize(
@@ -39,9 +41,9 @@ def run(root, monkeypatch, *args):
         ("sinks-", "not kebab-case"),
         ("a" * 41, "not kebab-case"),
         ("class", "Python keyword"),
-        ("recap", "docs/recap.md and tests/fast/test_chapter_recap.py exist already"),
+        ("recap", "docs/recap.md"),
         ("first-attention", "snippets/first_attention.py exists already"),  # a snippet of chapter 1
-        ("masks", "sitebuild/qkv_site/figures/masks.py exists already"),  # a figure's name
+        ("masks", "sitebuild/qkv_site/figures/masks.py and tests/figure_tables/masks.py exist"),  # a figure's
     ],
 )
 def test_a_bad_or_taken_slug_is_refused_and_nothing_is_written(project, monkeypatch, capsys, slug, says):
@@ -61,7 +63,8 @@ def test_a_bad_or_taken_slug_is_refused_and_nothing_is_written(project, monkeypa
         ("The [bracketed] word", "contains '[]'"),
         ("A *starred* word", "contains '*'"),
         ("18. Numbered", "starts with a number"),
-        ("The mechanism on one page", "taken by a chapter already"),  # chapter 17's
+        ("The mechanism on one page", "taken by a chapter already"),  # the recap's
+        ("A {n} placeholder", "contains '{}'"),
     ],
 )
 def test_an_empty_or_unwritable_title_is_refused_and_nothing_is_written(
@@ -80,12 +83,9 @@ def test_a_missing_argument_exits_2_with_the_usage(project, monkeypatch, capsys)
     assert exited.value.code == 2 and "usage: ./dev new-chapter" in capsys.readouterr().err
 
 
-def nav_part(root, part="The explanation"):
-    loader = type("Loader", (yaml.SafeLoader,), {})
-    loader.add_constructor("!ENV", lambda *_: None)
-    config = yaml.load((root / "mkdocs.yml").read_text(encoding="utf-8"), Loader=loader)
-    (entries,) = [item[part] for item in config["nav"] if isinstance(item, dict) and part in item]
-    return [next(iter(entry.items())) for entry in entries]
+def nav_part(root):
+    """(title, file) of the chapters, as the site model reads them."""
+    return [(c.title, c.file) for c in Site.read(root).chapters()]
 
 
 def test_the_title_reads_back_from_the_nav_and_front_matter_and_a_second_run_is_refused(
@@ -95,8 +95,7 @@ def test_the_title_reads_back_from_the_nav_and_front_matter_and_a_second_run_is_
     chapters = nav_part(root)
     title = 'Sinks: "where" # the weight goes'  # a colon, quotes and a hash: YAML needs quotes
     assert run(root, monkeypatch, "attention-sinks", title) == 0
-    number = len(chapters) + 1
-    assert nav_part(root) == [*chapters, (f"{number}. {title}", "attention-sinks.md")]
+    assert nav_part(root) == [*chapters, (title, "attention-sinks.md")]
     page = (root / "docs" / "attention-sinks.md").read_text(encoding="utf-8")
     front = yaml.safe_load(page.split("---\n")[1])
     assert front["title"] == title and title in front["description"]
@@ -110,11 +109,49 @@ def test_the_title_reads_back_from_the_nav_and_front_matter_and_a_second_run_is_
 
 def test_the_nav_part_is_read_past_comments_blank_lines_and_quoted_labels():
     nav = (
-        "nav:\n  - Home: index.md\n  - The explanation:\n      - 1. One: one.md\n"
-        '      # a comment\n\n      - "2. Two: a colon": two.md\n  - Explorer: explorer.md\n'
+        "nav:\n  - Home: index.md\n  - The explanation:\n      - One: one.md\n"
+        '      # a comment\n\n      - "Two: a colon": two.md\n  - Explorer: explorer.md\n'
     )
-    chapters, end = new_chapter.explanation(nav)
-    assert chapters == [(1, "One", "one.md"), (2, "Two: a colon", "two.md")]
-    assert nav.splitlines()[end - 1].endswith("two.md")  # the next chapter goes after it
-    with pytest.raises(ValueError, match=r"'Explorer' is not 'N\. Title'"):
-        new_chapter.explanation(nav.replace("  - Explorer", "      - Explorer"))
+    lines = new_chapter.nav_lines(nav)
+    assert list(lines) == ["one.md", "two.md"]
+    assert nav.splitlines()[lines["two.md"]].endswith("two.md")  # a chapter after it goes below
+
+
+def test_after_puts_the_chapter_in_the_middle_and_every_later_chapter_moves_up_one(tmp_path, monkeypatch):
+    root = copy_project(tmp_path / "qkv")
+    before = Site.read(root).chapters()
+    at = next(i for i, c in enumerate(before) if c.file == "why-scale.md")
+    old_read_next = read_next(root, "why-scale.md")
+    assert run(root, monkeypatch, "attention-sinks", "Where the spare weight goes", after="why-scale") == 0
+    after = Site.read(root).chapters()
+    assert [c.file for c in after] == [
+        *(c.file for c in before[: at + 1]),
+        "attention-sinks.md",
+        *(c.file for c in before[at + 1 :]),
+    ]
+    new = after[at + 1]
+    assert new.number == before[at].number + 1 and after[-1].number == before[-1].number + 1
+    # the chapter before leads to the new one, which leads where that one led
+    chapters = after
+    assert read_next(root, "why-scale.md", chapters).startswith(f"[{new.label}](attention-sinks.md)")
+    assert read_next(root, "attention-sinks.md", chapters) == number_chapters(old_read_next, chapters)
+    # the home page lists it right after the chapter before it
+    home = (root / "docs" / "index.md").read_text(encoding="utf-8")
+    lines = [ln for ln in home.splitlines() if ln.startswith("1. [{title}](")]
+    files = [ln.split("](", 1)[1].split(")", 1)[0] for ln in lines]
+    assert files == [c.file for c in after]
+
+
+def test_after_names_the_chapters_when_it_names_none_of_them(project, monkeypatch, capsys):
+    before = snapshot(project)
+    assert run(project, monkeypatch, "a-fresh-slug", "A title", after="masks-in-pytorch") == 2
+    error = capsys.readouterr().err
+    assert "'masks-in-pytorch' is not a chapter" in error and "why-scale" in error, error
+    assert snapshot(project) == before
+
+
+def read_next(root, page, chapters=None):
+    """The text after "**Read next:** " on ``docs/PAGE``, numbered by ``chapters`` if given."""
+    _, body = front_matter((root / "docs" / page).read_text(encoding="utf-8"))
+    found = body.split("**Read next:** ", 1)[1].split("\n\n", 1)[0].strip()
+    return number_chapters(found, chapters) if chapters else found

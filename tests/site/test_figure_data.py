@@ -8,6 +8,7 @@ The expected rows are built here from each figure's ``data()`` fields, not from 
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import math
 import urllib.parse
@@ -26,153 +27,15 @@ RTOL = 1e-5  # the tables show 6 significant digits
 
 
 def expected_tables(name: str, d) -> list[list[list]]:
-    """Each table's body rows (row label first) from the figure's ``data()``, ``d``."""
-    if name == "score-spread":
-        return [[[int(k), u, s] for k, u, s in zip(d.dims, d.unscaled, d.scaled, strict=True)]]
-    if name == "cross-attention":
-        return [[[q, *w] for q, w in zip(d.query_words, d.weights, strict=True)]]
-    if name == "explorer-widths":
-        return [
-            [[f"dₖ = {w}", *row] for w, row in zip(d.widths, weights, strict=True)]
-            for weights in (d.scaled, d.unscaled)
-        ]
-    if name == "four-stages":
-        return [
-            [[w, r, s, p] for w, r, s, p in zip(d.words, d.raw, d.scaled, d.weights, strict=True)],
-            [[w, *v] for w, v in zip([*d.words, "output"], [*d.values, d.output], strict=True)],
-        ]
-    if name == "kv-cache-growing":
-        width = len(d.words)
-        return [
-            [
-                [f"step {i}: {word}", len(keys), added, moved, *weights, *[""] * (width - len(weights))]
-                for i, (word, keys, added, moved, weights) in enumerate(
-                    zip(d.words, d.keys, d.added, d.moved, d.weights, strict=True), start=1
-                )
-            ]
-        ]
-    if name == "kv-cache-memory":
-        return [[[f"{line.label} ({line.kind})", *line.gib] for line in d]]
-    if name == "kv-cache-work":
-        c, u = d.cached, d.uncached
-        return [
-            [
-                [int(t), *cols]
-                for t, *cols in zip(
-                    d.position, c.kv_projections, u.kv_projections, c.scores, u.scores, strict=True
-                )
-            ]
-        ]
-    if name == "one-layer":
-        return [
-            [
-                [
-                    step.name,
-                    "; ".join(f"{n} {' × '.join(map(str, d.arrays[n].shape))}" for n in step.outputs),
-                    "yes" if d.mixes[step.name] else "no",
-                ]
-                for step in d.steps
-            ]
-        ]
-    if name == "masks":
-        return [
-            [[w, *row] for w, row in zip(d.words, d.causal, strict=True)],
-            [[w, *row] for w, row in zip(d.padded_words, d.padding, strict=True)],
-        ]
-    if name == "rope-pair":
-        return [
-            [[p, *xy, a] for p, xy, a in zip(d.positions, d.turned.tolist(), d.angles, strict=True)],
-            [[m, n, b, s] for (m, n), b, s in zip(d.cases, d.between, d.scores, strict=True)],
-        ]
-    if name == "multi-head":
-        heads = [[[w, *row] for w, row in zip(d.words, head, strict=True)] for head in d.weights]
-        return [*heads, [[h, dh, f] for (h, dh), f in d.flops.items()]]
-    if name == "saturation":
-        return [
-            [[int(k), *row] for k, row in zip(d.dims, values[scale], strict=True)]
-            for values in (d.entropy, d.max_weight)
-            for scale in (True, False)
-        ]
-    if name == "wide-scores":
-        return [
-            [
-                [f"dₖ = {d_k}, {label}", *weights[i]]
-                for i, d_k in enumerate(d.widths)
-                for label, weights in (("q·k", d.unscaled), ("q·k / √dₖ", d.scaled))
-            ]
-        ]
-    if name == "soft-vs-hard":
-        return [
-            [[n, s, h] for n, s, h in zip(d.names, d.soft, d.hard, strict=True)],
-            [["soft (blend)", *d.soft_answer], ["hard (best key)", *d.hard_answer]],
-        ]
-    if name == "one-row-three-vectors":
-        return [[[c, e] for c, e in zip(row.columns, row.values, strict=True)] for row in d]
-    if name == "key-or-value":
-        cases = ("as built", "milk's value changed", "milk's key wiped")
-        return [[[c, *row] for c, row in zip(cases, m, strict=True)] for m in (d.weights, d.received)]
-    if name == "tied-qk":
-        return [[[w, *row] for w, row in zip(d.words, m, strict=True)] for m in (d.separate, d.tied)]
-    if name == "vanishing-gradient":
-        return [
-            [[int(k), *row] for k, row in zip(d.dims, d.quartiles[scale], strict=True)]
-            for scale in (True, False)
-        ]
-    if name == "data-flow":
-        return [[[array, *shape] for array, shape in d.items()]]
-    if name == "head-roles":
-        return [[[w, *row] for w, row in zip(d.labels, m, strict=True)] for m in (d.previous, d.induction)]
-    if name == "wrong-axis":
-        return [[[w, *row] for w, row in zip(d.words, m, strict=True)] for m in (d.by_key, d.by_query)]
-    if name == "multi-head-flow":
-        return [[[w, *row] for w, row in zip(d.words, head, strict=True)] for head in d.weights]
-    if name == "trained-head-types":
-        return [
-            [[layer + 1, *(round(x, 3) for x in row)] for layer, row in enumerate(scores)]
-            for scores in d.scores.tolist()
-        ]  # shown to 3 decimals
-    if name == "kernel-regression":
-        return [
-            [[i + 1, n, r, a, k] for i, (n, r, a, k) in enumerate(zip(*panel, strict=True))]
-            for panel in (d.same_norm, d.mixed_norm)
-        ]
-    if name == "tiled-memory":
-        return [
-            [
-                [t, a, b, a / b]
-                for t, a, b in zip(d.lengths, d.attention_mib.tolist(), d.tiled_mib.tolist(), strict=True)
-            ]
-        ]
-    if name == "scale-training":
-        from snippets.why_scale_sweep import SWEEP
-
-        rates = SWEEP.learning_rates
-        summary = [
-            [f"dₖ {d_k}, T {t}, {arm_name}, rate {rate:g}", *stats]
-            for (d_k, t), loss in d.loss.items()
-            for arm, arm_name in ((1, "scaled"), (0, "unscaled"))
-            for i, rate in enumerate(rates)
-            for stats in [
-                (
-                    loss[:, arm, i, -1].mean(),
-                    loss[:, arm, i, -1].min(),
-                    loss[:, arm, i, -1].max(),
-                    d.accuracy[d_k, t][:, arm, i, -1].mean(),
-                )
-            ]
-        ]
-        curves = []
-        for loss in d.loss.values():
-            final = loss[..., -1].mean(axis=0)  # (arm, rate): each arm's best rate, found here
-            best_unscaled, best_scaled = int(np.argmin(final[0])), int(np.argmin(final[1]))
-            lines = [loss[:, 1, best_scaled], loss[:, 0, best_unscaled], loss[:, 0, best_scaled]]
-            means = [line.mean(axis=0) for line in lines]
-            curves.append([[int(step), *(m[j] for m in means)] for j, step in enumerate(d.steps)])
-        return [summary, *curves]
-    if name == "dot-vs-cosine":
-        columns = (d.names, d.lengths, d.angles, d.dot_scores, d.dot, d.cos_scores, d.cosine)
-        return [[list(row) for row in zip(*columns, strict=True)]]
-    raise AssertionError(f"no expected table for figure {name!r}: add one here")
+    """Each table's body rows (row label first) from the figure's ``data()``, ``d``: the
+    figure's module in tests/figure_tables/."""
+    try:
+        module = importlib.import_module(f"figure_tables.{name.replace('-', '_')}")
+    except ModuleNotFoundError:
+        raise AssertionError(
+            f"no expected table for figure {name!r}: add tests/figure_tables/{name.replace('-', '_')}.py"
+        ) from None
+    return module.expected(d)
 
 
 def assert_rows_equal(shown: list[list[str]], want: list[list], where: str) -> None:

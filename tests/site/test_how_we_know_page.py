@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from bs4 import BeautifulSoup
 from qkv_site import claims
+from qkv_site.site import page_title
 from support import ROOT, nav_section
 
 CHAPTERS = [path for _, path in nav_section("The explanation")]
@@ -57,7 +58,5 @@ def test_the_claims_are_grouped_by_chapter_with_the_deep_dives_under_theirs(buil
             continue
         extended = claims.extended_chapter(text, CHAPTERS)
         expected = labels[CHAPTERS.index(extended)]
-        assert found.get(claims.page_title(ROOT / "docs" / path)) == expected, (
-            f"{path} is not under {expected}"
-        )
+        assert found.get(page_title(ROOT / "docs" / path)) == expected, f"{path} is not under {expected}"
     assert deep.select_one("#claim-filter-input") is not None

@@ -11,8 +11,9 @@ reader pastes it. docs/contributing.md lists these rules under "Add a chapter".
 
 The copy shares the artifact cache of the build that computed this run's pages, so the copy's
 build computes the new chapter's snippet and figure and reads everything else from the
-cache. Taking the chapter out of the nav makes the chapter tests fail: they read the rules'
-subject from mkdocs.yml, so this test can fail.
+cache. The chapter goes in the middle of the path (``--after``), so every later chapter is
+renumbered. Taking the chapter out of the nav makes the chapter tests fail: they read the
+rules' subject from mkdocs.yml, so this test can fail.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ import subprocess
 import sys
 
 from checkout import clean_env, copy_project
-from qkv_site.config import cache_dir
+from qkv_site.artifacts.config import cache_dir
 from support import ROOT
 from test_copy_paste import make_reader_env, run_blocks, runnable_blocks
 
 SLUG, TITLE = "sinks-example", "Where the weight goes: an example chapter"
+AFTER = "why-scale"  # in the middle of the path: every later chapter's number and link moves
 MODULE = SLUG.replace("-", "_")
 RULES = [
     "tests/fast/test_chapter_sequence.py",
@@ -38,7 +40,7 @@ RULES = [
     "tests/fast/test_snippets.py::test_every_snippet_is_shown_on_a_page_and_every_page_shows_a_snippet_that_exists",
     f"tests/fast/test_snippets.py::test_snippet_runs_and_prints[{MODULE}.py]",
     "tests/fast/test_figures.py::test_every_figure_has_alt_text_stating_a_finding_and_a_caption",
-    f"tests/fast/test_chapter_{MODULE}.py",
+    f"tests/fast/pages/test_{MODULE}.py",
     # these read the copy's strict build
     "tests/site/test_site.py::test_every_page_built",
     "tests/site/test_page_meta.py",
@@ -58,10 +60,10 @@ ONLY_NEW_PAGE = f"not test_page_output_is_what_the_built_page_shows or {SLUG}"
 
 
 def generate(folder):
-    """A copy of the repository in ``folder`` with the chapter written into it."""
+    """A copy of the repository in ``folder`` with the chapter written into it, after ``AFTER``."""
     root = copy_project(folder / "qkv")
     done = subprocess.run(
-        [sys.executable, "-m", "qkv_site.new_chapter", SLUG, TITLE],
+        [sys.executable, "-m", "qkv_site.new_chapter", "--after", AFTER, SLUG, TITLE],
         cwd=root,
         env=copy_env(root),
         capture_output=True,
@@ -120,6 +122,6 @@ def test_out_of_the_nav_the_new_chapter_fails_the_chapter_tests(tmp_path):
     config.write_text("".join(kept), encoding="utf-8")
     done = pytest_in(root, ["tests/fast/test_chapter_sequence.py"])
     assert done.returncode == 1, done.stdout[-3000:]
-    # the chapter before it now leads to a page the nav does not list, not back home
-    assert "test_every_read_next_leads_to_the_next_chapter" in done.stdout
-    assert "the last chapter leads back home" in done.stdout
+    # the chapter before it now leads to a page the nav does not list
+    assert "test_every_read_next_leads_to_the_next_chapter FAILED" in done.stdout, done.stdout[-3000:]
+    assert "numbers a page that is not a chapter" in done.stdout

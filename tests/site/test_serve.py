@@ -15,7 +15,7 @@ import urllib.request
 
 from bs4 import BeautifulSoup
 from checkout import clean_env, copy_project
-from qkv_site.config import cache_dir
+from qkv_site.artifacts.config import cache_dir
 from support import ROOT, dev_serve_watch_options, serve
 
 PAGE = "contributing/"

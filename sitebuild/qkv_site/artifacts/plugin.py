@@ -32,14 +32,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from pathlib import Path
 
-from mkdocs.config import config_options
-from mkdocs.config.base import Config
 from mkdocs.plugins import BasePlugin
 
+from qkv_site.artifacts.config import ArtifactsConfig
 from qkv_site.artifacts.csp import ContentSecurityPolicy
 from qkv_site.artifacts.explorer import Explorer
 from qkv_site.artifacts.figures import Figures
@@ -57,16 +55,6 @@ KINDS = (Explorer, Notebooks, Snippets, Figures)  # jobs are started in this ord
 class _NotTheDirtyWarning(logging.Filter):
     def filter(self, record):
         return "'dirty' build is being performed" not in record.getMessage()
-
-
-class ArtifactsConfig(Config):
-    enabled = config_options.Type(bool, default=True)
-    cache_dir = config_options.Type(str, default=".cache/artifacts")
-    concurrency = config_options.Type(int, default=max(1, os.cpu_count() or 1))
-    content_security_policy = config_options.Type(bool, default=False)
-    # a file to write each computed artifact's CPU seconds to, as JSON ("": none); for
-    # benchmarks/build_times.py
-    timings = config_options.Type(str, default="")
 
 
 class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
