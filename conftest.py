@@ -195,15 +195,16 @@ def rendered_page():
     return lambda name: render_page(ROOT, name)[0]
 
 
-def run_page_blocks(name: str, cache: Path | None = None) -> PageOutput:
+def run_page_blocks(name: str, cache: Path | None = None, snippet_python: str = "") -> PageOutput:
     """What the blocks ``docs/NAME`` executes printed, as the build prints them
-    (:func:`qkv_site.page_blocks.run_page`: read from the build's artifact cache by the
+    (:func:`qkv_site.artifacts.snippets.run_page`: read from the build's artifact cache by the
     build's own keys, and run into it only where it lacks an entry). ``cache``: another
-    artifact cache (a build's of a copy of this tree); default: this tree's."""
+    artifact cache (a build's of a copy of this tree); default: this tree's.
+    ``snippet_python``: the blocks run in that Python, as that build runs them."""
     from qkv_site.artifacts.config import cache_dir
-    from qkv_site.page_blocks import run_page
+    from qkv_site.artifacts.snippets import run_page
 
-    shown = run_page(ROOT, name, cache or cache_dir(ROOT))
+    shown = run_page(ROOT, name, cache or cache_dir(ROOT), snippet_python)
     return PageOutput(name, [Shown(b.section, b.session, b.code, text) for b, text in shown])
 
 
@@ -242,10 +243,14 @@ def once_per_run(run_folder):
 
 @pytest.fixture(scope="session")
 def page_artifacts():
-    """``page_artifacts()``: the artifact cache page outputs are read from (None: the tree's).
-    tests/conftest.py overrides it: in a run that builds the site, it waits for the build that
-    computes the pages and gives its cache, so a page's code is not run again beside it."""
-    return lambda: None
+    """``page_artifacts(page)``: where page outputs are read from and run into
+    (``support.PageSource``): by default this tree's cache, the blocks run as ``./dev build``
+    runs them. tests/conftest.py overrides it for a run that builds the site: the cache of
+    the build computing the pages, in the Python that build runs them in, so a page's code
+    runs once between the build and the tests."""
+    from support import PageSource
+
+    return lambda page: PageSource(None, "")
 
 
 @pytest.fixture(scope="session")
@@ -264,11 +269,15 @@ def page_output(once_per_run, page_artifacts):
     cache lacks them."""
 
     def output(name: str) -> PageOutput:
+        def run() -> list[dict]:
+            source = page_artifacts(name)
+            return [
+                dataclasses.asdict(b)
+                for b in run_page_blocks(name, source.cache, source.snippet_python).blocks
+            ]
+
         # plain dicts: what conftest.py defines pickles by a module name pytest may reuse
-        blocks = once_per_run(
-            f"page-output-{name}",
-            lambda: [dataclasses.asdict(b) for b in run_page_blocks(name, page_artifacts()).blocks],
-        )
+        blocks = once_per_run(f"page-output-{name}", run)
         return PageOutput(name, [Shown(**block) for block in blocks])
 
     return output

@@ -32,8 +32,8 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from support import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the browser the tests drive, set up alike)
+sys.path.insert(0, str(ROOT / "sitebuild"))
+from qkv_site.local import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
 BUDGET_BYTES = 150_000
 FRAME_MS = 1000 / 60

@@ -38,10 +38,10 @@ from urllib.parse import quote
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "sitebuild"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from model_in_browser import Heaps, load, serve  # noqa: E402
-from support import CHROMIUM, CHROMIUM_ARGS, build_site  # noqa: E402
+from qkv_site.local import CHROMIUM, CHROMIUM_ARGS, build_site  # noqa: E402
 
 from qkv import smollm2  # noqa: E402
 

@@ -43,8 +43,8 @@ from playwright.sync_api import sync_playwright
 from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from support import CHROMIUM, CHROMIUM_ARGS, build_site  # noqa: E402
+sys.path.insert(0, str(ROOT / "sitebuild"))
+from qkv_site.local import CHROMIUM, CHROMIUM_ARGS, build_site  # noqa: E402
 
 from qkv import smollm2  # noqa: E402
 

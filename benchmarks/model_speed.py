@@ -36,8 +36,8 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from support import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+sys.path.insert(0, str(ROOT / "sitebuild"))
+from qkv_site.local import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
 from qkv import smollm2  # noqa: E402
 

@@ -25,10 +25,9 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from checkout import clean_env, copy_project  # noqa: E402
+sys.path.insert(0, str(ROOT / "sitebuild"))
 from qkv_site.artifacts.config import cache_dir  # noqa: E402
-from support import chromium, dev_serve_watch_options, serve  # noqa: E402
+from qkv_site.local import chromium, clean_env, copy_project, dev_serve_watch_options, serve  # noqa: E402  # noqa: E402
 
 CHAPTER_GOAL_S, SNIPPET_GOAL_S = 2.0, 3.0
 EXEC_BLOCK = re.compile(r'^```python exec="on"[^\n]*\n--8<-- "([^":]+):([^"]+)"', re.M)

@@ -6,10 +6,14 @@ against the same number on another.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from qkv._checks import whole_number
-from qkv.projections import Projections
+from qkv.diagnostics import entropy
+from qkv.dot_product import attention, scale_factor
+from qkv.projections import Projections, project
 
 SENTENCE = ("she", "drank", "milk", "from", "a", "cup")
 """Six words, each once, so a word names one query and one key."""
@@ -147,3 +151,72 @@ def hand_built_projections() -> Projections:
 
 
 # --8<-- [end:hand_built]
+
+
+class QueryState(NamedTuple):
+    """One query word's attention over the toy sentence, stage by stage."""
+
+    raw: np.ndarray  # (T,): the query's dot product with every key, q · k_j
+    scaled: np.ndarray  # (T,): raw times the scale factor (1/√d_k, or 1 when off)
+    weights: np.ndarray  # (T,): softmax of the scaled scores; sums to 1
+    entropy: float  # of the weights, in nats: 0 is one key, log T is even
+    max_weight: float  # the largest weight
+    output: np.ndarray  # (d_v,): the weighted blend of the value vectors
+
+
+def query_state(query: str, d_k: int, scale: bool, words=SENTENCE, d_v: int = D_V) -> QueryState:
+    """One query word's scores, weights and output over ``words``, at head width ``d_k``.
+
+    The toy's embeddings and projections, run through ``qkv.attention`` for the one query:
+    what the explorer page shows for a word, a width and the scale setting (the site's
+    build computes every state with this function, and the page only looks them up).
+
+    Parameters
+    ----------
+    query : str
+        The word whose query asks, one of ``words``.
+    d_k : int
+        The query/key width, 1 to :data:`D_K_MAX`; each width is the first columns of the
+        widest, so a wider head adds dimensions to the same queries and keys.
+    scale : bool
+        True divides the scores by √d_k before the softmax.
+    words : tuple of str
+        The sentence, embedded by :func:`embeddings`.
+    d_v : int
+        The width of the values and of the output.
+
+    Raises
+    ------
+    ValueError
+        For a query not in ``words``, a ``d_k`` that is not a whole number in 1..64, or a
+        ``scale`` that is not a bool.
+
+    Examples
+    --------
+    >>> state = query_state("drank", d_k=16, scale=True)
+    >>> state.weights.shape, round(float(state.weights.sum()), 12)
+    ((6,), 1.0)
+    """
+    if query not in words:
+        raise ValueError(f"query must be one of the words {tuple(words)}, got {query!r}")
+    if isinstance(d_k, bool) or not isinstance(d_k, int | np.integer) or not 1 <= d_k <= D_K_MAX:
+        raise ValueError(f"d_k must be an integer from 1 to {D_K_MAX}, got {d_k!r}")
+    if not isinstance(scale, bool | np.bool_):
+        raise ValueError(f"scale must be True or False, got {scale!r}")
+    # --8<-- [start:query_state]
+    x = embeddings(words)  # (T, d_model)
+    q, k, v = project(x, projections(d_k, d_v=d_v))  # (T, d_k), (T, d_k), (T, d_v)
+    i = list(words).index(query)
+    raw = q[i] @ k.T  # (T,): one dot product per key
+    scaled = raw * scale_factor(bool(scale), d_k)
+    # (1, T), (1, d_v): one query row against all the keys
+    weights, output = attention(q[i : i + 1], k, v, scale=bool(scale))
+    return QueryState(
+        raw=raw,
+        scaled=scaled,
+        weights=weights[0],
+        entropy=float(entropy(weights[0])),
+        max_weight=float(weights[0].max()),
+        output=output[0],
+    )
+    # --8<-- [end:query_state]

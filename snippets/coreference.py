@@ -7,16 +7,11 @@ probes and thresholds are in snippets/coreference_pairs.py, fixed before the fir
 run.
 """
 
-# --8<-- [start:threads]
-import sys
-
-# first: the limit below applies to the BLAS library NumPy loads
+# As a script: the pairs file beside this one (the page runs that file itself,
+# shown whole, first) and one BLAS thread, faster than several for these small
+# matrices (the page's code runs with one already). First, so that the limit
+# applies to the BLAS library NumPy loads.
 import numpy  # noqa: F401
-from threadpoolctl import threadpool_limits
-
-# the page runs from the project's root;
-# a script has its own folder on the path already
-sys.path.insert(0, "snippets")
 from coreference_pairs import (
     ALPHA,
     ASSOCIATION_PAIRS,
@@ -26,10 +21,9 @@ from coreference_pairs import (
     WSC,
     Pair,
 )
+from threadpoolctl import threadpool_limits
 
-# small matrices: one BLAS thread is faster than several here
 threadpool_limits(1)
-# --8<-- [end:threads]
 
 # --8<-- [start:pairs]
 from qkv import smollm2

@@ -1,15 +1,14 @@
 """The sceptic's next runs on the two coreference heads: the nouns' roles swapped,
 the heads patched one position at a time, and the neutral context as a control.
 
-Shown on docs/coreference-heads.md, which runs it after the sections "imports" and
-"setup" of snippets/coreference_patching.py (their names: model, config, Texts,
-record, chosen, KINDS). Its design is the section "sceptic" of
+Shown on docs/coreference-heads.md, which runs it after the pairs file and the
+section "setup" of snippets/coreference_patching.py (their names: model, config,
+Texts, record, chosen, KINDS). Its design is the section "sceptic" of
 snippets/coreference_pairs.py, fixed before its first run.
 """
 
-# --8<-- [start:imports]
-# Run on the page without being shown: the design's names. The page has run
-# coreference_patching.py's "imports" and "setup" before this file.
+# As a script: the design's names. The page has run the pairs file and
+# coreference_patching.py's "setup" before this file.
 from typing import TYPE_CHECKING
 
 from coreference_pairs import ALPHA, NAMED_HEADS, POSITION_SHARE, TOP_SET
@@ -26,8 +25,6 @@ if TYPE_CHECKING:  # for the linter: the names those two sections left
         record,
         smollm2,
     )
-
-# --8<-- [end:imports]
 
 # --8<-- [start:swap]
 import re

@@ -7,19 +7,11 @@ draws, seed) is in the section "patching" of snippets/coreference_pairs.py, fixe
 before its first run.
 """
 
-# --8<-- [start:imports]
-# Run on the page without being shown, as coreference.py's "threads" is: a reader
-# who copies the page has run coreference_pairs.py itself (shown whole above), so
-# its names exist.
-import sys
-
+# As a script: the design's names from the pairs file beside this one (the page
+# runs that file itself, shown above) and one BLAS thread (the page's code runs
+# with one already).
 # first: the limit applies to the BLAS library NumPy loads
 import numpy  # noqa: F401
-from threadpoolctl import threadpool_limits
-
-# the page runs from the project's root;
-# a script has its own folder on the path already
-sys.path.insert(0, "snippets")
 from coreference_pairs import (
     HEAD_WINDOW,
     NULL_QUANTILE,
@@ -33,10 +25,9 @@ from coreference_pairs import (
     TOP_K_VARIATION,
     Pair,
 )
+from threadpoolctl import threadpool_limits
 
-# Small matrices: one BLAS thread is faster here.
 threadpool_limits(1)
-# --8<-- [end:imports]
 
 # --8<-- [start:setup]
 import numpy as np
@@ -351,9 +342,7 @@ for b, (label, off) in enumerate(zip(labels, sets, strict=True)):
     print(f"  {label:<15} {cells}   {which_heads}")
 # --8<-- [end:every_pair]
 
-# --8<-- [start:heldout_imports]
-# Run on the page without being shown, as "imports" is:
-# the held-out design's names.
+# As a script: the held-out design's names (the page runs the pairs file).
 from coreference_pairs import (
     ALPHA,
     HEAD_LAYERS,
@@ -365,8 +354,6 @@ from coreference_pairs import (
 )
 
 from qkv.lab import stats
-
-# --8<-- [end:heldout_imports]
 
 # --8<-- [start:heldout]
 # (a) every aligned pair the heads were not found on,
@@ -520,8 +507,7 @@ for b, v in enumerate(variants[:3]):
 
 
 # --8<-- [start:reader_imports]
-# Shown, not run by the page: what a reader who copies the page needs beside the
-# pairs file (the page's run imports it out of sight, with the design's names).
-from qkv.lab import stats  # the held-out tests
+# what the held-out tests need beside the pairs file
+from qkv.lab import stats
 
 # --8<-- [end:reader_imports]

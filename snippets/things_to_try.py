@@ -1,23 +1,15 @@
 """The numbers behind the five experiments of docs/things-to-try.md,
 from the explorer's own data.
 
-Every state comes from explorer_state (snippets/explorer.py, shown on the page),
-the function that also fills the attention explorer page, so the text and the
-explorer show the same numbers.
+Every state comes from qkv.toy.query_state, the function that also fills the
+attention explorer page, so the text and the explorer show the same numbers.
 """
-
-# --8<-- [start:import]
-try:  # run as a script: the file beside this one (the page shows it)
-    from explorer import explorer_state
-except ImportError:  # in the site's build, from the project's root
-    from snippets.explorer import explorer_state
-# --8<-- [end:import]
 
 # --8<-- [start:setup]
 import numpy as np
 
 import qkv
-from qkv.toy import SENTENCE
+from qkv.toy import SENTENCE, query_state
 
 WORDS = SENTENCE  # she drank milk from a cup
 
@@ -35,7 +27,7 @@ def header(label=""):
 
 
 # --8<-- [start:end_to_end]
-she = explorer_state("she", d_k=16, scale=True)
+she = query_state("she", d_k=16, scale=True)
 header("query 'she'")
 row("1 raw q·k", she.raw)
 row("2 divided by 4", she.scaled)  # √16 = 4
@@ -56,8 +48,8 @@ print(
 )
 for word in WORDS:
     on, off = (
-        explorer_state(word, 1, scale=True),
-        explorer_state(word, 1, scale=False),
+        query_state(word, 1, scale=True),
+        query_state(word, 1, scale=False),
     )
     same = np.array_equal(on.weights, off.weights)  # exactly, not roughly
     print(f"       {word:<6} {' > '.join(ranking(on)):<39} {same}")
@@ -67,7 +59,7 @@ print("scale factor at d_k=1:", qkv.scale_factor(True, 1))
 
 # --8<-- [start:who_asks]
 for word in ("she", "drank"):
-    keys = " > ".join(ranking(explorer_state(word, 16, scale=True)))
+    keys = " > ".join(ranking(query_state(word, 16, scale=True)))
     print(f"d_k=16 {word:>5} ranks the keys: {keys}")
 # --8<-- [end:who_asks]
 
@@ -78,7 +70,7 @@ def summary(d_k, scale):
     print(f"d_k = {d_k}, scaling {'on' if scale else 'off'}")
     print("query   top key  top score  runner-up  largest w  entropy")
     for word in WORDS:
-        s = explorer_state(word, d_k, scale)
+        s = query_state(word, d_k, scale)
         first, second = np.sort(s.scaled)[::-1][:2]  # scores reaching softmax
         top = WORDS[int(np.argmax(s.weights))]
         print(
@@ -93,7 +85,7 @@ summary(64, scale=False)
 
 # --8<-- [start:gradient]
 for scale in (False, True):
-    w = explorer_state("she", 64, scale).weights
+    w = query_state("she", 64, scale).weights
     largest = np.abs(qkv.softmax_jacobian(w)).max()  # d weight / d score
     print(
         f"she, d_k=64, scaling {'on ' if scale else 'off'}: "
@@ -110,7 +102,7 @@ summary(64, scale=True)
 # --8<-- [start:near_ties]
 print("query   gap of the top two   runner-up / leader   exp(-gap)")
 for word in WORDS:
-    s = explorer_state(word, 64, scale=False)
+    s = query_state(word, 64, scale=False)
     first, second = np.argsort(-s.scaled)[:2]
     gap = s.scaled[first] - s.scaled[second]
     print(
@@ -122,10 +114,10 @@ for word in WORDS:
 
 # --8<-- [start:exercise_first_dk]
 d_k = 1
-while explorer_state("she", d_k, scale=False).max_weight <= 0.9:
+while query_state("she", d_k, scale=False).max_weight <= 0.9:
     d_k += 1
 now, before = (
-    explorer_state("she", d, scale=False).max_weight for d in (d_k, d_k - 1)
+    query_state("she", d, scale=False).max_weight for d in (d_k, d_k - 1)
 )
 print(
     f"she, scaling off: largest weight first above 0.9 at d_k = {d_k}",

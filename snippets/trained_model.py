@@ -7,14 +7,13 @@ or see qkv.smollm2.INSTALL_COMMAND).
 Layers, heads and positions are printed counting from 1, as on the page.
 """
 
-# --8<-- [start:threads]
-# first: the limit below applies to the BLAS library NumPy loads
+# As a script: the matrices are small, so one BLAS thread is faster than several
+# (the pages' code runs with one thread already). First, so that it applies to the
+# BLAS library NumPy loads.
 import numpy  # noqa: F401
 from threadpoolctl import threadpool_limits
 
-# small matrices: one BLAS thread is faster than several here
 threadpool_limits(1)
-# --8<-- [end:threads]
 
 # --8<-- [start:run]
 import numpy as np
@@ -45,25 +44,15 @@ print(
 
 # --8<-- [start:texts]
 from qkv.lab import head_scores, interventions
-
-# chosen before any score was computed: prose, a list, a repeated name, code;
-# nine different first words
-TEXTS = (
-    "The cat sat on the mat because it was warm",
-    "She poured the milk into the cup, and then she drank it slowly.",
-    "The capital of France is Paris, and the capital of Japan is Tokyo.",
-    "Monday, Tuesday, Wednesday, Thursday, Friday",
-    "Alice met Bob, and later Alice met",
-    "def add(a, b):\n    return a + b",
-    "In 1969, two astronauts walked on the Moon while a third stayed in orbit.",
-    "Rain fell all night, so the river rose over the old stone bridge.",
-    "My brother plays the violin, but he hates practising scales.",
-    "Water boils at one hundred degrees at sea level.",
+from qkv.lab.texts import (
+    ORDINARY as TEXTS,  # chosen before any score was computed
 )
-THRESHOLD = 0.5  # a head is of a kind above this mean weight on its targets
+from qkv.lab.texts import REPEATS, THRESHOLD
+
 texts = [smollm2.run(text, model) for text in TEXTS]
-# 12 random tokens, twice
-repeats = head_scores.repeated_random_tokens(4, 12, seed=0)
+# 4 texts of 12 random tokens, twice
+n_texts, n_tokens, seed = REPEATS
+repeats = head_scores.repeated_random_tokens(n_texts, n_tokens, seed=seed)
 repeated = [smollm2.forward(model, ids) for ids in repeats]
 print(f"{len(texts)} texts, {sum(len(t.ids) for t in texts)} tokens:")
 for t in texts:

@@ -72,16 +72,8 @@ for n_keys in [6, 64, 512]:
 # --8<-- [end:keys]
 
 
-# --8<-- [start:design]
-# Run on the page without being shown:
-# a reader has run why_scale_sweep.py, shown whole.
-import sys
-
-sys.path.insert(0, "snippets")  # the page runs from the project's root
-from why_scale_sweep import SWEEP
-
-# --8<-- [end:design]
 # --8<-- [start:settings]
+from qkv.lab.training import SCALE_SWEEP as SWEEP
 from qkv.lab.training import train
 
 for name, value in SWEEP._asdict().items():  # fixed before the first run

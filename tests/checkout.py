@@ -12,37 +12,13 @@ installed for this test run (through a ``.pth`` file) instead of downloading the
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 import sysconfig
 import venv
 from pathlib import Path
 
-from support import ROOT
-
-
-def project_files(root: Path = ROOT) -> list[str]:
-    """Paths (relative to ``root``) of the files a clone plus uncommitted work would hold."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\0")
-    return sorted(p for p in listed if p and (root / p).is_file())
-
-
-def copy_project(dest: Path, root: Path = ROOT) -> Path:
-    """Copy the project's files into ``dest`` (created); returns ``dest``."""
-    for rel in project_files(root):
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(root / rel, target)
-    return dest
-
+from qkv_site.local import clean_env, copy_project, project_files  # noqa: F401
 
 _SCRIPT = """#!{python}
 import sys
@@ -73,18 +49,3 @@ def borrow_environment(root: Path) -> Path:
     mkdocs.write_text(_SCRIPT.format(python=python, module="mkdocs.__main__", function="cli"))
     mkdocs.chmod(0o755)
     return python
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """The environment for commands run in a copy: no variable pointing back at this tree
-    (``QKV_VENV``, ``QKV_CACHE``, ...) or changing what a build makes, and none of this
-    pytest run's (``PYTEST_XDIST_WORKER`` would make a pytest run in the copy take itself
-    for a worker of this one, and put its builds in another folder)."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not (k.startswith("QKV_") and k != "QKV_CHROMIUM")
-        and not k.startswith("PYTEST_")
-        and k not in ("VIRTUAL_ENV", "PYTHONPATH", "SOURCE_DATE_EPOCH")
-    }
-    return {**env, "NO_MKDOCS_2_WARNING": "1", **extra}

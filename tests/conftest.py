@@ -27,6 +27,8 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -36,23 +38,30 @@ from checkout import clean_env, copy_project
 from hypothesis import HealthCheck, settings
 from qkv_site.artifacts.config import cache_dir
 from qkv_site.artifacts.runner import ONE_THREAD
+from reader import shared_reader_python
 from support import (
     CHROMIUM,
     CHROMIUM_ARGS,
     PUBLISHED_PATH,
     PUBLISHED_URL,
     ROOT,
+    PageSource,
     QuietHTTPServer,
     build_dist,
     last_commit_time,
+    runs_ahead,
     watch_offline_and_quiet,
 )
 
 
 class _Builds:
-    """The run's two background builds: what each builds, and with which environment."""
+    """The run's two background builds: what each builds, and with which environment. Both
+    run the pages' code in the run's reader's environment (tests/reader.py), so a page's
+    blocks are computed once, where a reader runs them (tests/site/test_copy_paste.py)."""
 
     def __init__(self, run: Path):
+        self.run = run
+        self.reader = ""  # the reader's python, once a build needs it
         self.epoch = last_commit_time()
         self.session = BackgroundBuild(run / "session-build")
         self.clean = BackgroundBuild(run / "clean-build")
@@ -64,15 +73,24 @@ class _Builds:
     def session_recipe(self):
         # this tree and its artifact cache (.cache/artifacts), dated by the last commit, as
         # published
-        return ROOT, {**os.environ, "SOURCE_DATE_EPOCH": self.epoch, "QKV_SITE_URL": PUBLISHED_URL}
+        env = {**os.environ, "SOURCE_DATE_EPOCH": self.epoch, "QKV_SITE_URL": PUBLISHED_URL}
+        return ROOT, {**env, "QKV_SNIPPET_PYTHON": self.reader_python()}
 
     def clean_recipe(self):
         # a snapshot of the tree (what a clone plus uncommitted work holds): no cache at all
         copy_project(self.clean_tree)
         paths = os.pathsep.join([str(self.clean_tree), str(self.clean_tree / "sitebuild")])
         return self.clean_tree, clean_env(
-            PYTHONPATH=paths, SOURCE_DATE_EPOCH=self.epoch, QKV_SITE_URL=PUBLISHED_URL
+            PYTHONPATH=paths,
+            SOURCE_DATE_EPOCH=self.epoch,
+            QKV_SITE_URL=PUBLISHED_URL,
+            QKV_SNIPPET_PYTHON=self.reader_python(),
         )
+
+    def reader_python(self) -> str:
+        if not self.reader:
+            self.reader = str(shared_reader_python(self.run))
+        return self.reader
 
 
 @pytest.fixture(scope="session")
@@ -81,9 +99,14 @@ def builds(run_folder) -> _Builds:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def start_builds_early(request, builds):
-    """Start the builds the selected tests need as soon as the run begins."""
+def start_builds_early(request, builds, run_folder):
+    """Start the builds the selected tests need as soon as the run begins, and transformers'
+    reference (a minute of loading) if a test asks for it."""
     needed = set().union(*(getattr(item, "fixturenames", ()) for item in request.session.items))
+    if "transformers" in needed:
+        start_once(
+            run_folder / "transformers-started", [sys.executable, str(TESTS / "transformers_reference.py")]
+        )
     if "clean_site" in needed:
         builds.clean.start(builds.clean_recipe)
     if "built_site" in needed:
@@ -103,18 +126,34 @@ def start_builds_early(request, builds):
 
 @pytest.fixture(scope="session")
 def page_artifacts(builds):
-    """The root conftest's ``page_artifacts``, for a run that builds the site: the page's
-    blocks are read from the cache of the build computing them, once it has ended (a block
-    it lacks, if it failed, is run into that cache), instead of run beside it a second time."""
+    """The root conftest's ``page_artifacts``, for a run that builds the site: a page's blocks
+    are read from the cache of the build computing them, as that build keys them (in the
+    reader's Python), and the blocks it has not reached yet are computed into that cache now,
+    under the entry locks the build takes too, so each is computed once. Only for a page the
+    build runs ahead (``run_ahead: true``: the trained-model pages, whose blocks it starts
+    first and runs for minutes) is the build waited for, instead of racing it block by block.
+    """
 
-    def cache() -> Path | None:
+    def source(page: str) -> PageSource:
         if builds.computing is None:
-            return None
+            return PageSource(None, "")
         build, recipe, artifacts = builds.computing
-        build.wait_until_ended(recipe)
-        return artifacts
+        if runs_ahead(page):
+            build.wait_until_ended(recipe)
+        return PageSource(artifacts, builds.reader_python())
 
-    return cache
+    return source
+
+
+@pytest.fixture(scope="session")
+def computed_cache(builds) -> Path:
+    """The artifact cache of the build that computes this run's pages, once it has ended
+    (the tree's own cache when no build computes them)."""
+    if builds.computing is None:
+        return builds.tree_cache
+    build, recipe, artifacts = builds.computing
+    build.wait_until_ended(recipe)
+    return artifacts
 
 
 @pytest.fixture(scope="session")
@@ -137,11 +176,27 @@ def collected_ids(request) -> set[str]:
 
 
 @pytest.fixture(scope="session")
+def transformers():
+    """transformers' answers to tests/transformers_reference.py's ``INPUTS`` (kept on disk;
+    the run starts computing them at once, in the background, when a test asks for them)."""
+    from transformers_reference import INPUTS, reference
+
+    return reference(INPUTS)
+
+
+@pytest.fixture(scope="session")
 def model():
     """SmolLM2-135M-Instruct (``qkv.smollm2.load()``), loaded once per worker."""
     from qkv import smollm2
 
     return smollm2.load()
+
+
+@pytest.fixture(scope="session")
+def reader_python(run_folder) -> Path:
+    """The run's reader's environment (tests/reader.py): the built wheel and what a reader
+    installs with it; its python."""
+    return shared_reader_python(run_folder)
 
 
 @pytest.fixture(scope="session")
@@ -221,6 +276,17 @@ def offline_and_quiet(page):
     yield
     assert outside == [], f"requests left 127.0.0.1: {outside}"
     assert errors == [], errors
+
+
+def start_once(marker: Path, argv: list[str]) -> None:
+    """Start ``argv`` in the background unless a worker of this run has (``marker``)."""
+    try:
+        marker.touch(exist_ok=False)
+    except FileExistsError:
+        return
+    subprocess.Popen(
+        argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 # ---- tiers ---------------------------------------------------------------------------------

@@ -3,25 +3,28 @@ served, how Chromium is run."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import http.server
-import os
 import re
-import signal
-import socket
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
+from qkv_site.local import (  # noqa: F401  (the tests' names for them)
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    HANG,
+    Served,
+    build_site,
+    chromium,
+    dev_serve_watch_options,
+    serve,
+    stop,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
-# Seconds: the limit every test puts on a process it waits for. It guards against a hang, not
-# a slow run, so it is sized for a loaded machine: the longest wait (the copy-paste run of the
-# trained-model chapters, about 3 minutes on two quiet cores) took over 10 minutes with other
-# work on the machine. A speed goal belongs in benchmarks/, never here.
-HANG = 1800
 # The run's builds are made as the publishing workflow makes them: with a site address below
 # a sub-path (so the sitemap lists every page with its date, and the 404 page's links are
 # absolute), and the site_url fixture serves them below the same path.
@@ -29,54 +32,11 @@ PUBLISHED_URL = "https://qkv.example/docs/"
 PUBLISHED_PATH = "/docs/"
 
 
-CHROMIUM = os.environ.get("QKV_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-
-
-def build_site(
-    out: Path, extra_env: dict[str, str] | None = None, *, cwd: Path = ROOT, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    """Run ``mkdocs build --strict`` in ``cwd`` into ``out``; return the finished process.
-
-    ``env`` replaces this process's environment as the base (``extra_env`` goes on top).
-    """
-    env = {**(os.environ if env is None else env), "NO_MKDOCS_2_WARNING": "1", **(extra_env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=HANG,
-    )
-
-
 def last_commit_time() -> str:
     """The last commit's time, as ./dev build dates a build (a fixed date before the first
     commit): same commit, same bytes, sitemap dates included."""
     done = subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture_output=True, text=True)
     return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "1700000000"
-
-
-def dev_serve_watch_options() -> list[str]:
-    """The options ``./dev serve`` passes to ``mkdocs serve`` (watched folders and flags)."""
-    text = (ROOT / "dev").read_text(encoding="utf-8")
-    serve = re.search(r"^\s*serve\)\n(.*?);;", text, re.M | re.S).group(1)
-    command = re.search(r"mkdocs\" serve (.*?)(?:\n\s*;;|$)", serve.replace("\\\n", " "), re.S)
-    words = command.group(1).split()
-    # drop the fixed address: the tests and benchmarks hand the server a socket instead
-    return [
-        w for i, w in enumerate(words) if w != "-a" and (i == 0 or words[i - 1] != "-a") and w != "--strict"
-    ]
 
 
 _NUMBER = re.compile(r"[-\u2212]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -228,106 +188,6 @@ def html_pages(site: Path) -> list[Path]:
     return sorted(p for p in site.rglob("*.html") if p.name != "404.html")
 
 
-class Served:
-    """A ``mkdocs serve`` started by :func:`serve`: its URL, its process, its log lines."""
-
-    def __init__(self, process: subprocess.Popen, url: str):
-        self.process, self.url = process, url
-        self.lines: list[str] = []
-        self._changed = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.process.stdout:
-            with self._changed:
-                self.lines.append(line)
-                self._changed.notify_all()
-        with self._changed:
-            self._changed.notify_all()
-
-    def wait_for_log(self, pattern: str, after: int = 0, timeout: float = HANG) -> int:
-        """Block until a log line from index ``after`` on matches ``pattern``; its index."""
-        regex = re.compile(pattern)
-
-        def found():
-            for i in range(after, len(self.lines)):
-                if regex.search(self.lines[i]):
-                    return i + 1
-            if self.process.poll() is not None:
-                return -1
-            return None
-
-        with self._changed:
-            index = self._changed.wait_for(found, timeout=timeout)
-        if not index or index < 0:
-            raise AssertionError(f"mkdocs serve never logged {pattern!r}:\n{self.log()}")
-        return index - 1
-
-    def log(self) -> str:
-        return "".join(self.lines[-60:])
-
-
-@contextlib.contextmanager
-def serve(root: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
-    """``mkdocs serve ARGS`` in ``root`` on a socket bound here to a free port; stopped after.
-
-    Yields once the first build is done and the server listens (its log says "Serving on").
-    """
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
-    env = {**(os.environ if env is None else env), "NO_MKDOCS_2_WARNING": "1"}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "tests" / "serve_socket.py"),
-            str(sock.fileno()),
-            "serve",
-            "--strict",
-            *args,
-        ],
-        cwd=root,
-        env=env,
-        pass_fds=[sock.fileno()],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    sock.close()  # the server holds its own copy
-    served = Served(process, url)
-    try:
-        served.wait_for_log(r"Serving on")
-        yield served
-    finally:
-        stop(process)
-
-
-def stop(process: subprocess.Popen, timeout: float = 30) -> None:
-    """Stop a process started in a session of its own (``start_new_session=True``), and
-    everything it started: Ctrl-C to its process group, then SIGKILL if it lingers."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGINT)
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=timeout)
-
-
-@contextlib.contextmanager
-def chromium() -> Iterator:
-    """A headless Chromium (the system's) driven by Playwright, closed after."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
 def build_dist(out: Path) -> tuple[Path, Path]:
     """Build qkv's sdist and wheel into ``out`` with ``python -m build``; return their paths.
 
@@ -400,3 +260,20 @@ class QuietHTTPServer(http.server.ThreadingHTTPServer):
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], ConnectionResetError | BrokenPipeError):
             super().handle_error(request, client_address)
+
+
+@dataclass(frozen=True)
+class PageSource:
+    """Where the tests read a page's output from: an artifact cache (None: this tree's) and
+    the Python its blocks run in there ("": the build's own)."""
+
+    cache: Path | None
+    snippet_python: str
+
+
+def runs_ahead(page: str) -> bool:
+    """Whether the build starts ``docs/PAGE``'s blocks ahead of its turn (front matter
+    ``run_ahead: true``: the pages whose blocks run the trained model for minutes)."""
+    from qkv_site.site import front_matter
+
+    return front_matter((ROOT / "docs" / page).read_text(encoding="utf-8"))[0].get("run_ahead") is True

@@ -119,6 +119,44 @@ def _locked(folder: Path):
         yield
 
 
+# What tests/fast/test_smollm2.py asks transformers.
+SENTENCES = [
+    "The cat sat on the mat because it was warm",  # the source's sentence
+    "The capital of France is",
+    "She poured the milk into the cup, and then she drank it slowly.",
+    "def add(a, b):\n    return a + b",
+]
+
+# Strings that stress a byte-level BPE: punctuation, digits, accents, CJK, emoji, tabs,
+# newlines, runs of spaces, and a control token written in the text.
+TOKENIZER_STRINGS = [
+    "Hello, world! (Really?) Yes; no: maybe...",
+    "In 2024, 1234567 + 89 = 1234656 and 3.14159 is pi.",
+    "Café, naïve, façade, Zürich, Ærø",
+    "東京 and Москва",
+    "emoji: 🙂🐈 and 👩‍👩‍👧",
+    "line one\nline two\n\n\ttabbed   spaced",
+    "<|im_start|>user\nhi<|im_end|>",
+]
+
+FACTS = {
+    "The capital of France is": " Paris",
+    "The capital of Japan is": " Tokyo",
+    "Water freezes at zero degrees": " Celsius",
+    "One, two, three,": " four",
+    "The opposite of hot is": " cold",
+}
+
+CONTINUE = ("The capital of France is", 6)  # greedy, 6 new tokens
+
+INPUTS = Inputs(
+    tokenize=tuple(TOKENIZER_STRINGS),
+    trace=tuple(SENTENCES),
+    next_token=tuple(FACTS),
+    continue_=(CONTINUE,),
+)
+
+
 def reference(inputs: Inputs) -> Reference:
     """transformers' answers to ``inputs`` for the installed model file (cached)."""
     path = smollm2.gguf_path()
@@ -142,3 +180,7 @@ def reference(inputs: Inputs) -> Reference:
         continuation=answers["continuation"],
         config=answers["config"],
     )
+
+
+if __name__ == "__main__":  # the test run starts this in the background (tests/conftest.py)
+    reference(INPUTS)

@@ -11,9 +11,11 @@ what the site's experiments are made of, and change whenever an experiment needs
 - :mod:`qkv.lab.scoring`: log-probabilities of continuations and answers;
 - :mod:`qkv.lab.prefixes`: texts that begin alike run their shared beginning once;
 - :mod:`qkv.lab.head_scores`: what kind of head a head is, beside an even spread's score;
+- :mod:`qkv.lab.texts`: the texts the trained model's heads are scored on, fixed before any score;
 - :mod:`qkv.lab.stats`: exact sign and signed-rank tests for paired measurements;
 - :mod:`qkv.lab.scaling`: the draws and statistics behind the chapter on the scale factor;
-- :mod:`qkv.lab.training`: one attention head trained by hand on associative recall.
+- :mod:`qkv.lab.training`: one attention head trained by hand on associative recall, and the
+  sweep the scale factor is tested with.
 
 **No stability promise**: a name here may change or go in any release, without a
 deprecation period. Import a module by its full name (``from qkv.lab import patching``);

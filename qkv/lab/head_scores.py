@@ -14,8 +14,8 @@ query, the keys it would look at (its *targets*):
 any; :func:`baseline` is the same mean for a head that spreads each query's weight evenly
 over the keys it can see (``targets / i`` at query ``i``): a score means something only
 well above it. Positions here count from 0, as in NumPy. The texts to score and the
-threshold a score must pass are an experiment's choice, not this module's: the ones
-docs/trained-model.md uses are in its code, ``snippets/trained_model.py``.
+threshold a score must pass are an experiment's choice, not this module's: the ones the
+trained model is scored on are in :mod:`qkv.lab.texts`.
 
 Examples
 --------

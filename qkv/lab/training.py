@@ -256,7 +256,7 @@ def train(
 class Sweep(NamedTuple):
     """The settings of a training sweep: every (d_k, T, seed) is trained at every rate.
 
-    The site's, fixed before it was first run, are in snippets/why_scale_sweep.py.
+    :data:`SCALE_SWEEP` is the one the scale is tested with, fixed before it was first run.
     """
 
     d_ks: tuple
@@ -269,6 +269,24 @@ class Sweep(NamedTuple):
     d_v: int = 16
     eval_every: int = 10
     n_eval: int = 512
+
+
+# --8<-- [start:scale_sweep]
+SCALE_SWEEP = Sweep(
+    d_ks=(16, 64, 256),
+    lengths=(16, 64),  # T: pairs per sequence
+    seeds=(0, 1, 2),
+    learning_rates=(0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
+    steps=300,
+    batch_size=32,
+    d_model=16,  # <= every d_k, so W_Q^T W_K can reach every matrix at every d_k
+    d_v=16,
+    eval_every=10,
+    n_eval=512,
+)
+# --8<-- [end:scale_sweep]
+"""The sweep that tests the scale: 108 heads (3 widths, 2 lengths, 3 seeds, 6 rates), with
+and without the division, its settings fixed in code before its first run."""
 
 
 def run_sweep(sweep: Sweep) -> dict:

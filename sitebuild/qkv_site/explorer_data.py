@@ -1,5 +1,4 @@
-"""The attention explorer's data: every state of ``explorer_state`` (``snippets/explorer.py``,
-the page's own code), packed as JSON.
+"""The attention explorer's data: every state of ``qkv.toy.query_state``, packed as JSON.
 
 The site build writes :func:`explorer_json` to ``explorer/data.json``; the page only looks
 numbers up in it. Numbers are stored as integer millionths (:data:`DECIMALS`), so the
@@ -15,8 +14,7 @@ import numpy as np
 from qkv import toy
 from qkv.diagnostics import entropy
 from qkv.projections import project
-from qkv.toy import D_K_MAX, D_V
-from snippets.explorer import explorer_state
+from qkv.toy import D_K_MAX, D_V, query_state
 
 DEFAULTS = {"stage": 3, "query": "she", "dk": 16, "scale": 1}
 """The state the page shows when its URL names none (the keys of its URL query)."""
@@ -64,7 +62,7 @@ def explorer_data(words=toy.SENTENCE, d_v: int = D_V) -> dict:
     >>> data = explorer_data()
     >>> data["words"], len(data["raw"][0]), len(data["weights"][1][0][15])
     (['she', 'drank', 'milk', 'from', 'a', 'cup'], 64, 6)
-    >>> state = explorer_state("drank", 16, True)
+    >>> state = query_state("drank", 16, True)
     >>> data["entropy"][1][1][15] == to_fixed(state.entropy)
     True
     >>> print(data["max_weight"][1][1][15] / 10**data["decimals"] == round(state.max_weight, 6))
@@ -72,7 +70,7 @@ def explorer_data(words=toy.SENTENCE, d_v: int = D_V) -> dict:
     """
     words = list(words)
     states = {
-        (s, qi, d): explorer_state(word, d + 1, bool(s), words, d_v)
+        (s, qi, d): query_state(word, d + 1, bool(s), words, d_v)
         for s in (0, 1)
         for qi, word in enumerate(words)
         for d in range(D_K_MAX)

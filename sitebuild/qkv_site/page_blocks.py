@@ -5,21 +5,21 @@ pymdownx.snippets expands its ``--8<--`` includes, admonitions, tabs and ``???``
 indent it, and pymdownx.superfences hands it to the ``python`` fence with its options
 (``session="..."``). Everything else that needs a page's blocks (the plugin's start ahead of
 a long page, the tests, the copy-paste run) finds them here, through the same extensions
-with a fence that only notes what it is handed (:func:`find_blocks`), and runs them through
-the build's own snippet kind and cache (:func:`run_page`). So what a test reads is exactly
-what the build showed, by the build's own keys.
+with a fence that only notes what it is handed (:func:`find_blocks`); they are run through
+the build's own snippet kind and cache by :func:`qkv_site.artifacts.snippets.run_page`. So
+what a test reads is exactly what the build showed, by the build's own keys.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import markdown
 import markdown_exec
-from mkdocs.utils import meta
+
+from qkv_site.site import front_matter, includes
 
 FENCES = ("python", "py")  # the fence names markdown-exec's python blocks use
 # What decides where an exec block is and what it holds: includes, fences, and the blocks
@@ -32,7 +32,6 @@ BLOCK_EXTENSIONS = (
     "pymdownx.tabbed",
     "md_in_html",
 )
-_INCLUDE = re.compile(r'^\s*--8<--\s+"(?:snippets/)?([^"]+)"\s*$')
 
 
 @dataclass(frozen=True)
@@ -115,7 +114,7 @@ def site_extensions(root: Path) -> tuple[list[str], dict]:
 
 def page_text(root: Path, page: str) -> str:
     """``docs/PAGE``'s Markdown without its front matter."""
-    return meta.get_data((Path(root) / "docs" / page).read_text(encoding="utf-8"))[0]
+    return front_matter((Path(root) / "docs" / page).read_text(encoding="utf-8"))[1]
 
 
 def written_blocks(root: Path, page: str) -> list[Block]:
@@ -128,8 +127,10 @@ def written_blocks(root: Path, page: str) -> list[Block]:
     blocks = []
     for code, session in found:
         lines = [line for line in code.splitlines() if line.strip()]
-        includes = tuple(m.group(1) for line in lines if (m := _INCLUDE.match(line)))
-        blocks.append(Block(code, session, includes, whole=len(lines) == 1 and len(includes) == 1))
+        found = tuple(
+            f"{i.snippet}:{i.section}" if i.section is not None else i.snippet for i in includes(code)
+        )
+        blocks.append(Block(code, session, found, whole=len(lines) == 1 and len(found) == 1))
     return blocks
 
 
@@ -154,29 +155,3 @@ def render_page(root: Path, page: str) -> tuple[str, list[Block]]:
 def page_blocks(root: Path, page: str) -> list[Block]:
     """The blocks the build runs on ``docs/PAGE``, in page order (:func:`render_page`)."""
     return render_page(root, page)[1]
-
-
-def run_page(root: Path, page: str, cache: Path) -> list[tuple[Block, str]]:
-    """Each block of ``docs/PAGE`` with the text it prints, as the build shows it: looked up
-    in the artifact cache ``cache`` by the build's own keys, and run by the build's own
-    snippet kind into that cache only where it holds no entry (the next build finds it)."""
-    from qkv_site.artifacts.pages import PageInputs
-    from qkv_site.artifacts.plugin import ArtifactsPlugin
-    from qkv_site.artifacts.runner import Runner
-    from qkv_site.artifacts.snippets import Snippets
-
-    blocks = page_blocks(root, page)
-    plugin = ArtifactsPlugin()
-    errors, _ = plugin.load_config({"cache_dir": str(cache), "concurrency": 1})
-    if errors:
-        raise ValueError(f"qkv-artifacts settings: {errors}")
-    plugin.runner = Runner(Path(root), Path(cache), concurrency=1)
-    plugin.page_inputs = PageInputs(plugin)
-    snippets = Snippets(plugin)
-    snippets.page = page
-    try:
-        texts = [snippets.run(block.code, session=block.session) for block in blocks]
-    finally:
-        snippets.on_shutdown()
-        plugin.runner.close()
-    return list(zip(blocks, texts, strict=True))

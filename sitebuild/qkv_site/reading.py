@@ -23,10 +23,9 @@ from pathlib import Path
 import markdown as md
 from bs4 import BeautifulSoup
 
-from qkv_site.site import Site
+from qkv_site.site import Site, front_matter
 
 WORDS_PER_MINUTE = 200
-_FRONT_MATTER = re.compile(r"\A---\n.*?\n---\n", re.S)
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
 _H1 = re.compile(r"^# .+$", re.M)
 _HOME_ITEM = re.compile(r"^(\d+)\. (\[[^\]]+\]\(([a-z0-9-]+\.md)\).*)$", re.M)
@@ -64,7 +63,7 @@ def rendered(root: Path, page: str) -> BeautifulSoup:
     """A page's Markdown (front matter dropped) rendered as the site renders it, its
     executed blocks as empty code blocks (code and output, none of it prose)."""
     names, settings = _site_markdown(Path(root))
-    html = md.markdown(_FRONT_MATTER.sub("", page), extensions=names, extension_configs=settings)
+    html = md.markdown(front_matter(page)[1], extensions=names, extension_configs=settings)
     return BeautifulSoup(html, "html.parser")
 
 
@@ -96,7 +95,7 @@ def lead(root: Path, page: str) -> str:
 def figure_comes_first(page: str) -> bool:
     """Whether a page places a figure (``<!-- figure: NAME -->``) before its first code
     fence: a picture before any code or printed number."""
-    body = _FRONT_MATTER.sub("", page)
+    body = front_matter(page)[1]
     figure, fence = body.find("<!-- figure:"), body.find("```")
     return figure != -1 and (fence == -1 or figure < fence)
 

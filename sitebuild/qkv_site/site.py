@@ -226,7 +226,21 @@ def fill_chapter_links(markdown: str, chapters: list[Chapter], problems: list[st
         filled = _PLACEHOLDER.sub(lambda p: str(chapter.number) if p[1] == "n" else chapter.title, text)
         return f"[{filled}]({match['file']}{match['anchor'] or ''})"
 
-    return _LINK.sub(fill, markdown)
+    # code (fenced blocks, inline spans) shows the placeholders as they are written
+    return "".join(part if code else _LINK.sub(fill, part) for part, code in _code_and_prose(markdown))
+
+
+_CODE = re.compile(r"^([ \t]*)(`{3,}|~{3,}).*?^\1\2[ \t]*$|`[^`\n]*`", re.M | re.S)
+
+
+def _code_and_prose(text: str):
+    """``text`` cut into (part, is_code): fenced blocks and inline code spans, and the rest."""
+    at = 0
+    for match in _CODE.finditer(text):
+        yield text[at : match.start()], False
+        yield match.group(0), True
+        at = match.end()
+    yield text[at:], False
 
 
 def typed_chapter_numbers(text: str) -> list[str]:

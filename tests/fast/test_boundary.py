@@ -76,6 +76,12 @@ def imported_modules(tree: ast.AST, here: str) -> list[tuple[int, str]]:
     return found
 
 
+def is_qkv_module(name: str) -> bool:
+    """Whether ``qkv.x.y`` names a module or package of qkv (not a function or a value)."""
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def private_uses(tree: ast.AST, here: str) -> list[str]:
     """The private names of other qkv modules that a module's source uses, as
     ``line: what``."""
@@ -94,7 +100,8 @@ def private_uses(tree: ast.AST, here: str) -> list[str]:
         ):
             for alias in node.names:
                 full = f"{node.module}.{alias.name}"
-                modules[alias.asname or alias.name] = full
+                if is_qkv_module(full):  # a module: its attributes are its names (not a value's)
+                    modules[alias.asname or alias.name] = full
                 if SHARED_PRIVATE in (node.module, full):
                     if not inside_qkv:
                         bad.append(f"{node.lineno}: from {node.module} import {alias.name} (private to qkv)")
@@ -183,3 +190,104 @@ def test_the_lab_import_rule_finds_lazy_and_relative_imports():
     source = "def f():\n    from qkv.lab import patching\nfrom .lab import stats\n"
     names = [name for _, name in imported_modules(ast.parse(source), "qkv.smollm2")]
     assert "qkv.lab.patching" in names and "qkv.lab.stats" in names
+
+
+# ---- the build package, the snippets and the benchmarks -------------------------------------
+#
+# 4. The build package (sitebuild/qkv_site) imports neither the pages' code (snippets/) nor
+#    the tests: what both the build and a page need lives in qkv (qkv.toy, qkv.lab.texts,
+#    qkv.lab.training), which both import, so snippets/ is a leaf of the graph.
+# 5. Its modules import each other without a circle, lazy imports included (a circle is how a
+#    module ends up half-built by hand to break it).
+# 6. No benchmark imports a test module: what both need (building, serving, Chromium) is in
+#    qkv_site.local.
+# 7. A snippet imports only what a reader installs with qkv: NumPy, qkv, threadpoolctl (qkv's
+#    own dependency), the standard library, and the data files beside it in snippets/.
+
+SITE_PACKAGE = ROOT / "sitebuild" / "qkv_site"
+READER_IMPORTS = {"numpy", "qkv", "threadpoolctl", "matplotlib", "torch"}
+
+
+def site_module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT / "sitebuild").with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def site_graph() -> dict[str, set[str]]:
+    """qkv_site's modules and the qkv_site modules each imports (lazy imports too)."""
+    modules = {site_module(p): p for p in SITE_PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        named = {m for _, m in imported_modules(ast.parse(path.read_text(encoding="utf-8")), name)}
+        graph[name] = {m for m in named if m in modules and m != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle a depth-first walk of ``graph`` meets, each as the path around it.
+
+    >>> circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})
+    [['a', 'b', 'c', 'a']]
+    >>> circles({"a": {"b"}, "b": set()})
+    []
+    """
+    found, state, path = [], {}, []
+
+    def walk(node):
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                found.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                walk(nxt)
+        path.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            walk(node)
+    return found
+
+
+def test_the_build_package_imports_no_page_code_and_no_test():
+    bad = []
+    for path in sorted(SITE_PACKAGE.rglob("*.py")):
+        for line, name in imported_modules(ast.parse(path.read_text(encoding="utf-8")), site_module(path)):
+            if name.split(".")[0] in {"snippets", "tests", "support", "conftest", "checkout"}:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {name}")
+    assert bad == [], f"the build reads the pages' code or the tests: {bad}"
+
+
+def test_the_build_package_has_no_import_circle():
+    graph = site_graph()
+    assert len(graph) > 20 and any(graph.values())  # the walk sees the package
+    assert circles(graph) == []
+
+
+def test_no_benchmark_imports_a_test_module():
+    tests = {p.stem for p in (ROOT / "tests").rglob("*.py")} - {"__init__"}
+    bad = []
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        for line, name in imported_modules(ast.parse(source), f"benchmarks.{path.stem}"):
+            if name.split(".")[0] in tests | {"tests"}:
+                bad.append(f"{path.name}:{line}: {name}")
+        if '"tests"' in source and "sys.path" in source:
+            bad.append(f"{path.name}: puts tests/ on sys.path")
+    assert bad == []
+
+
+def test_a_snippet_imports_only_what_a_reader_installs():
+    import sys
+
+    beside = {p.stem for p in (ROOT / "snippets").glob("*.py")}
+    bad = []
+    for path in sorted((ROOT / "snippets").glob("*.py")):
+        for line, name in imported_modules(
+            ast.parse(path.read_text(encoding="utf-8")), f"snippets.{path.stem}"
+        ):
+            top = name.split(".")[0]
+            if top and top not in READER_IMPORTS | beside and top not in sys.stdlib_module_names:
+                bad.append(f"{path.name}:{line}: {name}")
+    assert bad == []

@@ -1,7 +1,7 @@
 """The explorer's exported data is qkv's computation, and the five experiments hold on it.
 
 The reference here recomputes every state from qkv's public API, all six queries at once,
-independently of ``explorer_state`` (``snippets/explorer.py``, the page's own code) and
+independently of ``qkv.toy.query_state`` (the page's own code) and
 ``qkv_site.explorer_data``; the exported JSON must match it to its 6 decimals.
 """
 
@@ -22,8 +22,7 @@ from support import HANG, ROOT
 import qkv
 from qkv import toy
 from qkv.lab.scaling import score_std
-from qkv.toy import D_K_MAX, D_V
-from snippets.explorer import explorer_state
+from qkv.toy import D_K_MAX, D_V, query_state
 
 WORDS = toy.SENTENCE
 HALF_UNIT = 0.5e-6 + 1e-12  # rounding to 6 decimals moves a number by at most this
@@ -112,11 +111,11 @@ def test_every_exported_state_equals_qkv(data):
                     "entropy": qkv.entropy(weights[i]),
                     "max_weight": weights[i].max(),
                 }
-                state = explorer_state(word, d_k, scale)
+                state = query_state(word, d_k, scale)
                 for field, want in expected.items():
                     got = by_state(data, field, word, d_k, scale)
                     assert np.abs(got - want).max() <= HALF_UNIT, (word, d_k, scale, field)
-                    # the snippet's numbers (explorer_state) are the same computation
+                    # the snippet's numbers (query_state) are the same computation
                     np.testing.assert_allclose(getattr(state, field), want, rtol=0, atol=1e-12)
     # the values do not depend on d_k, so the data stores them once
     assert all(np.array_equal(v, values_seen[0]) for v in values_seen)
@@ -142,7 +141,7 @@ def test_to_fixed_rounds_to_nearest_millionth():
 def test_bad_state_is_refused_with_a_clear_message(bad):
     args = {"query": "she", "d_k": 8, "scale": True, **bad}
     with pytest.raises(ValueError, match=f"{next(iter(bad))} must"):
-        explorer_state(**args)
+        query_state(**args)
 
 
 # ---- the five experiments, on the exported data -------------------------------------------
@@ -176,7 +175,7 @@ def test_1_output_is_the_weights_times_the_values(data):
                 w = by_state(data, "weights", word, d_k, scale)
                 out = by_state(data, "output", word, d_k, scale)
                 assert np.abs(w @ values - out).max() < 1e-5
-                state = explorer_state(word, d_k, scale)
+                state = query_state(word, d_k, scale)
                 reference_values = reference(d_k, scale)[4]
                 np.testing.assert_allclose(
                     state.output, (state.weights[:, None] * reference_values).sum(axis=0), atol=1e-12
@@ -295,7 +294,7 @@ def test_2_at_dk_1_scaling_changes_nothing(data):
             assert np.array_equal(
                 by_state(data, field, word, 1, True), by_state(data, field, word, 1, False)
             ), (word, field)
-        on, off = explorer_state(word, 1, True), explorer_state(word, 1, False)
+        on, off = query_state(word, 1, True), query_state(word, 1, False)
         assert np.array_equal(on.scaled, off.scaled)
         assert np.array_equal(on.weights, off.weights)
     assert qkv.scale_factor(True, 1) == 1.0

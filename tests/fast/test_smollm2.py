@@ -15,41 +15,11 @@ import sys
 import numpy as np
 import pytest
 from prose import check_prose
-from transformers_reference import Inputs
-from transformers_reference import reference as ask_transformers
+from transformers_reference import CONTINUE, FACTS, SENTENCES, TOKENIZER_STRINGS
 
 import qkv
 from qkv import smollm2, smollm2_file
 from qkv.cost import SMOLLM2_135M
-
-SENTENCES = [
-    "The cat sat on the mat because it was warm",  # the source's sentence
-    "The capital of France is",
-    "She poured the milk into the cup, and then she drank it slowly.",
-    "def add(a, b):\n    return a + b",
-]
-
-# Strings that stress a byte-level BPE: punctuation, digits, accents, CJK, emoji, tabs,
-# newlines, runs of spaces, and a control token written in the text.
-TOKENIZER_STRINGS = [
-    "Hello, world! (Really?) Yes; no: maybe...",
-    "In 2024, 1234567 + 89 = 1234656 and 3.14159 is pi.",
-    "Café, naïve, façade, Zürich, Ærø",
-    "東京 and Москва",
-    "emoji: 🙂🐈 and 👩‍👩‍👧",
-    "line one\nline two\n\n\ttabbed   spaced",
-    "<|im_start|>user\nhi<|im_end|>",
-]
-
-FACTS = {
-    "The capital of France is": " Paris",
-    "The capital of Japan is": " Tokyo",
-    "Water freezes at zero degrees": " Celsius",
-    "One, two, three,": " four",
-    "The opposite of hot is": " cold",
-}
-
-CONTINUE = ("The capital of France is", 6)  # greedy, 6 new tokens
 
 WEIGHT_BOUND, LOGIT_BOUND = 1e-4, 1e-3  # largest differences allowed from transformers
 
@@ -58,16 +28,10 @@ pytestmark = pytest.mark.model
 
 
 @pytest.fixture(scope="module")
-def reference():
-    """What transformers says for this module's inputs (computed once per model and versions)."""
-    return ask_transformers(
-        Inputs(
-            tokenize=tuple(TOKENIZER_STRINGS),
-            trace=tuple(SENTENCES),
-            next_token=tuple(FACTS),
-            continue_=(CONTINUE,),
-        )
-    )
+def reference(transformers):
+    """What transformers says for this module's inputs (tests/transformers_reference.py's
+    ``INPUTS``: computed once per model and versions, started when the run begins)."""
+    return transformers
 
 
 @pytest.mark.parametrize("text", TOKENIZER_STRINGS)

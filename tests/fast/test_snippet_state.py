@@ -22,8 +22,8 @@ from support import ROOT, another_model_package_installed
 RUN_CASES = r"""
 import json, os, sys
 import numpy
-from qkv_site.artifacts.session import run_block
-from qkv_site.artifacts.session import note_untouched_generators, state_digest
+from qkv_site.artifacts.blocks import run_block
+from qkv_site.artifacts.blocks import note_untouched_generators, state_digest
 for blocks in json.load(sys.stdin):
     sys.stdout.flush()
     if os.fork() == 0:
@@ -124,7 +124,7 @@ def test_a_block_entry_is_keyed_by_the_model_package_too(tmp_path, monkeypatch):
     code = "from qkv import smollm2_file\nprint(smollm2_file.GGUF_NAME)\n"
     job = block_job("docs/page.md (a block)", EMPTY_STATE, [], code)
     runner = Runner(ROOT, tmp_path / "cache", concurrency=1)
-    session = runner.session()
+    session = runner.session_worker()
     try:
         runner.run(
             job,

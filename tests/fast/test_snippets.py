@@ -15,6 +15,7 @@ import sys
 
 import pytest
 from qkv_site.page_blocks import written_blocks
+from qkv_site.site import includes
 from support import HANG, ROOT
 
 SNIPPETS = sorted((ROOT / "snippets").glob("*.py"))
@@ -22,9 +23,10 @@ SNIPPETS = sorted((ROOT / "snippets").glob("*.py"))
 
 def test_every_snippet_is_shown_on_a_page_and_every_page_shows_a_snippet_that_exists():
     included = {
-        m
+        f"snippets/{include.snippet}"
         for page in (ROOT / "docs").glob("*.md")
-        for m in re.findall(r'^\s*;?--8<--\s+"(snippets/[^":]+)', page.read_text("utf-8"), re.M)
+        for include in includes(page.read_text("utf-8"))
+        if include.file.startswith("snippets/")
     }
     assert included == {p.relative_to(ROOT).as_posix() for p in SNIPPETS}
 
@@ -33,16 +35,33 @@ _MARKER = re.compile(r"^# --8<-- \[(start|end):(\w+)\]\n", re.M)
 
 
 @functools.cache
-def page_runs(page) -> list[tuple[str, str, str]]:
+def page_runs(page) -> list[tuple[str, str, str | None]]:
     """(session, script, section) of every snippet section the page's executed blocks
-    include, in page order (a block may include several)."""
+    include, in page order (a block may include several); section None: the whole file."""
     return [
-        (block.session, *include.split(":", 1))
+        (block.session, *(include.split(":", 1) if ":" in include else (include, None)))
         for block in written_blocks(ROOT, page.name)
         if block.session
         for include in block.includes
-        if ":" in include and (ROOT / "snippets" / include.split(":")[0]).is_file()
+        if (ROOT / "snippets" / include.split(":")[0]).is_file()
     ]
+
+
+def script_setup(statement: ast.stmt) -> bool:
+    """Whether a statement outside a script's sections is set-up a page does its own way:
+    an import (from a file beside the script only where the page runs that file first), a
+    ``threadpool_limits(...)`` call (the page's code runs with one thread already), or an
+    ``if TYPE_CHECKING:`` block (for the linter)."""
+    if isinstance(statement, ast.Import | ast.ImportFrom):
+        return True
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        return ast.unparse(statement.value.func) == "threadpool_limits"
+    return isinstance(statement, ast.If) and ast.unparse(statement.test) == "TYPE_CHECKING"
+
+
+def siblings_imported(body: list[ast.stmt], beside: set[str]) -> set[str]:
+    """The files beside the script that its set-up imports names from (``coreference_pairs``)."""
+    return {f"{s.module}.py" for s in body if isinstance(s, ast.ImportFrom) and s.module in beside}
 
 
 def sections_and_rest(script) -> tuple[list[str], str]:
@@ -67,16 +86,24 @@ def page_running_whole(script) -> str | None:
     script."""
     names, rest = sections_and_rest(script)
     body = ast.parse(rest).body
-    if body and not (
-        len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-    ):
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    beside = {p.stem for p in SNIPPETS} - {script.stem}
+    if not all(script_setup(statement) for statement in body):
         return None
+    needed = siblings_imported(body, beside)  # files whose names the page must have run first
     for page in sorted((ROOT / "docs").glob("*.md")):
         runs = page_runs(page)
         for session in {s for s, _, _ in runs}:
             files = [(f, n) for s, f, n in runs if s == session]
             mine = [i for i, (f, _) in enumerate(files) if f == script.name]
-            if mine and [n for _, n in files[mine[0] : mine[-1] + 1]] == names and len(mine) == len(names):
+            ran_first = {f for f, _ in files[: mine[0]]} if mine else set()
+            if (
+                mine
+                and [n for _, n in files[mine[0] : mine[-1] + 1]] == names
+                and len(mine) == len(names)
+                and needed <= ran_first
+            ):
                 return page.name
     return None
 
@@ -85,9 +112,15 @@ def test_a_page_that_runs_all_of_a_script_is_found_and_no_other(tmp_path):
     script = ROOT / "snippets" / "coreference.py"
     assert page_running_whole(script) == "coreference.md"
     names, rest = sections_and_rest(script)
-    assert names[:2] == ["threads", "pairs"] and "import" not in rest
+    # its set-up outside the sections: the pairs file's names, which the page runs first
+    assert names[0] == "pairs" and "from coreference_pairs import" in rest
     # the same name, but code outside the sections: the page does not run that line
     (tmp_path / script.name).write_text(script.read_text(encoding="utf-8") + "print('extra')\n")
+    assert page_running_whole(tmp_path / script.name) is None
+    # set-up that imports from a file beside it which the page does not run before it
+    (tmp_path / script.name).write_text(
+        script.read_text(encoding="utf-8") + "from coreference_heads import moves\n"
+    )
     assert page_running_whole(tmp_path / script.name) is None
     # the same name, but a section the page does not run
     extra = "# --8<-- [start:more]\nprint('more')\n# --8<-- [end:more]\n"

@@ -27,7 +27,7 @@ from support import median_query_gradient_ratio, numbers
 
 import qkv
 from qkv.lab.scaling import draw_queries_keys, saturation, scale_effect, score_samples, score_std
-from snippets.why_scale_sweep import SWEEP
+from qkv.lab.training import SCALE_SWEEP as SWEEP
 
 Z = 5  # standard errors allowed
 DIMS = [2**i for i in range(10)]  # the page's table: d_k = 1, 2, 4, ..., 512

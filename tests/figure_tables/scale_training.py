@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from qkv.lab.training import SCALE_SWEEP
+
 
 def expected(d) -> list[list[list]]:
-    from snippets.why_scale_sweep import SWEEP
-
-    rates = SWEEP.learning_rates
+    rates = SCALE_SWEEP.learning_rates
     summary = [
         [f"dₖ {d_k}, T {t}, {arm_name}, rate {rate:g}", *stats]
         for (d_k, t), loss in d.loss.items()

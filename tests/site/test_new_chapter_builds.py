@@ -24,9 +24,7 @@ import subprocess
 import sys
 
 from checkout import clean_env, copy_project
-from qkv_site.artifacts.config import cache_dir
-from support import ROOT
-from test_copy_paste import make_reader_env, run_blocks, runnable_blocks
+from test_copy_paste import run_blocks, runnable_blocks
 
 SLUG, TITLE = "sinks-example", "Where the weight goes: an example chapter"
 AFTER = "why-scale"  # in the middle of the path: every later chapter's number and link moves
@@ -90,10 +88,12 @@ def pytest_in(root, args, **env) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_new_chapter_passes_the_chapter_rules_and_the_strict_build(page_artifacts, built_dist, tmp_path):
+def test_the_new_chapter_passes_the_chapter_rules_and_the_strict_build(
+    computed_cache, reader_python, tmp_path
+):
     # the cache of the build that computed this run's pages (in a fresh clone, the clean
     # build's: the tree's own stays empty), which the copy's build reads
-    cache = page_artifacts() or cache_dir(ROOT)
+    cache = computed_cache
     root = generate(tmp_path)
     run = tmp_path / "run"  # the copy's pytest builds its site into run/session-build/site
     done = pytest_in(root, [f"--basetemp={run}", "-k", ONLY_NEW_PAGE, *RULES], QKV_CACHE=str(cache))
@@ -107,9 +107,8 @@ def test_the_new_chapter_passes_the_chapter_rules_and_the_strict_build(page_arti
     page = (run / "session-build" / "site" / SLUG / "index.html").read_text(encoding="utf-8")
     blocks = runnable_blocks(page)
     assert len(blocks) == 3, blocks  # the chapter's code and one block per solution
-    reader = make_reader_env(built_dist[1], tmp_path / "reader")
     (tmp_path / "paste").mkdir()
-    pasted = run_blocks(reader, blocks, tmp_path / "paste")
+    pasted = run_blocks(reader_python, blocks, tmp_path / "paste")
     assert pasted.returncode == 0, pasted.stderr
 
 

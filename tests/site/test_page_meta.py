@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-import yaml
 from bs4 import BeautifulSoup
+from qkv_site.site import front_matter as read_front_matter
 from support import PUBLISHED_PATH, ROOT, html_pages, mkdocs_config, nav_paths
 
 
@@ -19,8 +19,7 @@ def front_matter(built: str) -> dict:
     source = ROOT / "docs" / ("index.md" if built == "index.html" else built.replace("/index.html", ".md"))
     if not source.is_file():
         return {}  # a generated page, or the notebook's
-    found = re.match(r"---\n(.*?)\n---\n", source.read_text(encoding="utf-8"), re.S)
-    return yaml.safe_load(found.group(1)) if found else {}
+    return read_front_matter(source.read_text(encoding="utf-8"))[0]
 
 
 def test_every_page_has_a_title_and_its_own_description(built_site):

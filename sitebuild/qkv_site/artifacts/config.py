@@ -21,6 +21,10 @@ class ArtifactsConfig(Config):
     # a file to write each computed artifact's CPU seconds to, as JSON ("": none); for
     # benchmarks/build_times.py
     timings = config_options.Type(str, default="")
+    # the Python the pages' snippets run in ("": the build's own, with this tree's qkv): the
+    # tests give a reader's environment (the built wheel and what a reader installs), so the
+    # build's run of each page is also the proof that its code runs where a reader runs it
+    snippet_python = config_options.Type(str, default="")
 
 
 def cache_dir(root: Path, environ: Mapping[str, str] | None = None) -> Path:

@@ -96,8 +96,7 @@ class InlineCode(HTMLParser):
 class ContentSecurityPolicy:
     """The CSP kind: a placeholder in every page, the site's policy written at the end."""
 
-    def __init__(self, plugin):
-        self.plugin = plugin
+    def __init__(self):
         self.found: dict[str, InlineCode] = {}  # page file -> its inline code (kept across serve)
         self.written: dict[str, str] = {}  # page file -> the policy it holds
 

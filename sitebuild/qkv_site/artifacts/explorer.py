@@ -25,7 +25,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 from mkdocs.utils import get_relative_url
 
-from qkv_site.artifacts.runner import Job
+from qkv_site.artifacts.runner import Job, Runner
 from qkv_site.artifacts.tasks import MODEL_PACKAGES
 from qkv_site.smollm2_data import model_licence
 
@@ -62,12 +62,12 @@ def model_file(config, index_path: Path) -> File:
 class Explorer:
     """The explorer kind: two jobs, started with the build, their files added at ``on_files``."""
 
-    def __init__(self, plugin):
-        self.plugin = plugin
+    def __init__(self, runner: Runner, enabled: bool):
+        self.runner, self.enabled = runner, enabled
 
     def on_pre_build(self, config):
-        wanted = self.plugin.config.enabled and Path(config.docs_dir, PAGE).is_file()
-        runner = self.plugin.runner
+        wanted = self.enabled and Path(config.docs_dir, PAGE).is_file()
+        runner = self.runner
         self.futures = (runner.submit(JOB), runner.submit(TRAINED_JOB)) if wanted else None
 
     def on_files(self, files, config):

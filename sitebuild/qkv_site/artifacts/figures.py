@@ -25,7 +25,7 @@ from pathlib import Path
 
 from mkdocs.structure.files import File
 
-from qkv_site.artifacts.runner import ArtifactError, Job, Result
+from qkv_site.artifacts.runner import ArtifactError, Job, Result, Runner
 from qkv_site.artifacts.tasks import MODEL_PACKAGES
 from qkv_site.figures import HERE as FIGURES
 from qkv_site.figures import names
@@ -118,23 +118,23 @@ class Figures:
     """The figure kind: jobs start at ``on_files`` for the figures the pages' Markdown names,
     and SVGs are placed at ``on_env``. A figure no page places is not rendered."""
 
-    def __init__(self, plugin):
-        self.plugin = plugin
+    def __init__(self, runner: Runner, enabled: bool):
+        self.runner, self.enabled = runner, enabled
 
     def on_pre_build(self, config):
-        folder = self.plugin.runner.root / "sitebuild" / "qkv_site" / "figures"
+        folder = self.runner.root / "sitebuild" / "qkv_site" / "figures"
         self.names = names(folder if folder.is_dir() else FIGURES)
         self.pages, self.placed, self.futures = [], set(), {}
 
     def _submit(self, wanted) -> None:
-        runner = self.plugin.runner
+        runner = self.runner
         for name in sorted(set(wanted) - set(self.futures)):
             self.futures[name] = runner.submit(job(name, runner.root))
 
     def on_files(self, files, config):
         # Start rendering now, while MkDocs renders the pages: the names are read off the
         # Markdown (a page's HTML, read later, decides; what this misses is rendered then).
-        if self.plugin.config.enabled:
+        if self.enabled:
             named = set()
             for file in files.documentation_pages():
                 if file.src_uri.endswith(".md") and file.abs_src_path:
@@ -143,14 +143,14 @@ class Figures:
 
     def on_page_content(self, page_html, page, config, files):
         if placed := tokens_of(page_html, page.file.src_uri, self.names):
-            if not self.plugin.config.enabled:
+            if not self.enabled:
                 return STANDALONE.sub(lambda m: placeholder_html(m.group(1)), page_html)
             self.pages.append(page)
             self.placed.update(placed)
         return page_html
 
     def on_env(self, env, config, files):
-        if not self.plugin.config.enabled:
+        if not self.enabled:
             return
         self._submit(self.placed)
         results: dict[str, Result] = {n: self.futures[n].result() for n in sorted(self.placed)}

@@ -23,7 +23,7 @@ from pathlib import Path
 from mkdocs.structure.files import File
 from mkdocs.structure.toc import get_toc
 
-from qkv_site.artifacts.runner import Job
+from qkv_site.artifacts.runner import Job, Runner
 
 STYLESHEET = "assets/notebook.css"
 NOT_RUN = "<p><em>The notebook is not executed in this build (artifacts are disabled).</em></p>"
@@ -39,13 +39,13 @@ class NotebookPage(File):
 class Notebooks:
     """The notebook kind: a job per notebook from ``on_files``; its page waits for it."""
 
-    def __init__(self, plugin):
-        self.plugin = plugin
+    def __init__(self, runner: Runner, enabled: bool):
+        self.runner, self.enabled = runner, enabled
         self.futures = {}
 
     def on_files(self, files, config):
         self.futures = {}
-        runner = self.plugin.runner
+        runner = self.runner
         for file in [f for f in files if f.src_uri.endswith(".ipynb") and f.generated_by is None]:
             page = NotebookPage(
                 file.src_uri, file.src_dir, file.dest_dir, file.use_directory_urls, inclusion=file.inclusion
@@ -54,7 +54,7 @@ class Notebooks:
             files.append(page)
             download = posixpath.join(posixpath.dirname(page.dest_uri), posixpath.basename(file.src_uri))
             files.append(File.generated(config, download, abs_src_path=file.abs_src_path))
-            if self.plugin.config.enabled:
+            if self.enabled:
                 path = Path(file.abs_src_path).resolve()
                 path = path.relative_to(runner.root) if path.is_relative_to(runner.root) else path
                 self.futures[file.src_uri] = runner.submit(

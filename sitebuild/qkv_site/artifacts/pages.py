@@ -10,18 +10,17 @@ back to 1970, so MkDocs' own rule (source newer than output) renders it again.
 from __future__ import annotations
 
 import os
-import re
 import time
 from pathlib import Path
 
-INCLUDE = re.compile(r'^\s*--8<--\s+"([^":]+)(?::[^"]*)?"', re.M)
+from qkv_site.site import includes
 
 
 class PageInputs:
     """The page-dependency kind (no job of its own)."""
 
-    def __init__(self, plugin):
-        self.plugin = plugin
+    def __init__(self, runner):
+        self.runner = runner
         self.inputs: dict[str, set[Path]] = {}  # page src_uri -> files it was built from
         self.built_at: dict[str, float] = {}
         self.page = None
@@ -37,9 +36,9 @@ class PageInputs:
 
     def on_page_markdown(self, markdown, page, config, files):
         self.page = page.file.src_uri
-        root = self.plugin.runner.root
+        root = self.runner.root
         found = set()
-        for name in INCLUDE.findall(markdown):
+        for name in {include.file for include in includes(markdown)}:
             for base in (root / "snippets", root):
                 if (base / name).is_file():
                     found.add(base / name)
@@ -49,8 +48,8 @@ class PageInputs:
 
     def used(self, result_folder: Path) -> None:
         """A snippet job of the current page: its recorded inputs are the page's too."""
-        deps = self.plugin.runner.deps(result_folder)
-        self.inputs.setdefault(self.page, set()).update(self.plugin.runner.root / rel for rel in deps)
+        deps = self.runner.deps(result_folder)
+        self.inputs.setdefault(self.page, set()).update(self.runner.root / rel for rel in deps)
 
 
 def _mtime(path: Path) -> float:

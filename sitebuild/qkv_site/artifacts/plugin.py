@@ -9,9 +9,11 @@ Configured in ``mkdocs.yml`` like Material's own plugins::
           cache_dir: .cache/artifacts
           concurrency: 2          # worker processes; default: one per core
           content_security_policy: true  # a CSP on every page, from what the pages hold
+          snippet_python: ""      # the Python the snippets run in (the tests: a reader's)
 
 Each kind of artifact is a small class in this package with the MkDocs events it needs
-(see ``KINDS``); the plugin hands each event to them in turn, each handler getting what the
+(see ``ArtifactsPlugin._kinds``), made with what it needs (the runner and the settings), not
+with the plugin; the plugin hands each event to them in turn, each handler getting what the
 one before returned, as MkDocs hands an event from plugin to plugin. All of them hand their
 work to one :class:`~qkv_site.artifacts.runner.Runner`, which computes it out of process and
 caches it by content hash. A failure raises
@@ -22,10 +24,10 @@ Adding a kind (the trained model's attention maps, say) is two steps:
 1. a task function in ``tasks.py``, ``task(out: Path, **args)``, that writes its files into
    ``out`` (it runs in a worker process: import what it needs inside it);
 2. a module here with a class whose methods are the MkDocs events it needs (``on_pre_build``,
-   ``on_files``, ``on_env``...): it submits ``Job(KIND, "qkv_site.artifacts.tasks:task",
-   args, source=FILE)`` to ``self.plugin.runner`` early and places the result
-   (``Result.folder``) later, as ``explorer.py`` does; its class added to
-   ``KINDS`` below.
+   ``on_files``, ``on_env``...): made with the runner (and the settings it reads), it submits
+   ``Job(KIND, "qkv_site.artifacts.tasks:task", args, source=FILE)`` to it early and places
+   the result (``Result.folder``) later, as ``explorer.py`` does; an instance added in
+   ``ArtifactsPlugin._kinds``.
 """
 
 from __future__ import annotations
@@ -48,9 +50,6 @@ from qkv_site.artifacts.snippets import Snippets
 
 log = logging.getLogger("mkdocs.plugins.qkv-artifacts")
 
-KINDS = (Explorer, Notebooks, Snippets, Figures)  # jobs are started in this order: the longest
-# (the trained model's data, the notebook) first
-
 
 class _NotTheDirtyWarning(logging.Filter):
     def filter(self, record):
@@ -60,7 +59,8 @@ class _NotTheDirtyWarning(logging.Filter):
 class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
     def __init__(self):
         self.runner: Runner | None = None
-        self.kinds = []
+        self._python = ""  # the snippet_python the runner was made with
+        self.kinds: list = []
         self.serving = False
 
     def on_startup(self, *, command, dirty):
@@ -84,18 +84,32 @@ class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
         root = Path(config.config_file_path or ".").resolve().parent
         cache = Path(self.config.cache_dir)
         cache = cache if cache.is_absolute() else root / cache
-        if self.runner is None or (self.runner.root, self.runner.cache_dir) != (root, cache):
+        python = self.config.snippet_python
+        made_for = (root, cache, python)
+        if self.runner is None or (self.runner.root, self.runner.cache_dir, self._python) != made_for:
             if self.runner is not None:
-                self.runner.close()
-            self.runner = Runner(root, cache, self.config.concurrency)
-        if not self.kinds:
-            self.page_inputs = PageInputs(self)  # for `mkdocs serve --dirty`
-            self.kinds = [self.page_inputs, *(kind(self) for kind in KINDS)]
-            # `mkdocs serve` puts an inline script of its own into every page it serves (the
-            # live reload, different for each request): no policy there
-            if self.config.content_security_policy and not self.serving:
-                self.kinds.append(ContentSecurityPolicy(self))  # last: after the pages are made
+                self.on_shutdown()
+            self.runner = Runner(root, cache, self.config.concurrency, snippet_python=python)
+            self._python = python
+            self.kinds = self._kinds(self.runner)
         return self._chain("on_config", config)
+
+    def _kinds(self, runner: Runner) -> list:
+        """Each kind given what it needs: the runner and the settings, never the plugin."""
+        enabled = self.config.enabled
+        page_inputs = PageInputs(runner)  # for `mkdocs serve --dirty`
+        kinds = [
+            page_inputs,
+            Explorer(runner, enabled),
+            Notebooks(runner, enabled),
+            Snippets(runner, enabled, serving=self.serving, used=page_inputs.used),
+            Figures(runner, enabled),
+        ]  # jobs are started in this order: the longest (the trained model's data, the notebook) first
+        # `mkdocs serve` puts an inline script of its own into every page it serves (the live
+        # reload, different for each request): no policy there
+        if self.config.content_security_policy and not self.serving:
+            kinds.append(ContentSecurityPolicy())  # last: after the pages are made
+        return kinds
 
     def on_pre_build(self, config):
         self.started = time.perf_counter()
@@ -134,7 +148,7 @@ class ArtifactsPlugin(BasePlugin[ArtifactsConfig]):
         log.info(
             f"artifacts: {len(computed)} computed "
             f"({', '.join(f'{n} {k}' for k, n in sorted(by_kind.items())) or 'none'}), "
-            f"{len(self.runner.used) - len(computed)} from the cache, in "
+            f"{self.runner.from_cache()} from the cache, in "
             f"{time.perf_counter() - self.started:.1f} s of build"
         )
         if self.config.timings:

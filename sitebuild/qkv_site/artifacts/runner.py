@@ -10,12 +10,23 @@ recomputes exactly the artifacts that imported it, and nothing else.
 
 Up to ``concurrency`` jobs run at once, each in a worker process kept between jobs (and
 between the rebuilds of ``mkdocs serve``) that forks a fresh child for every job. A snippet
-session borrows a worker (:meth:`Runner.session`), whose one child runs the session's jobs
+session borrows a worker (:meth:`Runner.session_worker`), whose one child runs the session's jobs
 one after the other.
+
+Processes share the cache: a build, the tests reading a page's output and a second build
+may compute at once. An entry is computed under a lock of its own (``.locks/KIND-KEY``), so
+whoever comes second waits for it and reads it instead of computing it again, and it is
+put in place by one rename, so nobody sees half of one.
+
+Snippets may run in another Python (``snippet_python``): a reader's environment, holding
+the built wheel of qkv and what a reader installs with it, with no path to this tree, the
+build package or the test tools (:class:`ReaderPython`). A block that needs anything else
+then fails the build, as it would fail a reader; its entry is keyed by that environment.
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import json
@@ -101,10 +112,12 @@ class Result:
 class Runner:
     """Computes jobs in worker processes, caching their results under ``cache_dir``."""
 
-    def __init__(self, root: Path, cache_dir: Path, concurrency: int):
+    def __init__(self, root: Path, cache_dir: Path, concurrency: int, snippet_python: str = ""):
         self.root = Path(root).resolve()
         self.cache_dir = Path(cache_dir)
         self.concurrency = max(1, concurrency)
+        self.reader = ReaderPython(Path(snippet_python)) if snippet_python else None
+        self._reader_workers: queue.SimpleQueue = queue.SimpleQueue()
         self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="artifact")
         self._ahead = ThreadPoolExecutor(self.concurrency, thread_name_prefix="ahead")
         self._workers: queue.SimpleQueue = queue.SimpleQueue()  # idle pooled workers
@@ -114,6 +127,7 @@ class Runner:
         self._lock = threading.Lock()
         self.used: set[Path] = set()
         self.computed: list[Job] = []
+        self.computed_entries: set[Path] = set()  # their folders
         self.cpu_seconds: list[tuple[Job, float]] = []  # each computed job's CPU, this build
 
     # ---- the cache -------------------------------------------------------------------------
@@ -188,6 +202,17 @@ class Runner:
             return found
         folder = self.cache_dir / job.kind / job.key()
         folder.parent.mkdir(parents=True, exist_ok=True)
+        # one process computes a key at a time: another build or a test that wants the same
+        # entry waits here, then finds it (a process holds one such lock at a time: no deadlock)
+        locks = self.cache_dir / ".locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        with open(locks / f"{job.kind}-{folder.name}", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if found := self.cached(job):
+                return found
+            return self._compute_into(job, folder, compute)
+
+    def _compute_into(self, job: Job, folder: Path, compute=None) -> Result:
         scratch = Path(tempfile.mkdtemp(prefix=".computing-", dir=folder.parent))
         try:
             (compute or self._compute)(job, scratch)
@@ -206,16 +231,18 @@ class Runner:
         with self._lock:
             if fresh:
                 self.computed.append(job)
+                self.computed_entries.add(folder)
                 self.cpu_seconds.append((job, _cpu_of(folder)))
         return Result(job, folder, fresh=fresh)
 
-    def _borrow(self) -> Worker:
+    def _borrow(self, reader: bool = False) -> Worker:
+        idle = self._reader_workers if reader else self._workers
         try:
-            worker = self._workers.get_nowait()
+            worker = idle.get_nowait()
         except queue.Empty:
             worker = None
         if worker is None or worker.process.poll() is not None:  # none idle, or it died
-            worker = Worker(self.root)
+            worker = Worker(self.root, self.reader if reader else None)
             self._all_workers.append(worker)
         return worker
 
@@ -226,16 +253,28 @@ class Runner:
         finally:
             self._workers.put(worker)
 
-    def session(self) -> Session:
+    def session_worker(self) -> SessionWorker:
         """A snippet session: a borrowed worker whose one child runs the jobs given to it,
-        in one process; ``close()`` ends it."""
-        return Session(self._borrow(), self._workers.put)
+        in one process (in the reader's Python, if the runner has one); ``close()`` ends it."""
+        reader = self.reader is not None
+        return SessionWorker(self._borrow(reader), (self._reader_workers if reader else self._workers).put)
+
+    def snippet_environment(self) -> str | None:
+        """What a snippet's cache entry depends on beyond its code: the reader's environment
+        (:meth:`ReaderPython.identity`), or None for the build's own."""
+        return None if self.reader is None else self.reader.identity()
 
     # ---- housekeeping ----------------------------------------------------------------------
 
     def start_build(self) -> None:
         self.used, self.computed, self.cpu_seconds = set(), [], []
+        self.computed_entries = set()
         self._versions = {}  # packages may have been installed since the last build
+
+    def from_cache(self) -> int:
+        """How many entries this build used without computing them."""
+        with self._lock:
+            return len(self.used - self.computed_entries)
 
     def forget_unused(self) -> None:
         """Remove the entries this build did not use and no build used for ``STALE_AFTER``
@@ -243,6 +282,8 @@ class Runner:
         rebuild of ``mkdocs serve --dirty``) uses only their entries."""
         now = time.time()
         for entry in self.cache_dir.glob("*/*"):
+            if entry.parent.name.startswith("."):
+                continue  # the entries' locks: a process may hold one
             try:
                 age = now - entry.stat().st_mtime
             except OSError:  # removed meanwhile by another build
@@ -271,24 +312,65 @@ def _cpu_of(folder: Path) -> float:
 ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+class ReaderPython:
+    """A reader's Python: a virtual environment with the built wheel of qkv and what a reader
+    installs with it. Snippet workers run in it isolated (``-I``: no ``PYTHONPATH``, no user
+    site, not even the worker's folder on the path), in an empty folder of their own, so a
+    block sees only what a reader's install brings."""
+
+    # what the environment holds: every distribution's name and version, and the bytes of
+    # every file of qkv's (the wheel's contents, whatever its zip's dates)
+    _IDENTITY = """
+import hashlib, importlib.metadata as m
+h = hashlib.sha256()
+for d in sorted(m.distributions(), key=lambda d: (d.metadata["Name"] or "").lower()):
+    h.update(f"{d.metadata['Name']}=={d.version}\\n".encode())
+    if (d.metadata["Name"] or "").lower() == "qkv":
+        for f in sorted(d.files or [], key=str):
+            if f.suffix != ".pyc" and f.name != "RECORD":
+                h.update(str(f).encode() + b"\\0" + d.locate_file(f).read_bytes())
+print(h.hexdigest())
+"""
+
+    def __init__(self, python: Path):
+        if not python.is_file():
+            raise ArtifactError(f"qkv-artifacts: snippet_python {python} is not a Python interpreter")
+        self.python = python
+        self._identity: str | None = None
+
+    def identity(self) -> str:
+        if self._identity is None:
+            done = subprocess.run(
+                [str(self.python), "-I", "-c", self._IDENTITY], capture_output=True, text=True
+            )
+            if done.returncode != 0:
+                raise ArtifactError(f"qkv-artifacts: snippet_python {self.python} failed:\n{done.stderr}")
+            self._identity = done.stdout.strip()
+        return self._identity
+
+
+WORKER = Path(__file__).resolve().with_name("worker.py")
+
+
 class Worker:
     """A worker process (:mod:`qkv_site.artifacts.worker`): a job in, its exit code out."""
 
-    def __init__(self, root: Path):
-        paths = [str(root), str(root / "sitebuild"), os.environ.get("PYTHONPATH")]
+    def __init__(self, root: Path, reader: ReaderPython | None = None):
         # PYTHONHASHSEED: sets of strings iterate (print, pickle) the same in every process.
         # One BLAS/OpenMP thread per worker (unless set by hand): the build runs a worker per
         # core, and a thread per core in each made them fight over the cores.
-        env = {
-            **{name: "1" for name in ONE_THREAD},
-            **os.environ,
-            "MPLBACKEND": "svg",
-            "PYTHONHASHSEED": "0",
-            "PYTHONPATH": os.pathsep.join(filter(None, paths)),
-        }
+        env = {**{name: "1" for name in ONE_THREAD}, **os.environ, "MPLBACKEND": "svg", "PYTHONHASHSEED": "0"}
+        self.scratch = None
+        if reader is None:
+            paths = [str(root), str(root / "sitebuild"), os.environ.get("PYTHONPATH")]
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+            argv, cwd = [sys.executable, "-m", "qkv_site.artifacts.worker", str(root)], root
+        else:  # isolated, by path, in a folder of its own: nothing of this tree on its path
+            self.scratch = tempfile.mkdtemp(prefix="qkv-reader-")
+            argv, cwd = [str(reader.python), "-I", str(WORKER), str(root), "--reader"], self.scratch
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "qkv_site.artifacts.worker", str(root)],
-            cwd=root,
+            argv,
+            cwd=cwd,
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -329,9 +411,11 @@ class Worker:
         except OSError:
             pass
         self.process.wait()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-class Session:
+class SessionWorker:
     """A worker lent to one snippet session: its jobs run in one forked child, in order."""
 
     def __init__(self, worker: Worker, give_back):

@@ -36,17 +36,13 @@ def explorer(out: Path) -> None:
     (out / "data.json.gz").write_bytes(gzip.compress(explorer_json().encode(), mtime=0))
 
 
-def explorer_trained(out: Path) -> list[Path]:
+def explorer_trained(out: Path) -> None:
     """The explorer's trained mode: SmolLM2-135M-Instruct's attention on a few sentences, one file
-    per sentence, ``index.json`` and the head cards' ``probes.json``, all into ``out/smollm2/``.
-    Returns the files read without importing them (the trained-model page's code, whose texts
-    the probes score), which the cache entry then depends on too."""
-    from qkv_site.figures import _trained
+    per sentence, ``index.json`` and the head cards' ``probes.json``, all into ``out/smollm2/``."""
     from qkv_site.smollm2_data import write_files
 
     (out / "smollm2").mkdir()
     write_files(out / "smollm2")
-    return list(_trained.READS)
 
 
 def notebook(out: Path, path: str) -> list[Path]:

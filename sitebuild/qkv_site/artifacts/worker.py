@@ -14,12 +14,18 @@ The worker imports numpy and matplotlib and indexes the installed distributions 
 runs each job in a child forked for it, so every job starts from the same clean state
 (matplotlib's default settings, no module of the project imported yet: an edit to ``qkv/``
 is seen by the next job) without paying for those imports again. The one exception is a
-snippet session, whose blocks must share what they leave (:mod:`qkv_site.artifacts.session`):
+snippet session, whose blocks must share what they leave (:mod:`qkv_site.artifacts.blocks`):
 the line ``{"session": true}`` forks one child that answers ``0`` and runs the jobs that
 follow, one after the other in itself, until the line ``{"end": true}``; the worker answers
 that line with the child's exit code (or, if the child died, the job it was running), and
 goes on as before. Every line gets one answer, so no line is ever waiting in the pipe when a
 child is forked or ends.
+
+``python -I worker.py ROOT --reader`` is the same worker in a reader's environment
+(:class:`~qkv_site.artifacts.runner.ReaderPython`): isolated, in the folder it was started
+in, with nothing of ROOT on its path. Its tasks (a snippet block) are read from their files
+in the build package, not imported as ``qkv_site``, so the code they run cannot import the build
+package either: it sees what a reader's install brings, and no more.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import functools
 import hashlib
 import importlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import sys
@@ -86,6 +93,27 @@ def versions_imported(packages=(), version=installed_version) -> dict[str, str |
     return dict(sorted(versions.items()))
 
 
+READER = False  # started with --reader: tasks are read from their files, not imported
+PACKAGES = Path(__file__).resolve().parents[2]  # the folder that holds qkv_site
+
+
+def task_function(root: Path, name: str):
+    """The function ``"module:function"`` names: imported, or, in a reader's environment,
+    read from its file in the build package beside this one (``qkv_site.artifacts.blocks``
+    is ``.../qkv_site/artifacts/blocks.py``) under a name that is no package's."""
+    module_name, _, function = name.partition(":")
+    if not READER:
+        return getattr(importlib.import_module(module_name), function)
+    path = PACKAGES.joinpath(*module_name.split(".")).with_suffix(".py")
+    private = "_qkv_task_" + module_name.replace(".", "_")
+    if private not in sys.modules:
+        spec = importlib.util.spec_from_file_location(private, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[private] = module
+        spec.loader.exec_module(module)
+    return getattr(sys.modules[private], function)
+
+
 def run_job(root: Path, job: dict, version=installed_version) -> int:
     """Run one job in this process, its output going to its log; its exit code."""
     log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -94,8 +122,7 @@ def run_job(root: Path, job: dict, version=installed_version) -> int:
     os.close(log)
     started = _cpu_seconds()
     try:
-        module_name, _, function = job["task"].partition(":")
-        task = getattr(importlib.import_module(module_name), function)
+        task = task_function(root, job["task"])
         out = Path(job["out"])
         extra = task(out, **job["args"])
         deps = {
@@ -137,9 +164,12 @@ def _session(root: Path, answer) -> int:
 
 
 def main(argv: list[str]) -> int:
+    global READER
     root = Path(argv[0]).resolve()
-    sys.path[:0] = [str(root), str(root / "sitebuild")]  # the tree being built comes first
-    os.chdir(root)
+    READER = "--reader" in argv[1:]
+    if not READER:
+        sys.path[:0] = [str(root), str(root / "sitebuild")]  # the tree being built comes first
+        os.chdir(root)
     os.environ.setdefault("MPLBACKEND", "svg")
     for name in PRELOAD:
         importlib.import_module(name)

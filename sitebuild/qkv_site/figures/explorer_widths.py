@@ -14,7 +14,7 @@ from qkv.dot_product import attention
 from qkv.projections import project
 from qkv_site.figures._table import Table
 
-WORDS = toy.SENTENCE  # the explorer's six tokens (snippets/explorer.py)
+WORDS = toy.SENTENCE  # the explorer's six tokens (qkv.toy.query_state)
 QUERY = "she"  # the query the explorer opens on
 WIDTHS = (1, 16, 64)  # the head widths of the chapter's experiments 2, 3 and 4
 NARROW = True  # on phones: one width per row

@@ -8,9 +8,9 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib.figure import Figure
 
+from qkv.lab.training import SCALE_SWEEP as SWEEP
 from qkv.lab.training import run_sweep
 from qkv_site.figures._table import Table
-from snippets.why_scale_sweep import SWEEP
 
 ALT = (
     "Six panels of learning curves, one per head width dₖ (16, 64, 256) and number of "

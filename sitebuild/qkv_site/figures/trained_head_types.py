@@ -9,7 +9,6 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from qkv_site.figures._table import Table, matrix
-from qkv_site.figures._trained import READS as READS  # the page's code: see _trained
 from qkv_site.figures._trained import THRESHOLD, repeated, texts
 
 TITLES = {  # kind -> what its target is, as the panels and tables name it

@@ -1,7 +1,7 @@
 """A snippet session: its blocks run in one namespace, and the state they leave is digested.
 
 The blocks of one ``session="..."`` on a page share their globals, so they run in order in
-one forked child of a worker process (:meth:`~qkv_site.artifacts.runner.Runner.session`,
+one forked child of a worker process (:meth:`~qkv_site.artifacts.runner.Runner.session_worker`,
 the line ``{"session": true}`` of :mod:`qkv_site.artifacts.worker`): each block
 is a job of the task :func:`block`, which runs its code in the session's namespace, writes
 what it printed to ``out/output.txt`` and the digest of the state it leaves to

@@ -1,4 +1,4 @@
-"""Run ``mkdocs serve`` on a socket the caller bound: ``python serve_socket.py FD ARGS...``.
+"""Run ``mkdocs serve`` on a socket the caller bound: ``python -m qkv_site.serve_socket FD ARGS...``.
 
 The caller binds 127.0.0.1 port 0 (the system picks a free port, no race), passes the
 socket's descriptor to this process and runs ``mkdocs ARGS...`` (``serve ...``) here; the
