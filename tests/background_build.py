@@ -28,7 +28,8 @@ Recipe = Callable[[], tuple[Path, dict[str, str]]]
 # With ``after``, it first waits for that build to end and copies the entries of that build's
 # artifact cache that this one's lacks (the tests' ``page_output`` may have filled some of it
 # meanwhile); an entry is copied beside its place and renamed into it, so nothing reading the
-# cache sees half an entry, and an entry already there is never overwritten.
+# cache sees half an entry, and an entry already there is never overwritten. Should this
+# script itself fail, its traceback is kept (``recorder.log``) and shown with the failure.
 _RUN_AND_RECORD = r"""
 import fcntl, json, os, shutil, subprocess, sys
 log, returncode, after, cwd, *argv = sys.argv[1:]
@@ -39,6 +40,9 @@ if after := json.loads(after):
     source, target = after["cache"], after["into"]
     kinds = os.listdir(source) if os.path.isdir(source) else []
     for kind in kinds:
+        # the cache's own bookkeeping (``.locks``, a half-written ``.tmp-*``) is not an entry
+        if kind.startswith(".") or not os.path.isdir(os.path.join(source, kind)):
+            continue
         os.makedirs(os.path.join(target, kind), exist_ok=True)
         for key in os.listdir(os.path.join(source, kind)):
             entry = os.path.join(target, kind, key)
@@ -81,6 +85,7 @@ class BackgroundBuild:
                 return  # it has run already
             (self.folder / "started").touch()
             project, env = recipe()
+            recorder = open(self.folder / "recorder.log", "wb")
             argv = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(self.site)]
             subprocess.Popen(
                 [
@@ -104,7 +109,9 @@ class BackgroundBuild:
                 pass_fds=[lock],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
+                stderr=recorder,
             )
+            recorder.close()  # the child holds its own descriptor
         finally:
             os.close(lock)  # the build's process keeps the lock until it ends
 
@@ -126,6 +133,9 @@ class BackgroundBuild:
             code = None
         if code != 0:
             log = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
+            recorder = self.folder / "recorder.log"
+            if recorder.exists():  # the recording script's own traceback, if it failed
+                log += recorder.read_text(encoding="utf-8", errors="replace")
             raise AssertionError(
                 f"mkdocs build --strict (log: {self.log}) "
                 f"{'died' if code is None else f'failed ({code})'}:\n{log[-6000:]}"

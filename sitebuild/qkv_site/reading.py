@@ -32,6 +32,10 @@ from qkv_site.site import Site, front_matter
 WORDS_PER_MINUTE = 200  # prose
 LINES_PER_MINUTE = 15  # code and printed output: read line by line, with the prose beside it
 FOLDED = 0.5  # what sits in a folded block counts at half: not every reader opens it
+# The explanation's reading budget (issue 40): a chapter fits a short sitting, the path an
+# evening. tests/site/test_reading_time.py holds the built pages to it.
+CHAPTER_MINUTES = 8
+PATH_MINUTES = 75
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
 _HOME_ITEM = re.compile(r"^(\d+)\. (\[[^\]]+\]\(([a-z0-9-]+\.md)\).*)$", re.M)
 

@@ -55,3 +55,13 @@ def test_the_home_page_shows_the_path_with_each_chapters_time_and_the_total(buil
     summary = heading.find_next("p", class_="reading-time").get_text(" ", strip=True)
     assert re.fullmatch(rf"{len(CHAPTERS)} chapters, about {total} minutes of reading in all\.", summary)
     assert total >= sum(r.words for r in counted.values()) / 200  # prose alone is a floor
+
+
+def test_every_chapter_reads_within_its_budget_and_the_path_within_its_own(built_site):
+    """At most ``reading.CHAPTER_MINUTES`` a chapter and ``reading.PATH_MINUTES`` for the path,
+    by the same count the pages show: a chapter over budget moves its library listings and
+    expert asides to its depth page, one click away."""
+    counted = readings(built_site)
+    over = {c: r.minutes for c, r in counted.items() if r.minutes > reading.CHAPTER_MINUTES}
+    assert over == {}, f"chapters over {reading.CHAPTER_MINUTES} minutes of reading: {over}"
+    assert reading.path_minutes(counted.values()) <= reading.PATH_MINUTES

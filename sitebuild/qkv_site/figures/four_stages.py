@@ -105,7 +105,10 @@ def build(style, narrow: bool = False) -> Figure:
     limit = float(np.abs(rows).max())
     labels = [f"{w} ×{p:.2f}" for w, p in zip(d.words, d.weights, strict=True)] + ["= output"]
     columns = [str(c + 1) for c in range(D_V)]
-    heatmap(ax, rows, labels, columns, style, vmin=-limit, vmax=limit, cmap="PuOr_r")
+    mesh = heatmap(ax, rows, labels, columns, style, vmin=-limit, vmax=limit, cmap="PuOr_r")
+    bar = fig.colorbar(mesh, ax=ax, shrink=0.9, pad=0.02)
+    bar.set_label("value", fontsize=10)
+    bar.outline.set_visible(False)
     ax.set_xticks(range(D_V), columns, rotation=0, ha="center")
     ax.axhline(len(d.words) - 0.5, color=style.background, linewidth=3)
     ax.set_title("4. blend of values", loc="left")

@@ -100,6 +100,7 @@ def _panel(ax, d, weights, wanted, title, style):
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("key")
     ax.set_ylabel("query")
+    return mesh
 
 
 def build(style, narrow: bool = False) -> Figure:
@@ -112,7 +113,7 @@ def build(style, narrow: bool = False) -> Figure:
         fig = Figure(figsize=(8.0, 4.4), layout="constrained")
         axes = fig.subplots(1, 2)
     _panel(axes[0], d, d.previous, before, "previous-token head:\nquery asks for one position back", style)
-    _panel(
+    mesh = _panel(
         axes[1],
         d,
         d.induction,
@@ -120,4 +121,7 @@ def build(style, narrow: bool = False) -> Figure:
         "induction head: query asks for\na key whose previous token is its own",
         style,
     )
+    bar = fig.colorbar(mesh, ax=list(axes), shrink=0.8, orientation="vertical" if narrow else "horizontal")
+    bar.set_label("attention weight (both heads)", fontsize=10)
+    bar.outline.set_visible(False)
     return fig

@@ -102,8 +102,8 @@ def build(style, narrow: bool = False) -> Figure:
     limit = float(np.abs(np.concatenate([d.queries, d.concat, d.output])).max())
     t = len(d.words)
     if narrow:
-        fig = Figure(figsize=(3.6, 10.2), layout="constrained")
-        top, middle, bottom = fig.subfigures(3, 1, height_ratios=(1.3, 4.4, 2.6))
+        fig = Figure(figsize=(3.6, 11.4), layout="constrained")
+        top, middle, bottom = fig.subfigures(3, 1, height_ratios=(1.3, 4.4, 3.8))
         head_figs = middle.subfigures(2, 2).flat
     else:
         fig = Figure(figsize=(5.6, 7.0), layout="constrained")
@@ -139,25 +139,38 @@ def build(style, narrow: bool = False) -> Figure:
     vmax = float(np.ceil(d.weights.max() * 10) / 10)  # one colour scale for every head
     for h, sub in enumerate(head_figs):
         w_ax, o_ax = sub.subplots(2, 1)
-        heatmap(w_ax, d.weights[h], [""] * t, [""] * t, style, vmax=vmax)
+        weights_mesh = heatmap(w_ax, d.weights[h], [""] * t, [""] * t, style, vmax=vmax)
         w_ax.set_yticks([])
         w_ax.set_xticks([])
+        w_ax.set_ylabel("query", fontsize=9, labelpad=1)
+        w_ax.set_xlabel("key", fontsize=9, labelpad=1)
+        o_ax.set_ylabel("query", fontsize=9, labelpad=1)
         w_ax.set_title(f"head {h + 1}", color=colours[h], fontsize=11)
         for spine in w_ax.spines.values():
             spine.set_visible(True)
             spine.set_edgecolor(colours[h])
             spine.set_linewidth(2)
-        heatmap(o_ax, d.per_head[h], [""] * t, [""] * d_head, style, vmin=-limit, vmax=limit, cmap="PuOr_r")
+        values_mesh = heatmap(
+            o_ax, d.per_head[h], [""] * t, [""] * d_head, style, vmin=-limit, vmax=limit, cmap="PuOr_r"
+        )
         o_ax.set_xticks([])
         o_ax.set_yticks([])
         _bands(o_ax, t, d_head, [colours[h]])
 
     if narrow:
-        c_ax, o_ax = bottom.subplots(2, 1)
+        c_ax, o_ax, w_bar, v_bar = bottom.subplots(4, 1, height_ratios=(1, 1, 0.09, 0.09))
     else:
-        c_ax, o_ax = bottom.subplots(1, 2)
+        (c_ax, o_ax), (w_bar, v_bar) = bottom.subplots(2, 2, height_ratios=(1, 0.09))
     _matrix(c_ax, d.concat, d.words, "3. concatenate", style, limit, (d_head, colours))
     _matrix(o_ax, d.output, d.words if narrow else [""] * t, "4. × W_O = output", style, limit)
     if not narrow:
         o_ax.set_yticks([])
+    # one scale for the heads' weights, one for every other panel's entries
+    for bar_ax, mesh, label in (
+        (w_bar, weights_mesh, "attention weight (step 2, top)"),
+        (v_bar, values_mesh, "entry of Q, head outputs, output"),
+    ):
+        bar = bottom.colorbar(mesh, cax=bar_ax, orientation="horizontal")
+        bar.set_label(label, fontsize=10)
+        bar.outline.set_visible(False)
     return fig

@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 
 import matplotlib
+import numpy as np
+from matplotlib.collections import QuadMesh
 
 from qkv_site.figures import module_name, names
 from qkv_site.figures.style import STYLES
@@ -61,6 +63,7 @@ def render_svg(name: str, variant: str) -> bytes:
         out = io.BytesIO()
         figure.savefig(out, format="svg", metadata={"Date": None})
         check_text_inside(figure, f"{name}-{variant}")
+        check_heatmaps_have_a_scale(figure, f"{name}-{variant}")
     return stable_clip_ids(out.getvalue())
 
 
@@ -113,6 +116,38 @@ def check_text_inside(figure, label: str) -> None:
         f"stick out past the edge of the figure (drawn: {_inches(drawn)}, figure: "
         f"{_inches(figure.bbox_inches)}); make the figure larger or its text shorter"
     )
+
+
+def check_heatmaps_have_a_scale(figure, label: str) -> None:
+    """Raise ValueError if a heatmap's colours can be read by no scale.
+
+    A colour means a number only beside a colour bar, unless every cell prints its number
+    (then the colour is only a reading aid): a heatmap needs one or the other.
+    """
+
+    def scale(mappable) -> tuple:
+        return mappable.cmap.name, float(mappable.norm.vmin), float(mappable.norm.vmax)
+
+    axes = figure.get_axes()
+    # one colour bar serves every heatmap drawn with its colours and its limits
+    read = {scale(ax._colorbar.mappable) for ax in axes if hasattr(ax, "_colorbar")}
+    bare = []
+    for ax in axes:
+        if hasattr(ax, "_colorbar"):
+            continue  # a colour bar's own swatches
+        for mesh in ax.collections:
+            if not isinstance(mesh, QuadMesh) or scale(mesh) in read:
+                continue
+            cells = int(np.isfinite(np.ma.filled(mesh.get_array(), np.nan)).sum())
+            if len(ax.texts) < cells:
+                bare.append(
+                    repr(ax.get_title() or ax.get_title(loc="left") or ax.get_ylabel() or "(untitled)")
+                )
+    if bare:
+        raise ValueError(
+            f"{label}: the heatmaps {', '.join(bare)} have no colour bar and do not print their "
+            "numbers in their cells; add fig.colorbar(mesh, ...) so a reader can read the colours"
+        )
 
 
 def _inches(box) -> str:
