@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 from prose import claim_sentence, written_numbers
 from qkv_site.figures import soft_vs_hard
@@ -10,6 +13,7 @@ from support import numbers
 
 import qkv
 from qkv import toy
+from qkv.lab.scaling import score_samples
 
 seeds = st.integers(0, 2**32 - 1)
 
@@ -111,3 +115,105 @@ def scores_of(x, p):
 def pair_lines(text):
     """The printed 'milk -> from' and 'from -> milk' lines: [score, weight] for each."""
     return numbers(line_of(text, "milk -> from:")), numbers(line_of(text, "from -> milk:"))
+
+
+def _cosine(q, k):
+    """Cosine of every query with every key: (Tq, d), (Tk, d) -> (Tq, Tk)."""
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    k = k / np.linalg.norm(k, axis=-1, keepdims=True)
+    return q @ k.T
+
+
+def _layer(seed=0, d_model=512, n_heads=8, n_kv_heads=None, t=6, batch=()):
+    rng = np.random.default_rng(seed)
+    w = qkv.MultiHeadWeights.random(rng, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads)
+    return w, rng.normal(size=(*batch, t, d_model))
+
+
+def _n_params(w: qkv.MultiHeadWeights) -> int:
+    return sum(np.size(m) for m in (w.w_q, w.w_k, w.w_v, w.w_o))
+
+
+EXACT = 1e-12  # "to within 10^-12": the bound the page states for equal outputs
+
+
+X = toy.embeddings()  # the toy sentence, as every chapter uses it
+
+P = toy.projections(toy.D_K, toy.D_V)  # the site's toy head
+
+
+Z = 5  # standard errors allowed
+
+DIMS = [2**i for i in range(10)]  # the page's table: d_k = 1, 2, 4, ..., 512
+
+N = inspect.signature(score_samples).parameters["n_draws"].default  # pairs per d_k
+
+
+def rel_se_std(d: int, n: int) -> float:
+    """Relative standard error of the sample std of q·k (see module docstring)."""
+    return 0.5 * np.sqrt((2 + 6 / d) / n)
+
+
+def printed(text: str, prefix: str) -> list[float]:
+    """The numbers of the one printed line that starts with ``prefix``, after it."""
+    (line,) = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(prefix)]
+    return numbers(line.removeprefix(prefix))
+
+
+SENTENCE = "The cat sat on the mat because it was warm"
+
+THRESHOLD = 0.5  # more than half the weight: what the page counts as a kind of head
+
+HALF = 12  # random tokens in each half of a repeated text, as the page
+
+INDUCTION = {(17, 3), (17, 4), (17, 5), (18, 6), (18, 7)}  # as the page finds them (from 0)
+
+PREVIOUS = {(1, 2), (2, 1), (11, 1), (16, 0)}
+
+
+def once_per_run_fixture(compute):
+    """A module fixture computed once per test run, not once per pytest-xdist worker (the
+    workers share this module's tests, and these take 10 to 60 s each): the worker that
+    computes it sets up the fixtures ``compute`` names; the other reads its result."""
+
+    @pytest.fixture(scope="module", name=compute.__name__)
+    def fixture(request, once_per_run):
+        needs = inspect.signature(compute).parameters
+        return once_per_run(
+            f"trained-model-{compute.__name__}",
+            lambda: compute(*(request.getfixturevalue(name) for name in needs)),
+        )
+
+    fixture.__doc__ = compute.__doc__
+    return fixture
+
+
+def even(t: int, queries) -> float:
+    """Mean weight a uniform causal head gives one key per query: query i sees i + 1 keys."""
+    return float(np.mean([1 / (i + 1) for i in queries]))
+
+
+def on_first(w):  # (..., T, T) -> (...): mean weight on key 0 over queries 1..T-1
+    return np.mean([w[..., i, 0] for i in range(1, w.shape[-1])], axis=0)
+
+
+def on_previous(w):
+    return np.mean([w[..., i, i - 1] for i in range(1, w.shape[-1])], axis=0)
+
+
+def on_earlier_copy(w):  # repeated texts: query i in the second half, its copy at i - HALF
+    return np.mean([w[..., i, i - HALF] for i in range(HALF, 2 * HALF)], axis=0)
+
+
+def on_after_copy(w):  # ... and the token that followed the copy, at i - HALF + 1
+    return np.mean([w[..., i, i - HALF + 1] for i in range(HALF, 2 * HALF)], axis=0)
+
+
+def above(scores) -> set[tuple[int, int]]:
+    return {(int(ly), int(h)) for ly, h in np.argwhere(scores > THRESHOLD)}
+
+
+def log_softmax(logits):
+    lg = np.asarray(logits, dtype=np.float64)
+    lg = lg - lg.max(-1, keepdims=True)
+    return lg - np.log(np.exp(lg).sum(-1, keepdims=True))
