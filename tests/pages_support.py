@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from functools import cache
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from support import numbers
 import qkv
 from qkv import toy
 from qkv.lab.scaling import score_samples
+from qkv.toy import D_V
 
 seeds = st.integers(0, 2**32 - 1)
 
@@ -217,3 +219,26 @@ def log_softmax(logits):
     lg = np.asarray(logits, dtype=np.float64)
     lg = lg - lg.max(-1, keepdims=True)
     return lg - np.log(np.exp(lg).sum(-1, keepdims=True))
+
+
+@cache
+def reference(d_k: int, scale: bool):
+    """Raw scores, scaled scores, weights, outputs (all queries) and values, from qkv."""
+    q, k, v = qkv.project(toy.embeddings(), toy.projections(d_k, d_v=D_V))
+    raw = q @ k.T  # (T, T)
+    weights, output = qkv.attention(q, k, v, scale=scale)
+    return raw, raw * qkv.scale_factor(scale, d_k), weights, output, v
+
+
+def decoded(values, data) -> np.ndarray:
+    return np.asarray(values, dtype=float) / 10 ** data["decimals"]
+
+
+def by_state(data, field, query, d_k, scale):
+    """Look a state up in the exported data, the way the page does."""
+    q, d, s = WORDS.index(query), d_k - 1, int(scale)
+    if field == "raw":
+        return decoded(data["raw"][q][d], data)
+    if field == "scaled":
+        return decoded(data["scaled"][q][d], data) if scale else decoded(data["raw"][q][d], data)
+    return decoded(data[field][s][q][d], data)
