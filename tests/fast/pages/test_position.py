@@ -26,6 +26,13 @@ SHE, MILK = toy.SENTENCE.index("she"), toy.SENTENCE.index("milk")
 
 
 @pytest.fixture(scope="module")
+def hand_built():
+    """The hand-built toy's Q, K, V, projected here."""
+    x, p = toy.feature_embeddings(), toy.hand_built_projections()
+    return x, p, x @ p.w_q, x @ p.w_k, x @ p.w_v
+
+
+@pytest.fixture(scope="module")
 def shown(page_output):
     return page_output("position.md")
 
