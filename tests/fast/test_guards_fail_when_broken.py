@@ -8,7 +8,7 @@ rather than test nothing), and each guard is run against the broken version:
 - ``qkv.decode_with_cache`` that re-projects the whole prefix's keys and values at every
   step, or forms the full prefix's scores, with outputs still exactly right: only the work
   counters can tell, and the guards of ``cache-projections-closed-form`` and
-  ``cache-scores-closed-form`` (tests/fast/test_chapter_kv_cache.py) must fail;
+  ``cache-scores-closed-form`` (tests/fast/pages/test_kv_cache.py) must fail;
 - ``qkv.smollm2.decode_cached`` that runs the whole prefix through the layers at every step
   (right logits, right caches): the work check of tests/fast/test_smollm2.py must fail.
 """
@@ -19,8 +19,8 @@ import inspect
 import textwrap
 
 import pytest
-import test_chapter_kv_cache as kv_guards
 import test_smollm2 as model_guards
+from pages import test_kv_cache as kv_guards  # tests/fast/pages/, a namespace package
 
 import qkv
 from qkv import kvcache, smollm2, toy

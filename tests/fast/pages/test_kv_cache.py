@@ -1,4 +1,5 @@
-"""Guards for the claims of docs/kv-cache.md (chapter 12).
+"""Guards for the claims of docs/kv-cache.md (chapter 12) and its exercise on the decoder's
+scores.
 
 Each fact is derived here, from qkv's public API on the test's own seeded layers, from closed
 forms, or from the models' published configurations, and the page's printed output
@@ -317,3 +318,43 @@ def test_cache_agrees_to_rounding_in_float32_with_shared_heads_and_long_sequence
     # of the sums, which depends on the BLAS kernel and threads (3.5 here, 3.1 on another CPU).
     check_prose("cache-decode-variations", ROUNDING_UNITS, 4, 2, 1, 10, 200)
     assert worst > 0  # the gaps are real rounding, not zero by construction
+
+
+# ---- chapter 12 and its deep dive ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kv_cache(page_output):
+    return page_output("kv-cache.md")
+
+
+@pytest.mark.claim("cache-exercise-scores")
+def test_the_exercise_decoder_scores_40400_with_and_2706800_without_the_cache(kv_cache):
+    h, t = 8, 100
+    with_cache = h * t * (t + 1) // 2
+    without = h * t * (t + 1) * (2 * t + 1) // 6
+    check_prose(
+        "cache-exercise-scores",
+        h,
+        t,
+        t + 1,
+        ...,
+        with_cache,  # "/ 2": the formula's
+        h,
+        t,
+        t + 1,
+        2 * t + 1,
+        ...,
+        without,
+        without / with_cache,
+    )  # "/ 6" likewise
+    w = qkv.MultiHeadWeights.random(np.random.default_rng(6), d_model=16, n_heads=h)
+    x = np.random.default_rng(7).normal(size=(t, 16))
+    cached, recomputed = qkv.WorkCounter(), qkv.WorkCounter()
+    qkv.decode_with_cache(x, w, cached)
+    qkv.decode_without_cache(x, w, recomputed)
+    assert (cached.total_scores, recomputed.total_scores) == (with_cache, without)
+    section = "kv_cache_exercises.py:score_count"
+    assert kv_cache.values(section, "scores with the cache:") == [with_cache]
+    assert kv_cache.values(section, "scores without the cache:") == [without]
+    assert kv_cache.values(section, "ratio:") == [round(without / with_cache)]

@@ -1,5 +1,5 @@
-"""Guards for the claims of docs/multi-head.md (chapter 11) and of its deep dive,
-docs/multi-head-in-depth.md (the costs, the padded batch and the PyTorch layer).
+"""Guards for the claims of docs/multi-head-in-depth.md, the deep dive of chapter 11 (the
+costs, the padded batch and the PyTorch layer); the chapter's own are in test_multi_head.py.
 
 Each fact is derived here, from qkv's public API on the test's own seeded layers (and from
 PyTorch, for the PyTorch section), and the page's printed output (``page_output``) is checked
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch  # pinned in the test extra: a missing torch fails here, it is not skipped
 import torch.nn.functional as F
+from pages_support import EXACT, _layer, _n_params
 from prose import check_prose
 from support import attention_product_flops, numbers, shapes
 
@@ -20,107 +21,8 @@ import qkv
 
 
 @pytest.fixture(scope="module")
-def shown(page_output):
-    return page_output("multi-head.md")
-
-
-@pytest.fixture(scope="module")
 def shown_in_depth(page_output):
     return page_output("multi-head-in-depth.md")
-
-
-def _layer(seed=0, d_model=512, n_heads=8, n_kv_heads=None, t=6, batch=()):
-    rng = np.random.default_rng(seed)
-    w = qkv.MultiHeadWeights.random(rng, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads)
-    return w, rng.normal(size=(*batch, t, d_model))
-
-
-def _n_params(w: qkv.MultiHeadWeights) -> int:
-    return sum(np.size(m) for m in (w.w_q, w.w_k, w.w_v, w.w_o))
-
-
-@pytest.mark.claim("heads-split-shapes")
-@pytest.mark.parametrize("t", [1, 6, 13])
-def test_shapes_at_each_step(t):
-    w, x = _layer(t=t)
-    q = qkv.split_heads(x @ w.w_q, 8)
-    assert (x @ w.w_q).shape == (t, 512)
-    assert q.shape == (8, t, 64)
-    weights, per_head = qkv.attention(q, q, q)
-    assert weights.shape == (8, t, t)
-    assert per_head.shape == (8, t, 64)
-    assert qkv.merge_heads(per_head).shape == (t, 512)
-    # Head h is the h-th block of d_head columns: split_heads cuts, it does not shuffle.
-    for h in range(8):
-        assert np.array_equal(q[h], (x @ w.w_q)[:, h * 64 : (h + 1) * 64])
-
-
-@pytest.mark.claim("heads-split-shapes")
-def test_the_page_shows_the_shape_at_each_step(shown):
-    printed = {
-        line[:20].strip(): shapes(line)[0]
-        for line in shown["multi_head.py:shapes"].splitlines()
-        if shapes(line)
-    }
-    t = printed["x"][0]
-    assert t == 6  # the six tokens of the running example
-    w, x = _layer(t=t)
-    q = qkv.split_heads(x @ w.w_q, w.n_heads)
-    weights, per_head = qkv.attention(q, q, q)
-    merged = qkv.merge_heads(per_head)
-    assert printed == {
-        "x": x.shape,
-        "x @ W_Q": (x @ w.w_q).shape,
-        "split_heads -> q": q.shape,
-        "weights": weights.shape,
-        "weights @ v": per_head.shape,
-        "merge_heads": merged.shape,
-        "@ W_O -> output": (merged @ w.w_o).shape,
-    }
-    # (T, 512); (8, T, 64), width 64; (8, T, T); (8, T, 64); (T, 512)
-    check_prose(
-        "heads-split-shapes",
-        x.shape[1],
-        q.shape[0],
-        q.shape[2],
-        q.shape[2],
-        weights.shape[0],
-        per_head.shape[0],
-        per_head.shape[2],
-        merged.shape[1],
-    )
-
-
-@pytest.mark.claim("heads-merge-inverts-split")
-def test_merge_heads_undoes_split_heads_exactly():
-    x = np.random.default_rng(1).normal(size=(3, 7, 48))
-    for n_heads in (1, 2, 3, 4, 6, 8, 12, 48):
-        assert np.array_equal(qkv.merge_heads(qkv.split_heads(x, n_heads)), x)
-    w, x = _layer()  # the page's layer: head i is columns 64 i to 64 i + 63
-    q = qkv.split_heads(x @ w.w_q, w.n_heads)
-    last = w.d_head - 1
-    for i in range(w.n_heads):  # its own (512, 64) matrix: the band of W_Q
-        own = w.w_q[:, w.d_head * i : w.d_head * i + last + 1]
-        np.testing.assert_allclose(q[i], x @ own, rtol=1e-12, atol=1e-12)  # BLAS order
-    check_prose("heads-merge-inverts-split", last, *own.shape)
-
-
-@pytest.mark.claim("heads-steps-equal-layer")
-def test_the_shown_steps_are_what_multi_head_attention_computes(shown):
-    w, x = _layer()  # the page's sizes: exactly equal
-    q, k, v = (qkv.split_heads(x @ m, 8) for m in (w.w_q, w.w_k, w.w_v))
-    steps = qkv.merge_heads(qkv.attention(q, k, v).output) @ w.w_o
-    assert np.array_equal(steps, qkv.multi_head_attention(x, x, w).output)
-    check_prose("heads-steps-equal-layer", np.abs(steps - qkv.multi_head_attention(x, x, w).output).max())
-    assert numbers(shown.line("multi_head.py:shapes", "steps above vs"), thousands=True) == [0.0]
-    # and the same holds for other sizes, batches and grouped-query weights
-    for n_heads, n_kv in ((4, 4), (4, 2), (4, 1)):
-        w, x = _layer(seed=n_kv, d_model=32, n_heads=n_heads, n_kv_heads=n_kv, batch=(2,))
-        k = np.repeat(qkv.split_heads(x @ w.w_k, n_kv), n_heads // n_kv, axis=-3)
-        v = np.repeat(qkv.split_heads(x @ w.w_v, n_kv), n_heads // n_kv, axis=-3)
-        _, per_head = qkv.attention(qkv.split_heads(x @ w.w_q, n_heads), k, v)
-        steps = qkv.merge_heads(per_head) @ w.w_o
-        assert np.allclose(steps, qkv.multi_head_attention(x, x, w).output, rtol=0, atol=1e-12)
 
 
 @pytest.mark.claim("heads-flops-equal", "recap-heads-cost")
@@ -199,23 +101,6 @@ def test_eight_heads_store_eight_weight_maps(t):
     assert maps8.shape == (8, t, t) and maps1.shape == (1, t, t)
     assert maps8.nbytes == 8 * maps1.nbytes
     check_prose("heads-weights-memory-8x", maps8.nbytes / maps1.nbytes)
-
-
-@pytest.mark.claim("heads-cost-in-short")
-@pytest.mark.parametrize("t", [6, 100])
-def test_eight_narrow_heads_cost_one_wide_head_and_store_eight_maps(t):
-    w8, x = _layer(t=t)
-    w1 = qkv.MultiHeadWeights.random(np.random.default_rng(1), 512, 1)
-    # the arithmetic, counted on the arrays attention computes, and the parameters
-    flops = [attention_product_flops(t, t, w.d_head, w.d_head, w.n_heads) for w in (w8, w1)]
-    assert flops[0] == flops[1]
-    assert _n_params(w8) == _n_params(w1)
-    for w in (w8, w1):  # every matrix square, however the columns are grouped
-        assert {m.shape for m in (w.w_q, w.w_k, w.w_v, w.w_o)} == {(512, 512)}
-    maps8, maps1 = (qkv.multi_head_attention(x, x, w).weights for w in (w8, w1))
-    assert maps8.shape == (8, t, t) and maps1.shape == (1, t, t)  # one map per head
-    # "Eight heads of 64 ... one head of 512 ... 512 × 512 ... 8 of them where one head stores 1"
-    check_prose("heads-cost-in-short", w8.d_head, w1.d_head, *w8.w_q.shape, len(maps8), len(maps1))
 
 
 @pytest.mark.claim("heads-flops-equal", "heads-params-equal", "heads-weights-memory-8x")
@@ -321,9 +206,6 @@ def test_padding_keys_get_exactly_zero_weight(shown_in_depth):
         assert np.all(weights[b, :, :, :length] > 0.0)
 
 
-EXACT = 1e-12  # "to within 10^-12": the bound the page states for equal outputs
-
-
 @pytest.mark.claim("heads-padding-no-leak")
 def test_real_tokens_of_a_padded_sequence_match_the_sequence_alone(shown_in_depth):
     w, batch = _layer(seed=4, t=6, batch=(2,))  # the page's batch: lengths 4 and 6
@@ -400,23 +282,3 @@ def test_nn_multiheadattention_wants_the_mask_inverted():
     # ... and the last query, left with no key at all, comes out as NaN.
     assert np.isnan(wrong[:, 5]).all()
     check_prose("heads-torch-mha-mask-inverted", layer.num_heads)
-
-
-@pytest.mark.claim("heads-order-blind")
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_shuffling_the_tokens_only_shuffles_every_heads_weights_and_outputs(seed):
-    w, x = _layer(seed=seed, d_model=64, n_heads=8, t=6)
-    order = np.random.default_rng(seed + 10).permutation(6)
-    assert not np.array_equal(order, np.arange(6))
-    plain = qkv.multi_head_attention(x, x, w)
-    shuffled = qkv.multi_head_attention(x[order], x[order], w)
-    # Query i of the shuffled run is token order[i]; key j is token order[j].
-    expected_weights = plain.weights[:, order][:, :, order]
-    assert np.allclose(shuffled.weights, expected_weights, rtol=0, atol=EXACT)
-    assert np.allclose(shuffled.output, plain.output[order], rtol=0, atol=EXACT)
-    check_prose("heads-order-blind", EXACT)
-    # "without a mask": under a causal mask the same shuffle changes more than the order
-    causal = qkv.causal_mask(6)
-    masked = qkv.multi_head_attention(x, x, w, mask=causal).output
-    masked_shuffled = qkv.multi_head_attention(x[order], x[order], w, mask=causal).output
-    assert not np.allclose(masked_shuffled, masked[order], rtol=0, atol=1e-3)

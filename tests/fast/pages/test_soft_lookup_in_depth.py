@@ -11,13 +11,20 @@ additive network's weights are drawn from the seed the page states.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from pages_support import BLUE, VALUES, line_of, palette_weights, stated
+from pages_support import WARM as WARM_ROW  # the palette's query, one row (chapter 1's pages)
 from prose import check_prose
 from qkv_site.figures import kernel_regression, soft_vs_hard
 from support import numbers
+
+import qkv
 
 KEYS, NAMES = soft_vs_hard.KEYS, soft_vs_hard.NAMES
 WARM = np.array([1.0, 0.0])
@@ -129,3 +136,102 @@ def test_kernel_regression_figure_states_what_its_data_show():
         e = np.exp(dots - dots.max())
         np.testing.assert_allclose(panel.attention, e / e.sum(), rtol=1e-12)
         np.testing.assert_allclose(panel.kernel.sum(), 1.0, rtol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def shown_lookup_depth(page_output):
+    """Chapter 1's deep dive: tiny weights, the origins, the exercise aimed at blue."""
+    return page_output("soft-lookup-in-depth.md")
+
+
+def sci(x):
+    """``x`` as prose writes it, m × 10^e with 1 <= m < 10: (m, 10.0**e)."""
+    e = math.floor(math.log10(abs(x)))
+    return x / 10.0**e, 10.0**e
+
+
+@pytest.fixture(scope="module")
+def blue_at_64():
+    """Blue's weight when the warm query is 64 times larger, in float64."""
+    return palette_weights(64 * WARM_ROW[0])[BLUE]
+
+
+@pytest.mark.claim("lookup-sharpen-never-exact")
+def test_at_64_times_the_worst_key_still_has_a_tiny_positive_weight(shown_lookup_depth, blue_at_64):
+    weights = qkv.attention(WARM_ROW * 64, KEYS, VALUES).weights[0]
+    assert weights.dtype == np.float64 and (weights > 0).all()
+    assert weights[BLUE] == pytest.approx(blue_at_64, rel=1e-9)
+    check_prose("lookup-sharpen-never-exact", *sci(weights[BLUE]))
+    line = shown_lookup_depth.line("soft_lookup.py:underflow", "weight on blue at x64:")
+    assert numbers(line.split("in float64")[0])[-1] == float(f"{blue_at_64:.2g}")
+
+
+@pytest.mark.claim("lookup-underflow-types")
+def test_the_weight_is_a_subnormal_in_float32_and_bfloat16_and_zero_in_float16(
+    shown_lookup_depth, blue_at_64
+):
+    tiny32 = float(np.finfo(np.float32).tiny)
+    tiny16 = float(np.finfo(np.float16).smallest_subnormal)
+    assert 0 < np.float32(blue_at_64) < tiny32  # a subnormal: below the smallest normal
+    assert torch.finfo(torch.bfloat16).tiny == tiny32  # bfloat16 has float32's exponent range
+    as_bf16 = torch.tensor([blue_at_64], dtype=torch.bfloat16)
+    assert 0 < as_bf16.item() < tiny32
+    assert np.float16(blue_at_64) == 0 and blue_at_64 < tiny16 / 2  # rounds to 0
+    assert torch.set_flush_denormal(True), "this CPU cannot flush subnormals to zero"
+    try:  # flushed, float32 and bfloat16 both keep nothing of it
+        flushed32 = (torch.tensor([blue_at_64], dtype=torch.float32) * 1.0).item()
+        flushed16 = (as_bf16 * 1.0).item()
+    finally:
+        torch.set_flush_denormal(False)
+    assert flushed32 == flushed16
+    check_prose(
+        "lookup-underflow-types", *sci(tiny32), flushed32, *sci(tiny16), float(np.float16(blue_at_64))
+    )
+    line = shown_lookup_depth.line("soft_lookup.py:underflow", "weight on blue at x64:")
+    assert line.endswith("0.0 as float16") and "e-40 as float32" in line
+
+
+@pytest.mark.claim("lookup-ex-never-pure")
+def test_a_query_aimed_at_blue_never_gives_pure_blue(shown_lookup_depth):
+    factor = stated("lookup-ex-never-pure")[0]
+    at_blue = factor * KEYS[BLUE][None]
+    w = palette_weights(at_blue[0])
+    rest = np.delete(w, BLUE).sum()  # the weight not on blue
+    assert rest > 0 and w[BLUE] == 1.0  # in float64, 1 - rest rounds to 1
+    weights, answer = qkv.attention(at_blue, KEYS, VALUES)
+    np.testing.assert_allclose(weights[0], w, rtol=1e-9)
+    assert answer[0, 0] > 0 and answer[0, 0] == pytest.approx(w @ VALUES[:, 0], rel=1e-9)
+    check_prose("lookup-ex-never-pure", factor, *sci(rest), w[BLUE])
+    text = shown_lookup_depth["soft_lookup.py:exercise_blue"]
+    printed = numbers(line_of(text, "weight on blue"))
+    assert printed[0] == pytest.approx(w[BLUE], abs=5e-7)
+    np.testing.assert_allclose(printed[1:], answer[0], rtol=1e-6)
+    assert numbers(line_of(text, "weight left for the other three:")) == [0, float(f"{rest:.2g}")]
+    assert line_of(text, "red channel above zero:") == "red channel above zero: True"
+
+
+@pytest.mark.claim("lookup-ex-blue-underflow")
+def test_a_long_enough_query_gives_exactly_blue_once_the_other_weights_underflow(shown_lookup_depth):
+    long64, long32 = stated("lookup-ex-blue-underflow")[:2]
+    for factor, dtype in [(long64, np.float64), (long32, np.float32)]:
+        at_blue = factor * KEYS[BLUE]
+        scores = KEYS @ at_blue / math.sqrt(2)  # exact enough: these are whole multiples
+        # the exact weight of each other colour, in logs: score gap minus log of the sum
+        log_rest = (
+            np.delete(scores, BLUE)
+            - scores[BLUE]
+            - np.log1p(np.exp(np.delete(scores, BLUE) - scores[BLUE]).sum())
+        )
+        half_least = math.log(float(np.finfo(dtype).smallest_subnormal)) - math.log(2)
+        assert (log_rest < half_least).all()  # every other weight rounds to 0 in this type
+        weights, answer = qkv.attention(at_blue[None].astype(dtype), KEYS.astype(dtype), VALUES.astype(dtype))
+        assert answer.dtype == dtype
+        assert np.delete(weights[0], BLUE).tolist() == [0.0, 0.0, 0.0]
+        assert answer[0].tolist() == [0.0, 0.0, 1.0]  # exactly blue
+        line = shown_lookup_depth.line(
+            "soft_lookup.py:exercise_blue", f"x{factor:g} in {np.dtype(dtype).name}"
+        )
+        assert line.endswith("exactly blue: True")
+    # and in float64 at the page's own 64 times the answer is not yet blue (claim above)
+    assert qkv.attention(64 * KEYS[BLUE][None], KEYS, VALUES).output[0, 0] > 0
+    check_prose("lookup-ex-blue-underflow", long64, long32, 0, *answer[0])

@@ -26,15 +26,15 @@ SHE, MILK = toy.SENTENCE.index("she"), toy.SENTENCE.index("milk")
 
 
 @pytest.fixture(scope="module")
-def shown(page_output):
-    return page_output("position.md")
+def hand_built():
+    """The hand-built toy's Q, K, V, projected here."""
+    x, p = toy.feature_embeddings(), toy.hand_built_projections()
+    return x, p, x @ p.w_q, x @ p.w_k, x @ p.w_v
 
 
 @pytest.fixture(scope="module")
-def variants(page_output):
-    """The chapter's deep dive, docs/position-variants.md, which holds the added-position
-    exercise."""
-    return page_output("position-variants.md")
+def shown(page_output):
+    return page_output("position.md")
 
 
 def reference_attention(q, k, v, causal=False):
@@ -59,13 +59,6 @@ def rotate(x, angle_per_pair):
     out[:, 0::2] = x[:, 0::2] * c - x[:, 1::2] * s
     out[:, 1::2] = x[:, 0::2] * s + x[:, 1::2] * c
     return out
-
-
-@pytest.fixture(scope="module")
-def hand_built():
-    """The hand-built toy's Q, K, V, projected here."""
-    x, p = toy.feature_embeddings(), toy.hand_built_projections()
-    return x, p, x @ p.w_q, x @ p.w_k, x @ p.w_v
 
 
 @pytest.fixture(scope="module")
@@ -256,23 +249,3 @@ def test_rope_leaves_every_own_key_score_unchanged(shown):
     rng = np.random.default_rng(5)  # and at 40 positions of random queries and keys
     q, k = rng.normal(size=(2, 40, 8))
     np.testing.assert_allclose((qkv.rope(q) * qkv.rope(k)).sum(-1), (q * k).sum(-1), rtol=1e-10, atol=1e-12)
-
-
-@pytest.mark.claim("pos-ex-added-reaches-values")
-def test_added_positions_change_a_words_value_but_rope_does_not(hand_built, variants):
-    x, p, *_ = hand_built
-    at = REVERSED.index(MILK)  # where milk stands in the reversed sentence
-    assert at != MILK
-    # the page's position vectors: one per slot, N(0, 0.5²), seed 1
-    positions = np.random.default_rng(1).normal(0.0, 0.5, size=(6, x.shape[1]))
-    v_in_order, v_reversed = (x + positions) @ p.w_v, (x[REVERSED] + positions) @ p.w_v
-    assert np.abs(v_in_order[MILK] - v_reversed[at]).max() > 0.1
-    text = variants["position_variants.py:exercise_added"]
-    shown_in_order = values_after(text, "milk's value in order:")
-    shown_reversed = values_after(text, "milk's value reversed:")
-    np.testing.assert_allclose(shown_in_order, v_in_order[MILK], rtol=0, atol=0.005 + 1e-9)
-    np.testing.assert_allclose(shown_reversed, v_reversed[at], rtol=0, atol=0.005 + 1e-9)
-    assert np.abs(np.subtract(shown_in_order, shown_reversed)).max() > 0.1
-    # RoPE: V = X W_V, untouched by position, the same row wherever milk stands (to the
-    # last bits only: two rows of two BLAS products may be summed by different kernels)
-    np.testing.assert_allclose((x @ p.w_v)[MILK], (x[REVERSED] @ p.w_v)[at], rtol=0, atol=1e-12)

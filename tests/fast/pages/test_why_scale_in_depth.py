@@ -1,6 +1,7 @@
-"""Chapter 7, scores grow with head width and √d_k shrinks them back, and its deep dive:
+"""The deep dive of chapter 7 (scores grow with head width and √d_k shrinks them back):
 the derived statistics, checked against qkv's computation and against the numbers
-docs/why-scale-in-depth.md (the measurements) and docs/why-scale.md (the exercises) print.
+docs/why-scale-in-depth.md (the measurements) prints; the chapter's own claims and its
+exercises are in test_why_scale.py.
 
 The page's numbers are statistics of seeded draws made by ``qkv.lab.scaling``. The tests call
 the same functions with the arguments the page states (once per module: they are slow),
@@ -22,6 +23,7 @@ import inspect
 
 import numpy as np
 import pytest
+from pages_support import DIMS, N, Z, printed, rel_se_std
 from prose import check_prose, claim_sentence, written_numbers
 from support import median_query_gradient_ratio, numbers
 
@@ -29,20 +31,18 @@ import qkv
 from qkv.lab.scaling import draw_queries_keys, saturation, scale_effect, score_samples, score_std
 from qkv.lab.training import SCALE_SWEEP as SWEEP
 
-Z = 5  # standard errors allowed
-DIMS = [2**i for i in range(10)]  # the page's table: d_k = 1, 2, 4, ..., 512
-N = inspect.signature(score_samples).parameters["n_draws"].default  # pairs per d_k
 N_SAT = inspect.signature(saturation).parameters["n_draws"].default  # draws of 1 query, 6 keys
+
+
+@pytest.fixture(scope="module")
+def raw_scores(once_per_run):
+    """The page's draws: N raw scores per d_k, seed 0, as its table's score_std calls."""
+    return once_per_run("why-scale-raw", lambda: {d: score_samples(d, scale=False) for d in DIMS})
 
 
 def stated(claim_id):
     """The numbers a guarded sentence writes, in order (for a threshold the test then uses)."""
     return [w.value for w in written_numbers(claim_sentence(claim_id))]
-
-
-def rel_se_std(d: int, n: int) -> float:
-    """Relative standard error of the sample std of q·k (see module docstring)."""
-    return 0.5 * np.sqrt((2 + 6 / d) / n)
 
 
 def se_var(d: int, n: int) -> float:
@@ -54,18 +54,6 @@ def se_var(d: int, n: int) -> float:
 def shown(page_output):
     """What the deep dive's blocks print: its measurements and the training cell."""
     return page_output("why-scale-in-depth.md")
-
-
-@pytest.fixture(scope="module")
-def exercises(page_output):
-    """What the chapter's exercise solutions print."""
-    return page_output("why-scale.md")
-
-
-def printed(text: str, prefix: str) -> list[float]:
-    """The numbers of the one printed line that starts with ``prefix``, after it."""
-    (line,) = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(prefix)]
-    return numbers(line.removeprefix(prefix))
 
 
 def table(text: str, width: int) -> dict[int, list[float]]:
@@ -80,12 +68,6 @@ def spread_table(shown):
     rows = table(shown["why_scale_in_depth.py:spread"], 4)
     assert sorted(rows) == DIMS
     return rows
-
-
-@pytest.fixture(scope="module")
-def raw_scores(once_per_run):
-    """The page's draws: N raw scores per d_k, seed 0, as its table's score_std calls."""
-    return once_per_run("why-scale-raw", lambda: {d: score_samples(d, scale=False) for d in DIMS})
 
 
 @pytest.fixture(scope="module")
@@ -230,28 +212,6 @@ def test_unscaled_a_single_key_takes_most_weight_in_most_draws(sat):
     assert share - Z * np.sqrt(share * (1 - share) / N_SAT) > 0.5
     assert (scaled.max_weight > threshold).mean() < 0.01  # scaled, it almost never happens
     check_prose("scale-unscaled-majority-copies", 100 * share, threshold)
-
-
-@pytest.mark.claim("scale-init-unit-variance")
-def test_qkv_projections_of_unit_variance_inputs_have_unit_variance_components():
-    # W has entries N(0, 1/d_model), so a component x @ w of a unit-variance x is a sum of
-    # d_model independent terms of variance 1/d_model: mean 0, variance 1, and (as for q·k
-    # in the module docstring) fourth moment 3 + 6/d_model, so a sample variance over N
-    # independent components has standard error sqrt((2 + 6/d_model) / N).
-    d_model, width, draws = 16, 10, 2000
-    rng = np.random.default_rng(7)
-    q, k = [], []
-    for _ in range(draws):
-        p = qkv.Projections.random(rng, d_model, width)
-        x = rng.standard_normal((width, d_model))
-        q_, k_, _ = qkv.project(x, p)
-        # the diagonal pairs row i of x with column i of W: independent components
-        q.append(np.diag(q_)), k.append(np.diag(k_))
-    n = draws * width
-    for comp in (np.concatenate(q), np.concatenate(k)):
-        assert abs(comp.mean()) < Z * np.sqrt(1 / n)
-        assert abs(comp.var() - 1) < Z * np.sqrt((2 + 6 / d_model) / n)
-        check_prose("scale-init-unit-variance", comp.mean(), comp.var())
 
 
 @pytest.mark.claim("scale-unscaled-low-entropy")
@@ -432,41 +392,14 @@ def test_scaling_does_not_normalise_scores_of_wider_components(shown):
     check_prose("scale-assumes-unit-variance", sigma, sigma**2 * unit.std(), unit.std())
 
 
-@pytest.mark.claim("scale-ex-d16")
-def test_raw_scores_at_d_k_16_have_std_4(raw_scores, exercises):
-    std = raw_scores[16].std()
-    assert abs(std - 4) < Z * 4 * rel_se_std(16, N)
-    d_k, shown_std, _, root = printed(exercises["why_scale.py:exercise_d16"], "d_k =")
-    assert (d_k, root) == (16, 4)
-    assert abs(shown_std - std) <= 0.005 + 1e-9
-    assert abs(shown_std - 4) < Z * 4 * rel_se_std(16, N) + 0.005
-    check_prose("scale-ex-d16", N, 16, std)
-
-
-@pytest.mark.claim("scale-ex-sigma")
-def test_dividing_by_sigma_squared_sqrt_d_k_restores_unit_std(exercises):
-    sigma, d, n = 2.0, 64, 20_000
-    # the page's draws: 20,000 pairs, seed 3, components scaled to std sigma
-    chunks = list(draw_queries_keys(d_k=d, n_draws=n, seed=3))
-    qs = np.concatenate([q for q, _ in chunks])[:, 0] * sigma
-    ks = np.concatenate([k for _, k in chunks])[:, 0] * sigma
-    assert qs.shape == ks.shape == (n, d)
-    assert np.std(qs) == pytest.approx(sigma, rel=0.01)
-    scaled = (qs * ks).sum(axis=-1) / (sigma**2 * np.sqrt(d))
-    # a unit-variance sum of products of standard normals: the docstring's error applies
-    assert abs(scaled.std() - 1) < Z * rel_se_std(d, n)
-    _, divisor, shown_std = printed(exercises["why_scale.py:exercise_sigma"], "divide by")
-    assert divisor == sigma**2 * np.sqrt(d) == 32
-    assert abs(shown_std - scaled.std()) <= 0.0005 + 1e-9
-    assert abs(shown_std - 1) < Z * rel_se_std(d, n) + 0.0005
-    check_prose("scale-ex-sigma", ..., sigma**2 * np.sqrt(d), sigma, scaled.std())  # σ²: notation
-
-
 # ---- the number of keys (issue 24, item 6) ------------------------------------------------
 
 KEYS = (6, 64, 512)
+
 N_KEYS_DRAWS = N_SAT  # the page's table: as many draws per number of keys at d_k = 64
+
 WIDTH_DRAWS = 300  # the "How far does this hold?" table at d_k = 16 and 256
+
 COPY = 0.95  # "more than 0.95 of the weight on one key"
 
 

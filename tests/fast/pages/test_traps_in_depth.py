@@ -10,23 +10,26 @@ Sybil runs; the tests below build the same PyTorch objects (same seed) to check 
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from prose import check_prose
-from support import ROOT, numbers, softmax_by_hand
+from support import numbers, softmax_by_hand
 
 import qkv
 from qkv import toy
 
 X = toy.embeddings()  # the toy sentence, as every chapter uses it
+
 P = toy.projections(toy.D_K, toy.D_V)  # the site's toy head
+
 Q, K, V = qkv.project(X, P)
+
 MILK, COPY = 2, 6  # "milk", and its copy appended at the end
+
 TWICE = np.vstack([X, X[MILK]])  # "milk" twice: identical embeddings
+
 TWICE_LABELS = (*toy.SENTENCE, "milk'")
 
 
@@ -280,7 +283,9 @@ def test_letting_each_query_see_itself_removes_the_nan_and_changes_no_real_row()
 
 
 WRONG_AXIS_KEYS = (6, 64, 512)
+
 WRONG_AXIS_SPREADS = (1.0, 0.1, 0.01)
+
 ALLCLOSE_RTOL = 1e-5  # np.allclose's default relative tolerance, the "Catch it" assert's
 
 
@@ -364,18 +369,24 @@ def test_only_symmetric_scores_make_a_word_its_own_favourite(shown):
         np.testing.assert_allclose(on_page, [same, tied, apart, 1 / t], atol=0.005 + 1e-9)
 
 
-NUMBER_WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
-
-
-def test_every_page_that_counts_the_traps_gives_the_number_the_chapter_has():
-    docs = ROOT / "docs"
-    headings = re.findall(r"^## (\d+)\. ", (docs / "traps.md").read_text(encoding="utf-8"), re.M)
-    assert headings == [str(n) for n in range(1, len(headings) + 1)]  # numbered 1, 2, ... in order
-    counted = {
-        (page.name, word.lower())
-        for page in sorted(docs.glob("*.md"))
-        for word in re.findall(r"\b(\w+) attention bugs\b", page.read_text(encoding="utf-8"), re.I)
-    }
-    assert {page for page, _ in counted} >= {"traps.md", "position.md"}  # the phrase is still found
-    wrong = {(page, word) for page, word in counted if word != NUMBER_WORDS[len(headings) - 1]}
-    assert not wrong, f"chapter 10 has {len(headings)} traps; these pages count otherwise: {sorted(wrong)}"
+@pytest.mark.claim("traps-overflow")
+def test_the_toy_scores_fifty_times_wider_overflow_one_row_in_float32(page_output):
+    q, k, _ = qkv.project(toy.embeddings(), toy.projections(toy.D_K, toy.D_V))
+    wide = (q @ k.T / np.sqrt(toy.D_K) * 50).astype(np.float32)
+    limit = float(np.log(np.finfo(np.float32).max))
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(wide)
+        naive = e / e.sum(axis=-1, keepdims=True)
+        small = np.exp(wide / 50) / np.exp(wide / 50).sum(axis=-1, keepdims=True)
+    nan_rows = np.isnan(naive).any(axis=-1)
+    assert np.isfinite(small).all()
+    # the NaN rows are exactly those whose largest score is past the limit
+    np.testing.assert_array_equal(nan_rows, wide.max(axis=-1) > limit)
+    assert nan_rows.sum() == 1 and np.isnan(naive[wide.max(axis=-1).argmax()]).any()
+    assert np.isfinite(qkv.softmax(wide)).all()
+    fine = len(wide) - nan_rows.sum()
+    np.testing.assert_allclose(naive[~nan_rows], qkv.softmax(wide)[~nan_rows], rtol=1e-5, atol=1e-6)
+    check_prose("traps-overflow", limit, 50, wide.max(), fine)
+    shown = page_output("traps-in-depth.md")["traps.py:overflow"]
+    assert numbers(shown.splitlines()[1])[1:] == [float(nan_rows.sum()), len(wide)]
+    assert numbers(shown.splitlines()[-1]) == [0.0]

@@ -1,0 +1,217 @@
+"""Guards for the claims of docs/where-qkv-come-from.md, "Making queries, keys and values".
+
+Each test derives its fact itself, from qkv's public API applied to ``qkv.toy`` data, from
+hand-written NumPy or from algebra, and then checks that what the page prints under its
+executed blocks (``page_output``) agrees with it, to the printed rounding. No expected value
+is copied from the printed output, and no test reads a name a snippet defines.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+from pages_support import (
+    DRANK,
+    DRANK_ON_MILK,
+    DRANK_ON_OTHER,
+    DRANK_ON_SHE,
+    MILK,
+    SHE,
+    WORDS,
+    assert_printed,
+    line_of,
+    named_numbers,
+    reference_attention,
+    stated,
+    unnamed_block,
+)
+from prose import check_prose
+from support import numbers
+
+import qkv
+from qkv import dot_product, toy
+
+# ---- 2. Where Q, K and V come from -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shown_where(page_output):
+    return page_output("where-qkv-come-from.md")
+
+
+@pytest.mark.claim("proj-shapes")
+def test_projection_shapes_follow_d_model_d_k_and_d_v(shown_where, random_toy):
+    x, p, q, k, v = random_toy
+    t = len(WORDS)
+    assert (toy.D_MODEL, toy.D_K, toy.D_V) == (16, 8, 4)  # the widths the sentence names
+    assert x.shape == (t, toy.D_MODEL)
+    assert p.w_q.shape == p.w_k.shape == (toy.D_MODEL, toy.D_K) and p.w_v.shape == (toy.D_MODEL, toy.D_V)
+    assert q.shape == k.shape == (t, toy.D_K) and v.shape == (t, toy.D_V)
+    check_prose("proj-shapes", *x.shape, *p.w_q.shape, *p.w_v.shape, *q.shape, *v.shape)
+    text = shown_where["where_qkv_come_from.py:project"]
+    assert numbers(line_of(text, "X ")) == [t, toy.D_MODEL]
+    assert numbers(line_of(text, "W_Q")) == [toy.D_MODEL, toy.D_K] * 2 + [toy.D_MODEL, toy.D_V]
+    assert numbers(line_of(text, "Q ")) == [t, toy.D_K] * 2 + [t, toy.D_V]
+
+
+@pytest.mark.claim("proj-three-vectors")
+def test_one_embedding_gives_three_different_vectors(shown_where, random_toy):
+    x, p, q, k, v = random_toy
+    row = x[MILK]
+    for projected, w in [(q, p.w_q), (k, p.w_k), (v, p.w_v)]:  # each is milk's row times its matrix
+        np.testing.assert_allclose(projected[MILK], [row @ w[:, j] for j in range(w.shape[1])], rtol=1e-12)
+    assert not np.allclose(q[MILK], k[MILK]) and v[MILK].shape != q[MILK].shape
+    text = shown_where["where_qkv_come_from.py:same_word"]
+    assert_printed(line_of(text, "embedding:"), row[:4], 2)
+    assert_printed(line_of(text, "as query:"), q[MILK], 2)
+    assert_printed(line_of(text, "as key:"), k[MILK], 2)
+    assert_printed(line_of(text, "as value:"), v[MILK], 2)
+
+
+@pytest.mark.claim("proj-param-count")
+def test_the_three_matrices_hold_d_model_times_2_d_k_plus_d_v_numbers(shown_where, random_toy):
+    p = random_toy[1]
+    learned = p.w_q.size + p.w_k.size + p.w_v.size
+    assert learned == p.d_model * (2 * p.d_k + p.d_v)
+    check_prose("proj-param-count", p.d_model, p.d_k, p.d_k, p.d_v, learned)
+    text = shown_where["where_qkv_come_from.py:parameters"]
+    assert numbers(line_of(text, "learned numbers in W_Q, W_K, W_V:")) == [learned]
+    assert numbers(line_of(text, "d_model * (2 d_k + d_v)"))[-1] == learned
+
+
+@pytest.mark.claim("proj-attention-no-weights")
+def test_attention_takes_only_its_inputs_and_holds_no_arrays(shown_where, random_toy):
+    signature = inspect.signature(qkv.attention)
+    assert list(signature.parameters) == ["q", "k", "v", "mask", "scale"]
+    held = [name for name, value in vars(dot_product).items() if isinstance(value, np.ndarray)]
+    assert held == []
+    _, _, q, k, v = random_toy
+    weights, output = reference_attention(q, k, v)  # the formula, and only it
+    result = qkv.attention(q, k, v)
+    np.testing.assert_allclose(result.weights, weights, rtol=1e-12)
+    np.testing.assert_allclose(result.output, output, rtol=1e-12)
+    assert (
+        shown_where.line("where_qkv_come_from.py:parameters", "qkv.attention takes:")
+        == f"qkv.attention takes: {signature}"
+    )
+
+
+# ---- 2. The hand-built toy (qkv.toy.feature_embeddings, hand_built_projections) -------
+
+
+def nonzero_names(row, names):
+    """The non-zero entries of ``row`` as words: ['liquid', '8'], or ['-'] if none."""
+    return [token for n, x in zip(names, row, strict=True) if x for token in (n, f"{x:g}")] or ["-"]
+
+
+@pytest.mark.claim("hand-roles")
+def test_milks_three_vectors_look_for_a_verb_show_liquid_and_hand_over_dairy(shown_where, hand_built):
+    q, k, v, _ = hand_built
+    assert nonzero_names(q[MILK], toy.FEATURES) == ["verb", "4"]
+    assert nonzero_names(k[MILK], toy.FEATURES) == ["liquid", "1"]
+    assert nonzero_names(v[MILK], toy.VALUE_COLUMNS) == ["dairy", "1"]
+    # queries and keys share one column per feature, and no key (nor query) shows "dairy"
+    assert not k[:, toy.FEATURES.index("dairy")].any() and not q[:, toy.FEATURES.index("dairy")].any()
+    text = shown_where["hand_built.py:roles"]
+    for i, word in enumerate(WORDS):  # the table, row by row
+        expected = [
+            word,
+            *nonzero_names(q[i], toy.FEATURES),
+            *nonzero_names(k[i], toy.FEATURES),
+            *nonzero_names(v[i], toy.VALUE_COLUMNS),
+        ]
+        # a vector's entries are printed 'person 4, liquid 8'
+        assert line_of(text, f"{word} ").replace(",", " ").split() == expected
+    assert text.count("dairy") == 1  # only milk's value
+
+
+@pytest.fixture(scope="module")
+def hand_weights_block(shown_where):
+    return unnamed_block(shown_where, "drank's scaled scores:")
+
+
+@pytest.mark.claim("hand-drank-finds-milk")
+def test_drank_gives_milk_the_weight_its_hand_written_score_predicts(hand_weights_block, hand_built):
+    q, k, _, result = hand_built
+    scores = [4 / np.sqrt(8), 0, 8 / np.sqrt(8), 0, 0, 0]
+    np.testing.assert_allclose(q[DRANK] @ k.T / np.sqrt(toy.D_K), scores, rtol=1e-12, atol=1e-15)
+    expected = [DRANK_ON_SHE, DRANK_ON_OTHER, DRANK_ON_MILK] + [DRANK_ON_OTHER] * 3
+    np.testing.assert_allclose(result.weights[DRANK], expected, rtol=1e-12)
+    raw = q[DRANK] @ k.T
+    liquid = toy.FEATURES.index("liquid")
+    others = np.delete(scores, [SHE, MILK])
+    assert (others == 0).all() and k[:, liquid].nonzero()[0].tolist() == [MILK]
+    check_prose(
+        "hand-drank-finds-milk",
+        result.weights[DRANK, MILK],
+        q[DRANK, liquid],
+        raw[MILK],
+        toy.D_K,
+        scores[MILK],
+        raw[SHE],
+        toy.D_K,
+        scores[SHE],
+        others.max(),
+    )
+    assert_printed(line_of(hand_weights_block, "drank's scaled scores:"), scores, 2)
+    assert_printed(line_of(hand_weights_block, "drank -> milk"), [DRANK_ON_MILK, DRANK_ON_SHE], 2)
+    table = {
+        ln.split()[0]: ln.split()[1:]
+        for ln in hand_weights_block.splitlines()
+        if ln.split() and ln.split()[0] in WORDS and len(ln.split()) == len(WORDS) + 1
+    }
+    assert_printed(" ".join(table["drank"]), expected, 2)
+    for word, row in zip(WORDS, result.weights, strict=True):  # and every other row of the table
+        assert_printed(" ".join(table[word]), row, 2)
+
+
+@pytest.mark.claim("hand-drank-receives-dairy")
+def test_what_drank_receives_is_mostly_dairy(hand_weights_block, hand_built):
+    out = hand_built[3].output[DRANK]
+    # each value hands over one column: she person, drank verb, milk dairy, cup container
+    received = {
+        "person": DRANK_ON_SHE,
+        "verb": DRANK_ON_OTHER,
+        "dairy": DRANK_ON_MILK,
+        "container": DRANK_ON_OTHER,
+    }
+    np.testing.assert_allclose(out, [received[c] for c in toy.VALUE_COLUMNS], rtol=1e-12)
+    assert toy.VALUE_COLUMNS[out.argmax()] == "dairy"
+    check_prose("hand-drank-receives-dairy", out[toy.VALUE_COLUMNS.index("dairy")])
+    printed = named_numbers(line_of(hand_weights_block, "drank's output:"))
+    assert printed == {c: pytest.approx(x, abs=5e-3) for c, x in received.items()}
+    assert max(printed, key=printed.get) == "dairy"
+
+
+# ---- exercises of chapter 2 ----------------------------------------------------------------
+
+
+@pytest.mark.claim("proj-ex-params")
+def test_one_head_of_the_exercise_has_d_model_times_3_d_k_numbers(shown_where):
+    d_head, d_model = stated("proj-ex-params")[:2]  # the exercise's givens, as the answer repeats them
+    d_head, d_model = int(d_head), int(d_model)
+    learned = 3 * d_model * d_head  # W_Q, W_K and W_V, each d_model x d_head
+    check_prose("proj-ex-params", d_head, d_model, learned)
+    text = shown_where["where_qkv_come_from.py:exercise_params"]
+    assert numbers(line_of(text, "W_Q, W_K, W_V:")) == [d_model, d_head] * 3
+    assert numbers(line_of(text, "learned numbers:")) == [learned]
+
+
+@pytest.mark.claim("proj-ex-she-milk")
+def test_one_entry_of_w_q_turns_she_towards_milk(shown_where):
+    hand, f = toy.hand_built_projections(), toy.FEATURES.index
+    w_q = hand.w_q.copy()
+    w_q[f("person"), f("liquid")] = 8.0  # the one entry the solution names, at drank's strength
+    row = qkv.self_attention(toy.feature_embeddings(), qkv.Projections(w_q, hand.w_k, hand.w_v)).weights[SHE]
+    # she's scores are now 8/√8 on milk, 4/√8 on drank, 0 elsewhere: drank's scores, mirrored
+    expected = {w: DRANK_ON_OTHER for w in WORDS} | {"milk": DRANK_ON_MILK, "drank": DRANK_ON_SHE}
+    np.testing.assert_allclose(row, [expected[w] for w in WORDS], rtol=1e-12)
+    before = qkv.self_attention(toy.feature_embeddings(), hand).weights
+    assert row[MILK] == pytest.approx(before[DRANK, MILK], rel=1e-12)  # "exactly what drank gives it"
+    assert WORDS[before[SHE].argmax()] == "drank"  # its old favourite
+    line = shown_where.line("where_qkv_come_from.py:exercise_she", "she ->")
+    printed = named_numbers(line.split("->", 1)[1])
+    assert printed == {w: pytest.approx(x, abs=5e-3) for w, x in expected.items()}
+    check_prose("proj-ex-she-milk", row[MILK], row[DRANK])

@@ -1,0 +1,213 @@
+"""Guards for the claims of docs/why-three-projections-in-depth.md: tied projections,
+symmetry, ranks and the published models' head widths.
+
+Each test derives its fact itself, from qkv's public API applied to ``qkv.toy`` data, from
+hand-written NumPy or from algebra, and then checks that what the page prints under its
+executed blocks (``page_output``) agrees with it, to the printed rounding. No expected value
+is copied from the printed output, and no test reads a name a snippet defines.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pages_support import (
+    FROM,
+    MILK,
+    WORDS,
+    assert_printed,
+    line_of,
+    pair_lines,
+    random_tied_case,
+    scores_of,
+    seeds,
+    unnamed_block,
+    widths,
+)
+from prose import check_prose
+from support import attention_product_flops, numbers
+
+import qkv
+from qkv import toy
+
+
+@pytest.fixture(scope="module")
+def shown_three_deep(page_output):
+    """Chapter 4's deep dive: the random toy's one-way scores, self-scores, what breaks the
+    tied symmetry, and the widths."""
+    return page_output("why-three-projections-in-depth.md")
+
+
+@pytest.fixture(scope="module")
+def separate_block(shown_three_deep):
+    # the deep dive's first block runs the setup, then the asymmetric section
+    return unnamed_block(shown_three_deep, "largest |S - Sᵀ|:")
+
+
+@pytest.mark.claim("three-separate-asymmetric")
+def test_milk_and_from_score_each_other_with_opposite_signs(separate_block, tie):
+    s = tie["S"]
+    assert s[MILK, FROM] > 0 > s[FROM, MILK]
+    milk_from, from_milk = pair_lines(separate_block)
+    assert milk_from[0] == pytest.approx(s[MILK, FROM], abs=5e-4) and milk_from[0] > 0
+    assert from_milk[0] == pytest.approx(s[FROM, MILK], abs=5e-4) and from_milk[0] < 0
+    assert_printed(line_of(separate_block, "largest |S - Sᵀ|:"), np.abs(s - s.T).max(), 3)
+
+
+@pytest.mark.claim("three-separate-weights-asymmetric")
+def test_milk_gives_from_more_than_twice_the_weight_from_gives_milk(separate_block, tie):
+    w = tie["W"]
+    assert w[MILK, FROM] > 2 * w[FROM, MILK]
+    milk_from, from_milk = pair_lines(separate_block)
+    assert (milk_from[1], from_milk[1]) == (
+        pytest.approx(w[MILK, FROM], abs=5e-4),
+        pytest.approx(w[FROM, MILK], abs=5e-4),
+    )
+    assert milk_from[1] > 2 * from_milk[1]
+
+
+@pytest.mark.claim("three-tied-self-score")
+@settings(max_examples=50, deadline=None)
+@given(seeds, widths, st.integers(1, 10))
+def test_tied_a_word_never_scores_itself_below_zero(seed, d_k, t):
+    x, tied = random_tied_case(seed, d_k, t)
+    assert (np.diag(scores_of(x, tied)) >= 0).all()
+
+
+@pytest.mark.claim("three-tied-self-score")
+def test_separately_every_word_here_scores_itself_below_zero(shown_three_deep, tie):
+    separate, tied = np.diag(tie["S"]), np.diag(tie["S_tied"])
+    assert (separate < 0).all() and (tied >= 0).all()
+    text = shown_three_deep["tie_query_key.py:self_score"]
+    # each line: the diagonal, then "top: N of 6"
+    assert_printed(line_of(text, "separate").split("top:")[0], separate, 2)
+    assert_printed(line_of(text, "tied").split("top:")[0], tied, 2)
+    assert all(x < 0 for x in numbers(line_of(text, "separate").split("top:")[0]))
+
+
+@pytest.mark.claim("three-tied-self-top")
+def test_tied_every_word_here_scores_itself_highest_and_separately_none_does(shown_three_deep, tie):
+    on_itself = np.arange(len(WORDS))
+    assert (tie["S_tied"].argmax(axis=-1) == on_itself).all()
+    assert (tie["S"].argmax(axis=-1) != on_itself).all()
+    text = shown_three_deep["tie_query_key.py:self_score"]
+    assert line_of(text, "separate").endswith(f"top: 0 of {len(WORDS)}")
+    assert line_of(text, "tied").endswith(f"top: {len(WORDS)} of {len(WORDS)}")
+
+
+@pytest.mark.claim("three-tied-rope-symmetric")
+@settings(max_examples=30, deadline=None)
+@given(seeds, st.integers(1, 6).map(lambda n: 2 * n), st.integers(1, 10))
+def test_rope_on_tied_queries_and_keys_keeps_the_scores_symmetric(seed, d_k, t):
+    x, tied = random_tied_case(seed, d_k, t)
+    q, k, _ = qkv.project(x, tied)
+    turned_q, turned_k = qkv.rope(q), qkv.rope(k)
+    np.testing.assert_array_equal(turned_q, turned_k)  # a query is still its key
+    s = turned_q @ turned_k.T
+    assert np.abs(s - s.T).max() <= 1e-12 * max(1.0, np.abs(s).max())
+    assert not np.allclose(turned_k, k) or t == 1  # and RoPE did turn them
+
+
+@pytest.mark.claim("three-tied-rope-symmetric")
+def test_the_page_shows_tied_rope_scores_symmetric(shown_three_deep):
+    check_prose("three-tied-rope-symmetric", ...)  # "chapter 9" is a label
+    line = shown_three_deep.line("tie_query_key.py:what_breaks", "tied, turned by RoPE:")
+    assert numbers(line)[0] < 1e-12
+
+
+@pytest.mark.claim("three-tied-bias-asymmetric")
+def test_a_query_bias_breaks_the_tied_symmetry(shown_three_deep, tie):
+    k = tie["x"] @ tie["p"].w_k
+    b = np.random.default_rng(2).normal(size=k.shape[1])  # the snippet's bias (seed 2)
+    s = (k + b) @ k.T  # s_ij = k_i·k_j + b·k_j: the second term depends on j alone
+    asymmetry = np.abs(s - s.T).max()
+    np.testing.assert_allclose(s - s.T, (k @ b)[None, :] - (k @ b)[:, None], atol=1e-12)
+    check_prose("three-tied-bias-asymmetric", asymmetry)
+    assert_printed(
+        shown_three_deep.line("tie_query_key.py:what_breaks", "tied, with a query bias:"), asymmetry, 2
+    )
+
+
+@pytest.mark.claim("three-tied-causal")
+def test_a_causal_mask_gives_tied_weights_in_one_direction_only(tie):
+    x, p = tie["x"], tie["p"]
+    tied = qkv.Projections(p.w_k, p.w_k, p.w_v)
+    w = qkv.self_attention(x, tied, mask=qkv.causal_mask(len(WORDS))).weights
+    later, earlier = np.tril_indices(len(WORDS), k=-1), np.triu_indices(len(WORDS), k=1)
+    assert (w[later] > 0).all() and (w[earlier] == 0).all()
+
+
+@pytest.mark.claim("three-dk-dv-shapes")
+@settings(deadline=None)  # timing is not what these tests check
+@given(st.integers(1, 64), st.integers(1, 64))
+def test_weights_stay_t_by_t_whatever_d_k_and_d_v(d_k, d_v):
+    t = len(WORDS)
+    weights, output = qkv.self_attention(toy.embeddings(), toy.projections(d_k, d_v))
+    assert weights.shape == (t, t)
+    assert output.shape == (t, d_v)
+
+
+@pytest.fixture(scope="module")
+def width_lines(shown_three_deep):
+    lines = [ln for ln in shown_three_deep["tie_query_key.py:dk_dv"].splitlines() if ln.startswith("d_k=")]
+    assert len(lines) >= 3
+    return [numbers(ln) for ln in lines]  # d_k, d_v, weights shape, output shape, rank
+
+
+@pytest.mark.claim("three-dk-dv-shapes")
+def test_the_page_shows_t_by_t_weights_for_every_width_it_tries(width_lines):
+    t = len(WORDS)
+    check_prose("three-dk-dv-shapes", t, t, t)
+    for d_k, d_v, *shapes, _ in width_lines:
+        weights, output = qkv.self_attention(toy.embeddings(), toy.projections(int(d_k), int(d_v)))
+        assert shapes == [*weights.shape, *output.shape] == [t, t, t, d_v]
+
+
+@pytest.mark.claim("three-dk-rank")
+def test_the_rank_of_w_q_w_k_is_d_k_up_to_d_model(width_lines):
+    for d_k in range(1, 2 * toy.D_MODEL + 1):
+        p = toy.projections(d_k, 2)
+        assert np.linalg.matrix_rank(p.w_q @ p.w_k.T) == min(d_k, toy.D_MODEL)
+    check_prose("three-dk-rank", toy.D_MODEL, toy.D_MODEL, toy.D_MODEL)
+    assert any(d_k > toy.D_MODEL for d_k, *_ in width_lines)  # the page shows the ceiling
+    for d_k, *_, rank in width_lines:
+        assert rank == min(d_k, toy.D_MODEL)
+
+
+@pytest.mark.claim("three-dk-cost")
+@settings(deadline=None)  # timing is not what these tests check
+@given(st.integers(1, 50), st.integers(1, 50), st.integers(1, 128), st.integers(1, 128))
+def test_each_extra_key_dimension_costs_one_multiply_add_per_score(t_q, t_k, d_k, d_v):
+    extra = qkv.attention_flops(t_q, t_k, d_k + 1, d_v) - qkv.attention_flops(t_q, t_k, d_k, d_v)
+    assert extra == 2 * t_q * t_k  # one multiply-add (2 flops) for each of the t_q x t_k scores
+    counted = [attention_product_flops(t_q, t_k, d, d_v) for d in (d_k, d_k + 1)]
+    assert counted[1] - counted[0] == extra  # on the arrays attention computes
+
+
+@pytest.mark.claim("three-head-sizes")
+def test_every_recorded_published_model_uses_heads_of_64_or_128():
+    # qkv.MODELS is checked field by field against the published configs in
+    # test_kv_cache_in_depth.py; here only the head widths matter.
+    assert qkv.MODELS  # their number and fields: test_kv_cache_in_depth.py
+    sizes = sorted({m.d_head for m in qkv.MODELS})
+    check_prose("three-head-sizes", *sizes)
+
+
+@pytest.mark.claim("three-gemma-head-widths")
+def test_gemma_7b_and_gemma_2_9b_have_heads_of_256_and_gemma_2_27b_of_128(page_output):
+    # Gemma 7B: the FAQ's long answers print its W_Q as d_model × (16 heads × d_head), from
+    # its report
+    gemma7 = next(
+        line
+        for line in page_output("faq-long-answers.md")["faq.py:weight_shapes"].splitlines()
+        if line.startswith("Gemma 7B")
+    )
+    gemma7_head = int(re.search(r"W_Q \d+x(\d+)", gemma7).group(1)) // 16  # 16 query heads
+    windowed = {m.name: m.d_head for m in qkv.WINDOWED_MODELS}  # checked against their configs
+    assert gemma7_head == windowed["Gemma 2 9B"] > max(m.d_head for m in qkv.MODELS)  # "wider"
+    # ...: the "2" of "Gemma 2", a name
+    check_prose("three-gemma-head-widths", ..., gemma7_head, ..., windowed["Gemma 2 27B"])
