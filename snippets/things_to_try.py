@@ -80,6 +80,15 @@ def summary(d_k, scale):
 
 
 summary(64, scale=False)
+
+
+def spread(d_k, scale):
+    """Standard deviation of all 36 scores reaching softmax (6 queries x 6 keys)."""
+    return np.std([query_state(w, d_k, scale).scaled for w in WORDS])
+
+
+ratio = spread(64, scale=False) / spread(16, scale=True)
+print(f"spread of the scores: {ratio:.1f} times that at d_k = 16, scaled")
 # --8<-- [end:break_scaling]
 
 
