@@ -285,3 +285,16 @@ def test_model_kinds_follow_their_kv_heads():
     assert kinds["Llama 2 7B"] == "multi-head"
     assert kinds["Llama 3 8B"] == "grouped-query"
     assert kinds["Falcon 7B"] == "multi-query"
+
+
+@pytest.mark.claim("lookup-score-is-dot-product")
+def test_a_score_is_one_number_the_sum_of_matching_entries_multiplied():
+    # Not an entry-by-entry product (that is a vector of width d_k): its sum, one number per
+    # query-key pair, which is why a query and a key must share d_k.
+    q, k, v = rand(1, 3, seed=1), rand(4, 3, seed=2), rand(4, 5, seed=3)
+    weights = qkv.attention(q, k, v).weights
+    by_hand = np.array([sum(q[0, i] * key[i] for i in range(3)) for key in k])
+    np.testing.assert_allclose(weights[0], qkv.softmax(by_hand / np.sqrt(3)), rtol=1e-12)
+    assert (q[0] * k[0]).shape == (3,) and weights.shape == (1, 4)
+    with pytest.raises(ValueError):
+        qkv.attention(q, rand(4, 2), v)  # a key of another width has no score

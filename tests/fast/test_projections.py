@@ -70,8 +70,10 @@ def test_the_pairwise_guarantee_is_all_a_tie_gives():
     assert s[0, 1] > s[0, 0] and s[1, 0] > s[1, 1]
 
 
-def _scores_with(x, w_q, w_k, *, key_bias=None, rope=False, qk_norm=False):
+def _scores_with(x, w_q, w_k, *, query_bias=None, key_bias=None, rope=False, qk_norm=False):
     q, k = x @ w_q, x @ w_k
+    if query_bias is not None:
+        q = q + query_bias
     if key_bias is not None:
         k = k + key_bias
     if qk_norm:
@@ -83,7 +85,7 @@ def _scores_with(x, w_q, w_k, *, key_bias=None, rope=False, qk_norm=False):
 
 
 @pytest.mark.claim("three-products-plain-scores-only")
-@pytest.mark.parametrize("variant", ["plain", "key bias", "rope", "qk-norm"])
+@pytest.mark.parametrize("variant", ["plain", "query bias", "key bias", "rope", "qk-norm"])
 def test_only_the_plain_scores_depend_on_w_q_and_w_k_through_their_product_alone(variant):
     rng = np.random.default_rng(7)
     d_model, d_k, t = 8, 4, 5
@@ -93,15 +95,23 @@ def test_only_the_plain_scores_depend_on_w_q_and_w_k_through_their_product_alone
     np.testing.assert_allclose(moved_q @ moved_k.T, w_q @ w_k.T, rtol=1e-10, atol=1e-10)  # same product
     kwargs = {
         "plain": {},
+        "query bias": {"query_bias": rng.normal(size=d_k)},
         "key bias": {"key_bias": rng.normal(size=d_k)},
         "rope": {"rope": True},
         "qk-norm": {"qk_norm": True},
     }[variant]
     before, after = _scores_with(x, w_q, w_k, **kwargs), _scores_with(x, moved_q, moved_k, **kwargs)
+    w_before, w_after = qkv.softmax(before), qkv.softmax(after)
     if variant == "plain":
         np.testing.assert_allclose(after, before, rtol=1e-9, atol=1e-9)
+        return
+    assert np.abs(after - before).max() > 0.1, variant  # the scores part
+    if variant == "key bias":
+        # a key bias adds q_i·b to the whole of row i, which softmax ignores: the weights stay
+        # (the page names a query bias for that reason; the depth page of chapter 2 says so)
+        np.testing.assert_allclose(w_after, w_before, rtol=1e-9, atol=1e-12)
     else:
-        assert np.abs(after - before).max() > 0.1, variant
+        assert np.abs(w_after - w_before).max() > 1e-3, variant  # and so do the weights
 
 
 @pytest.mark.claim("three-widths-weights-vs-parameters")
