@@ -84,7 +84,8 @@ x7 = np.vstack([x, 2 * x[milk]])
 tied = qkv.Projections(w_q=p.w_k, w_k=p.w_k, w_v=p.w_v)  # W_Q = W_K
 q7, k7, _ = qkv.project(x7, tied)
 s7 = q7 @ k7.T  # raw tied scores, (7, 7)
-print(f"milk with itself: {s7[milk, milk]:.2f}   with the doubled milk: {s7[milk, 6]:.2f}")
+print(f"milk with itself: {s7[milk, milk]:.2f}", end="   ")
+print(f"with the doubled milk: {s7[milk, 6]:.2f}")
 self_s = np.diag(s7)
 # s_ii + s_jj - 2 s_ij is |k_i - k_j|², never negative
 gap = self_s[:, None] + self_s - 2 * s7

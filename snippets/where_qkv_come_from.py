@@ -30,7 +30,9 @@ import inspect
 head = toy.projections(d_k=8, d_v=4)  # the random toy's head, as above
 learned = head.w_q.size + head.w_k.size + head.w_v.size
 print("learned numbers in W_Q, W_K, W_V:", learned)
-print("d_model * (2 d_k + d_v)         :", head.d_model * (2 * head.d_k + head.d_v))
+print(
+    "d_model * (2 d_k + d_v)         :", head.d_model * (2 * head.d_k + head.d_v)
+)
 print("qkv.attention takes:", inspect.signature(qkv.attention))
 # --8<-- [end:parameters]
 

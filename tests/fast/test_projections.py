@@ -89,7 +89,11 @@ def _scores_with(x, w_q, w_k, *, query_bias=None, key_bias=None, rope=False, qk_
 def test_only_the_plain_scores_depend_on_w_q_and_w_k_through_their_product_alone(variant):
     rng = np.random.default_rng(7)
     d_model, d_k, t = 8, 4, 5
-    x, w_q, w_k = rng.normal(size=(t, d_model)), rng.normal(size=(d_model, d_k)), rng.normal(size=(d_model, d_k))
+    x, w_q, w_k = (
+        rng.normal(size=(t, d_model)),
+        rng.normal(size=(d_model, d_k)),
+        rng.normal(size=(d_model, d_k)),
+    )
     a = rng.normal(size=(d_k, d_k)) + 3 * np.eye(d_k)  # invertible, well conditioned
     moved_q, moved_k = w_q @ a, w_k @ np.linalg.inv(a).T
     np.testing.assert_allclose(moved_q @ moved_k.T, w_q @ w_k.T, rtol=1e-10, atol=1e-10)  # same product

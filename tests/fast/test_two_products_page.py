@@ -68,7 +68,9 @@ def test_tied_no_pair_of_the_seven_words_each_prefers_the_other(page_output, tie
     prefers = s > own[:, None]
     assert prefers.any() and not (prefers & prefers.T).any()
     shown = page_output("why-three-projections-in-depth.md")
-    assert shown.values("tie_query_key.py:longer_key", "pairs in which each scores the other above itself:") == [0]
+    assert shown.values(
+        "tie_query_key.py:longer_key", "pairs in which each scores the other above itself:"
+    ) == [0]
     gap = own[:, None] + own[None, :] - 2 * s
     printed = shown.values("tie_query_key.py:longer_key", "smallest s_ii + s_jj - 2 s_ij over pairs:")
     assert printed == [pytest.approx(gap[~np.eye(len(k), dtype=bool)].min(), abs=0.005 + 1e-9)]
