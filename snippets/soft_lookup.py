@@ -13,14 +13,8 @@ palette = {  # what each entry holds: an RGB colour
     "white": (1.0, 1.0, 1.0),
 }
 names = list(palette)
-keys = np.array(
-    [  # what each entry is scored by: (warm, bright)
-        [1.0, 0.2],  # red
-        [0.8, 0.8],  # orange
-        [-1.0, 0.0],  # blue
-        [0.0, 1.0],  # white
-    ]
-)
+# what each entry is scored by: (warm, bright) of red, orange, blue and white
+keys = np.array([[1.0, 0.2], [0.8, 0.8], [-1.0, 0.0], [0.0, 1.0]])
 values = np.array(list(palette.values()))  # what gets averaged
 query = np.array([[1.0, 0.0]])  # what we ask for: "something warm"
 
@@ -62,8 +56,7 @@ print("best match for (1, 0) ->", best, palette[best])
 
 
 # --8<-- [start:nudge]
-def best_match(q):
-    """The value of the one best-scoring key: an argmax, no average."""
+def best_match(q):  # the value of the one best-scoring key: an argmax
     return values[np.argmax(keys @ q[0])]
 
 

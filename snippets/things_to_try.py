@@ -12,8 +12,10 @@ import qkv
 from qkv.toy import SENTENCE, query_state
 
 WORDS = SENTENCE  # she drank milk from a cup
+# --8<-- [end:setup]
 
 
+# --8<-- [start:end_to_end]
 def row(label, numbers):
     """One line of a table: a label, then one number per key word."""
     print(f"{label:<16}" + "".join(f"{x:>9.4f}" for x in numbers))
@@ -23,10 +25,6 @@ def header(label=""):
     print(f"{label:<16}" + "".join(f"{w:>9}" for w in WORDS))
 
 
-# --8<-- [end:setup]
-
-
-# --8<-- [start:end_to_end]
 she = query_state("she", d_k=16, scale=True)
 header("query 'she'")
 row("1 raw q·k", she.raw)
@@ -80,6 +78,14 @@ def summary(d_k, scale):
 
 
 summary(64, scale=False)
+
+# the spread (std) of all 36 scores reaching softmax, against d_k = 16 scaled
+spread = [
+    np.std([query_state(w, d, s).scaled for w in WORDS])
+    for d, s in [(64, False), (16, True)]
+]
+ratio = spread[0] / spread[1]
+print(f"spread of the scores: {ratio:.1f} times that at d_k = 16, scaled")
 # --8<-- [end:break_scaling]
 
 

@@ -65,6 +65,9 @@ print("largest |S - Sᵀ|:", np.abs(S_tied - S_tied.T).max())
 show_pair(S_tied, W_tied)
 totals = np.exp(S_tied).sum(axis=-1)  # what softmax divides each row by
 print(f"row totals: milk {totals[milk]:.1f}, from {totals[frm]:.1f}")
+ratio = W_tied[milk, frm] / W_tied[frm, milk]
+print(f"weight milk -> from over from -> milk: {ratio:.1f}")
+print(f"row total of from over that of milk:   {totals[frm] / totals[milk]:.1f}")
 # --8<-- [end:symmetric]
 
 # --8<-- [start:self_score]
@@ -74,6 +77,24 @@ for name, s in [("separate", S), ("tied", S_tied)]:
     tops = int((s.argmax(axis=-1) == on_itself).sum())
     print(f"{name:<8} with itself {np.diag(s).round(2)}  top: {tops} of 6")
 # --8<-- [end:self_score]
+
+# --8<-- [start:longer_key]
+# add a seventh word: milk's embedding doubled, so its key is twice milk's key
+x7 = np.vstack([x, 2 * x[milk]])
+tied = qkv.Projections(w_q=p.w_k, w_k=p.w_k, w_v=p.w_v)  # W_Q = W_K
+q7, k7, _ = qkv.project(x7, tied)
+s7 = q7 @ k7.T  # raw tied scores, (7, 7)
+print(f"milk with itself: {s7[milk, milk]:.2f}", end="   ")
+print(f"with the doubled milk: {s7[milk, 6]:.2f}")
+self_s = np.diag(s7)
+# s_ii + s_jj - 2 s_ij is |k_i - k_j|², never negative
+gap = self_s[:, None] + self_s - 2 * s7
+pairs = ~np.eye(7, dtype=bool)  # i != j
+print(f"smallest s_ii + s_jj - 2 s_ij over pairs: {gap[pairs].min():.2f}")
+prefers_other = s7 > self_s[:, None]  # [i, j]: i scores j above itself
+both = prefers_other & prefers_other.T
+print("pairs in which each scores the other above itself:", int(both.sum()) // 2)
+# --8<-- [end:longer_key]
 
 # --8<-- [start:what_breaks]
 k = x @ p.w_k  # tied: each word's query is its own key

@@ -2,9 +2,6 @@
 and the widths that must or need not agree."""
 
 # --8<-- [start:project]
-import inspect
-import textwrap
-
 import numpy as np
 
 import qkv
@@ -28,17 +25,20 @@ print("as value: ", V[milk].round(2))
 # --8<-- [end:same_word]
 
 # --8<-- [start:parameters]
-# back to the random toy head (the hand-built one has d_model = 8)
-x = toy.embeddings()
-p = toy.projections(d_k=8, d_v=4)
-Q, K, V = qkv.project(x, p)
-learned = p.w_q.size + p.w_k.size + p.w_v.size
+import inspect
+
+head = toy.projections(d_k=8, d_v=4)  # the random toy's head, as above
+learned = head.w_q.size + head.w_k.size + head.w_v.size
 print("learned numbers in W_Q, W_K, W_V:", learned)
-print("d_model * (2 d_k + d_v)         :", p.d_model * (2 * p.d_k + p.d_v))
+print(
+    "d_model * (2 d_k + d_v)         :", head.d_model * (2 * head.d_k + head.d_v)
+)
 print("qkv.attention takes:", inspect.signature(qkv.attention))
 # --8<-- [end:parameters]
 
 # --8<-- [start:dk_must_match]
+import textwrap
+
 try:
     qkv.attention(Q, K[:, :5], V)  # keys cut to 5 of their 8 numbers
 except ValueError as error:

@@ -285,3 +285,46 @@ def test_model_kinds_follow_their_kv_heads():
     assert kinds["Llama 2 7B"] == "multi-head"
     assert kinds["Llama 3 8B"] == "grouped-query"
     assert kinds["Falcon 7B"] == "multi-query"
+
+
+@pytest.mark.claim("lookup-score-is-dot-product")
+def test_a_score_is_one_number_the_sum_of_matching_entries_multiplied():
+    # Not an entry-by-entry product (that is a vector of width d_k): its sum, one number per
+    # query-key pair, which is why a query and a key must share d_k.
+    q, k, v = rand(1, 3, seed=1), rand(4, 3, seed=2), rand(4, 5, seed=3)
+    weights = qkv.attention(q, k, v).weights
+    by_hand = np.array([sum(q[0, i] * key[i] for i in range(3)) for key in k])
+    np.testing.assert_allclose(weights[0], qkv.softmax(by_hand / np.sqrt(3)), rtol=1e-12)
+    assert (q[0] * k[0]).shape == (3,) and weights.shape == (1, 4)
+    with pytest.raises(ValueError):
+        qkv.attention(q, rand(4, 2), v)  # a key of another width has no score
+
+
+@pytest.mark.claim("kv-sep-within-one-layer")
+def test_a_changed_value_keeps_its_layers_weights_and_moves_the_next_layers():
+    # Two layers with a residual stream, X <- X + attention(X W_Q, X W_K, X W_V) W_O each:
+    # editing one value row of layer 1 leaves layer 1's weights and moves layer 2's.
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(5, 6))
+    layers = [qkv.Projections.random(rng, 6, 4, 4) for _ in range(2)]
+    w_o = [rng.normal(size=(4, 6)) for _ in range(2)]
+
+    def run(edit):
+        stream, weights = x, []
+        for n, (p, out) in enumerate(zip(layers, w_o, strict=True)):
+            q, k, v = qkv.project(stream, p)
+            if n == 0:
+                v = edit(v)
+            result = qkv.attention(q, k, v)
+            weights.append(result.weights)
+            stream = stream + result.output @ out
+        return weights
+
+    def new_value(v):
+        v = v.copy()
+        v[2] += 1.0  # one word's value
+        return v
+
+    before, after = run(lambda v: v), run(new_value)
+    np.testing.assert_array_equal(after[0], before[0])  # its own layer: bit for bit
+    assert np.abs(after[1] - before[1]).max() > 1e-3  # the next layer's weights move

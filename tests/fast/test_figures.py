@@ -264,6 +264,20 @@ def test_soft_vs_hard_soft_weighs_everything_hard_picks_one():
     np.testing.assert_array_equal(d.hard_answer, soft_vs_hard.VALUES[0])
 
 
+def test_soft_vs_hard_calls_the_hard_panel_an_argmax_not_a_dictionary():
+    # The chapter's text: a dict needs a key equal to the one asked for, and no key equals
+    # the query, so a dict would return nothing; the panel's answer is the argmax's.
+    from qkv_site.figures.style import LIGHT
+
+    assert not any(np.array_equal(k, soft_vs_hard.QUERY[0]) for k in soft_vs_hard.KEYS)
+    titles = [ax.get_title(loc="left") for ax in soft_vs_hard.build(LIGHT).axes]
+    (hard,) = [t for t in titles if t.startswith("Hard")]
+    assert "argmax" in hard and "dictionary" not in hard
+    assert "dictionary-style" not in soft_vs_hard.ALT and "argmax" in soft_vs_hard.ALT
+    d = soft_vs_hard.data()
+    assert d.hard.argmax() == (soft_vs_hard.KEYS @ soft_vs_hard.QUERY[0]).argmax()
+
+
 def test_key_or_value_shows_a_value_leaving_the_weights_and_a_key_moving_them():
     d = key_or_value.data()
     words, hands = list(d.words), list(d.hands)

@@ -140,3 +140,62 @@ def test_the_unscaled_head_is_the_scaled_one_at_a_larger_rate_from_larger_weight
     g_plain = backward(plain, batch, forward(plain, batch, 1.0), 1.0)
     assert not np.allclose(other.w_q - lr * g.w_q, grow * (plain.w_q - lr * g_plain.w_q), rtol=1e-6)
     check_prose("scale-training-equivalent")
+
+
+def _torch_run(head, d_k, *, scaled, lr, optimiser, train_values, steps=25, seed=4):
+    """Train one head in PyTorch on the recall batches seeded by ``seed``; the per-step loss.
+
+    ``head`` is the start (W_Q, W_K); ``train_values`` also learns W_V, a d_v × d_v matrix on
+    the values (started at the identity, so the first forward pass is the fixed-values one);
+    the target stays the pair's given value."""
+    w_q, w_k = (torch.tensor(w, requires_grad=True) for w in head)
+    params = [w_q, w_k]
+    w_v = torch.eye(16, dtype=torch.float64, requires_grad=True)
+    if train_values:
+        params.append(w_v)
+    opt = (
+        torch.optim.SGD(params, lr=lr)
+        if optimiser == "gd"
+        else torch.optim.Adam(params, lr=lr, eps=1e-14)  # eps far below every gradient here
+    )
+    factor = 1 / np.sqrt(d_k) if scaled else 1.0
+    data, losses = np.random.default_rng(seed), []
+    for _ in range(steps):
+        batch = recall_batch(data, 32, 8, 16, 16)
+        v = torch.from_numpy(batch.v) @ w_v  # (B, T, d_v): the values, through W_V
+        x, query = torch.from_numpy(batch.x), torch.from_numpy(batch.query)
+        scores = factor * torch.einsum("btd,bd->bt", x @ w_k.T, query @ w_q.T)
+        output = torch.einsum("bt,btv->bv", torch.softmax(scores, dim=-1), v)
+        loss = ((output - torch.from_numpy(batch.target)) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return np.array(losses)
+
+
+@pytest.mark.claim("scale-training-equivalence-conditions")
+def test_the_larger_rate_matches_only_under_plain_gd_with_the_values_fixed():
+    # Derived: the unscaled head from W equals the scaled one from c·W, c = d_k^(1/4), when
+    # the scaled head's step moves c·W as far as c times the unscaled step. Plain GD: the
+    # scaled gradient is 1/c of the unscaled one, so its rate must be c² = √d_k times larger.
+    # Adam divides the gradient's size out, so there it is c = d_k^(1/4) times larger. A
+    # learned value matrix sees no factor at all, so no common rate can match its steps.
+    d_k, lr = 64, 0.05
+    c = d_k**0.25
+    plain = init_head(np.random.default_rng(3), d_model=16, d_k=d_k)
+    grown = Head(plain.w_q * c, plain.w_k * c)
+
+    def gap(optimiser, factor, train_values):
+        unscaled = _torch_run(plain, d_k, scaled=False, lr=lr, optimiser=optimiser, train_values=train_values)
+        scaled = _torch_run(
+            grown, d_k, scaled=True, lr=lr * factor, optimiser=optimiser, train_values=train_values
+        )
+        return np.abs(scaled - unscaled).max() / np.abs(unscaled).max()
+
+    assert gap("gd", np.sqrt(d_k), train_values=False) < 1e-9  # the page's setting: identical
+    assert gap("gd", np.sqrt(d_k), train_values=True) > 1e-3  # values trained: the runs part
+    assert gap("adam", np.sqrt(d_k), train_values=False) > 1e-2  # Adam at √d_k: they part
+    assert gap("adam", c, train_values=False) < 1e-6  # Adam at d_k^(1/4): the same run
+    assert min(gap("adam", f, train_values=False) for f in (2.0, 3.0)) > 1e-2  # and only there
+    check_prose("scale-training-equivalence-conditions")

@@ -1,4 +1,4 @@
-"""Soft lookup against hard: attention weighs every entry; a dictionary returns one."""
+"""Soft lookup against hard: attention weighs every entry; an argmax returns the best one."""
 
 from __future__ import annotations
 
@@ -23,14 +23,15 @@ ALT = (
     "Two bar charts over the four entries of a colour palette, red, orange, blue and white, "
     "for the query “something warm”. Top, attention: every entry gets a positive weight, "
     "most of it red and orange and least of it blue, the weights add up to 1, and the "
-    "answer is a blend of the four colours that no entry holds. Bottom, a dictionary-style "
-    "hard lookup: weight 1 on the best match, red, exactly 0 on the others, and the answer "
-    "is red itself."
+    "answer is a blend of the four colours that no entry holds. Bottom, hard attention, an "
+    "argmax: weight 1 on the best match, red, exactly 0 on the others, and the answer is red "
+    "itself."
 )
 CAPTION = (
     "The palette lookup of this chapter, drawn. Soft: qkv.attention's weights and the colour "
-    "they blend. Hard: all weight on the best-matching key, as an argmax or a dictionary "
-    "would give it. The swatch on the right is each lookup's answer."
+    "they blend. Hard: all weight on the best-matching key, as an argmax gives it (a "
+    "dictionary would give nothing: no key equals the query). The swatch on the right is "
+    "each lookup's answer."
 )
 
 
@@ -89,7 +90,7 @@ def build(style) -> Figure:
     hard_ax = fig.add_subplot(grid[1, 0], sharex=soft_ax, sharey=soft_ax)
     for row, ax, weights, answer, title, labels in (
         (0, soft_ax, d.soft, d.soft_answer, "Soft: attention", [f"{w:.2f}" for w in d.soft]),
-        (1, hard_ax, d.hard, d.hard_answer, "Hard: dictionary lookup", [f"{w:g}" for w in d.hard]),
+        (1, hard_ax, d.hard, d.hard_answer, "Hard: argmax, the best key", [f"{w:g}" for w in d.hard]),
     ):
         # Each bar is painted in its entry's own colour (the value it hands over), so
         # "red" is red; the outline keeps white visible and marks the best match.

@@ -120,7 +120,20 @@ def test_unscaled_scores_at_64_are_typically_eight_times_the_scaled_ones_at_16()
     ratio = score_std(64, scale=False, n_draws=n) / score_std(16, scale=True, n_draws=n)
     rel_se = np.hypot(*(0.5 * np.sqrt((2 + 6 / d) / n) for d in (64, 16)))
     assert abs(ratio - 8) < 5 * 8 * rel_se
-    check_prose("try-unscaled-eight-times", ...)  # "experiment 1" is a label
+    check_prose("try-unscaled-eight-times", 8, ..., 64, 16, 4, 1)  # "experiment 1" is a label
+
+
+@pytest.mark.claim("try-unscaled-spread-ratio")
+def test_4_this_heads_unscaled_scores_spread_wider_than_the_average_head(page_output):
+    # The explorer's own head, not the average of random ones: the standard deviation of its
+    # 36 unscaled scores at d_k = 64 over that of its 36 scaled scores at d_k = 16.
+    ratio = reference(64, False)[1].std() / reference(16, True)[1].std()
+    assert abs(ratio - 8) > 1  # this head is not the average one, so "eight" would be wrong
+    check_prose("try-unscaled-spread-ratio", len(WORDS) ** 2, ratio, 16)
+    shown = page_output("things-to-try.md")
+    assert shown.values("things_to_try.py:break_scaling", "spread of the scores:")[0] == pytest.approx(
+        ratio, abs=0.05
+    )
 
 
 @pytest.mark.claim("try-near-tie-ratio")
