@@ -129,6 +129,11 @@ def test_without_positions_order_is_invisible_with_rope_only_the_offset_counts(r
     scores = qkv.rope(q, positions) @ qkv.rope(k, positions).T
     shifted = qkv.rope(q, positions + 37) @ qkv.rope(k, positions + 37).T  # same offsets
     assert np.allclose(shifted, scores, rtol=0, atol=1e-9)
+    # "the signed offset": one query and one key, the key 3 before and 3 after (one distance)
+    pair = np.random.default_rng(1).normal(size=(2, 1, 8))
+    plus = (qkv.rope(pair[0], [10]) @ qkv.rope(pair[1], [7]).T).item()  # key 3 before
+    minus = (qkv.rope(pair[0], [7]) @ qkv.rope(pair[1], [10]).T).item()  # key 3 after
+    assert abs(plus - minus) > 1e-3
     weights, out = qkv.attention(qkv.rope(q, positions), qkv.rope(k, positions), v)
     assert np.allclose(out, weights @ v, rtol=0, atol=1e-12)  # the values are not rotated
     assert not np.allclose(weights, qkv.attention(q, k, v).weights, atol=1e-3)
