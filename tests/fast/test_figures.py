@@ -434,6 +434,13 @@ def test_masks_give_exact_zeros_and_match_the_chapter(page_output):
 def test_cross_attention_is_rectangular_with_unit_rows_and_matches_the_chapter(page_output):
     d = cross_attention.data()
     assert d.weights.shape == (len(cross_attention.DECODER), len(toy.SENTENCE))
+    # random weights carry no alignment, so no row or column is named by a word (the figure
+    # once put a French phrase over the English toy sentence), and the text says random
+    labels = [*d.query_words, *d.key_words, *(t.title for t in cross_attention.tables())]
+    assert all(re.fullmatch(r"[ts]\d", label) for label in [*d.query_words, *d.key_words])
+    assert not any(word in label.split() for label in labels for word in toy.SENTENCE)
+    assert "random" in cross_attention.ALT and "random" in cross_attention.CAPTION
+    assert "random" in cross_attention.tables()[0].title
     np.testing.assert_allclose(d.row_sums, 1.0)
     shown = page_output("three-kinds.md")
     labels, table = _printed_weights(shown["three_kinds.py:cross"], d.key_words)
@@ -558,7 +565,6 @@ def test_wrong_axis_rows_sum_to_one_only_over_the_keys():
     assert rows.min() < 1 < rows.max()
 
 
-
 def test_wrong_axis_panels_tables_and_text_name_each_axis_in_the_order_drawn():
     """Each panel's title, the table under it and the alt text name the same axis with the
     same verdict, in the order the panels are drawn (left then right, or top then bottom on a
@@ -589,6 +595,7 @@ def test_wrong_axis_panels_tables_and_text_name_each_axis_in_the_order_drawn():
     chapter = (ROOT / "docs" / "traps.md").read_text(encoding="utf-8")
     intro = chapter[: chapter.index("<!-- figure: wrong-axis -->")]
     assert intro.index("over the keys") < intro.index("over the queries")  # the text's order too
+
 
 def test_head_roles_find_the_key_before_and_the_key_after_the_earlier_copy():
     d = head_roles.data()
