@@ -214,8 +214,44 @@ def test_eight_narrow_heads_cost_one_wide_head_and_store_eight_maps(t):
         assert {m.shape for m in (w.w_q, w.w_k, w.w_v, w.w_o)} == {(512, 512)}
     maps8, maps1 = (qkv.multi_head_attention(x, x, w).weights for w in (w8, w1))
     assert maps8.shape == (8, t, t) and maps1.shape == (1, t, t)  # one map per head
-    # "Eight heads of 64 ... one head of 512 ... 512 × 512 ... 8 of them where one head stores 1"
-    check_prose("heads-cost-in-short", w8.d_head, w1.d_head, *w8.w_q.shape, len(maps8), len(maps1))
+    # the softmax is not among the equal counts: one exponential per score it normalises,
+    # and eight heads normalise eight maps (so "the same arithmetic" in all was too much)
+    exponentials = [maps.size for maps in (maps8, maps1)]
+    assert exponentials[0] == 8 * exponentials[1] and maps8.nbytes == 8 * maps1.nbytes
+    # "Eight heads of 64 ... one head of 512 ... 512 × 512 ... 8 weight maps where one head
+    # computes 1, so 8 times the exponentials and 8 times the memory"
+    check_prose(
+        "heads-cost-in-short",
+        w8.d_head,
+        w1.d_head,
+        *w8.w_q.shape,
+        len(maps8),
+        len(maps1),
+        exponentials[0] / exponentials[1],
+        maps8.nbytes / maps1.nbytes,
+    )
+
+
+@pytest.mark.claim("heads-mask-shared-alibi-not")
+def test_a_causal_or_padding_mask_is_the_same_in_every_head_alibi_is_not():
+    """Give every head the same queries and keys, so only what is added per head can make
+    their weights differ: a causal and padding mask leaves the eight heads' maps identical,
+    ALiBi's bias (a slope per head) makes every one of them different."""
+    rng = np.random.default_rng(0)
+    t, heads = 6, 8
+    q, k, v = (np.broadcast_to(rng.normal(size=(t, 64)), (heads, t, 64)) for _ in range(3))
+    mask = qkv.causal_mask(t) & qkv.padding_mask([4], t)[0]  # (6, 6), shared by the heads
+    masked = qkv.attention(q, k, v, mask=mask).weights  # (8, 6, 6)
+    assert all(np.array_equal(masked[h], masked[0]) for h in range(heads))
+    bias = qkv.alibi_bias(t, heads)  # (8, 6, 6): -slope_h * |i - j|
+    slopes = -bias[:, 0, 1]
+    assert len(set(slopes.tolist())) == heads  # a slope of its own in each head
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(64) + bias
+    with_alibi = qkv.softmax(np.where(mask, scores, -np.inf))
+    for a in range(heads):
+        for b in range(a + 1, heads):
+            assert np.abs(with_alibi[a] - with_alibi[b]).max() > 1e-6
+    check_prose("heads-mask-shared-alibi-not")  # the sentence writes no number
 
 
 @pytest.mark.claim("heads-flops-equal", "heads-params-equal", "heads-weights-memory-8x")
