@@ -252,7 +252,9 @@ def test_each_token_adds_the_same_keys_and_values_to_every_layer():
     """Llama 3 8B's cache, measured on real arrays: one float16 KVCache per layer, filled token
     by token; what one token adds, at the first token and the hundredth alike."""
     model = {m.name: m for m in qkv.MODELS}["Llama 3 8B"]
-    layers = [qkv.KVCache.empty(model.n_kv_heads, model.d_head, dtype=np.float16) for _ in range(model.n_layers)]
+    layers = [
+        qkv.KVCache.empty(model.n_kv_heads, model.d_head, dtype=np.float16) for _ in range(model.n_layers)
+    ]
     token = np.ones((model.n_kv_heads, 1, model.d_head))  # one token's key (and value) in a layer
     added = []
     for step in range(100):
