@@ -16,7 +16,8 @@ def attention_flops(t_q: int, t_k: int, d_k: int, d_v: int, n_heads: int = 1) ->
 
     Examples
     --------
-    Eight heads of 64 cost exactly what one head of 512 costs:
+    Eight heads of 64 do exactly the product flops of one head of 512 (their softmax,
+    left out here, normalises eight maps of scores where one head has one):
 
     >>> eight_heads = attention_flops(1000, 1000, 64, 64, n_heads=8)
     >>> eight_heads == attention_flops(1000, 1000, 512, 512)

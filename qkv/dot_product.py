@@ -132,16 +132,19 @@ def attention(q, k, v, mask=None, scale=True) -> Attention:
     Parameters
     ----------
     q : array_like, shape (..., Tq, d_k)
-        Queries: what each position is looking for.
+        Queries, one row per position that reads.
     k : array_like, shape (..., Tk, d_k)
-        Keys: how each position advertises itself. Same ``d_k`` as ``q``.
+        Keys, one row per position that can be read. Each is dotted with every
+        query, so it has the queries' width ``d_k``.
     v : array_like, shape (..., Tk, d_v)
-        Values: what each position contributes. Same ``Tk`` as ``k``; ``d_v``
-        is free.
+        Values, one row per key: the rows that each output row averages. Their
+        width ``d_v`` need not be ``d_k``.
     mask : array_like of bool, broadcastable to (..., Tq, Tk), optional
-        ``True`` where a query may attend (as in PyTorch's
-        ``scaled_dot_product_attention``). Every query needs at least one
-        ``True``.
+        ``True`` where a query may attend, the convention of the boolean
+        ``attn_mask`` of PyTorch's ``scaled_dot_product_attention``. A query
+        row without a single ``True`` raises ``ValueError``, naming the row:
+        its softmax would be 0/0, which a hand-written softmax turns into NaN
+        and PyTorch's SDPA into zeros; neither is an average of anything.
     scale : bool or float
         ``True`` divides the scores by ``√d_k``; ``False`` leaves them raw; a
         number multiplies them by that number.
@@ -177,6 +180,14 @@ def attention(q, k, v, mask=None, scale=True) -> Attention:
     >>> mask = np.array([[True, True, False], [True, True, True]])
     >>> print(attention(q, k, v, mask=mask).weights[0, 2])
     0.0
+
+    A query whose mask hides every key has nothing to average, and is refused:
+
+    >>> attention(q, k, v, mask=np.array([[False, False, False], [True, True, True]]))
+    Traceback (most recent call last):
+    ...
+    ValueError: mask allows no key for query row (0,) (index into (..., Tq));
+    every query must be allowed to attend to at least one key
     """
     # --8<-- [start:attention_body]
     q = as_float_array("q", q)

@@ -66,7 +66,9 @@ def rope(x: np.ndarray, positions=None, base: float = 10_000.0) -> np.ndarray:
 
     Examples
     --------
-    The score depends only on how far apart the two tokens are:
+    The score depends on the two positions only through the signed offset ``m - n``:
+    the same offset anywhere gives the same score, but a key 3 before the query and one
+    3 after it are told apart (it is not the distance ``|m - n|``):
 
     >>> rng = np.random.default_rng(0)
     >>> q, k = rng.normal(size=(2, 1, 8))
@@ -74,6 +76,8 @@ def rope(x: np.ndarray, positions=None, base: float = 10_000.0) -> np.ndarray:
     ...     return (rope(q, [m]) @ rope(k, [n]).T).item()
     >>> bool(np.isclose(score(5, 2), score(13, 10)))
     True
+    >>> bool(np.isclose(score(5, 2), score(5, 8)))
+    False
     >>> bool(np.isclose(np.linalg.norm(rope(q, [7])), np.linalg.norm(q)))
     True
     """

@@ -102,7 +102,7 @@ def score(m, n):
     return (qkv.rope(q, [m]) @ qkv.rope(k, [n]).T).item()
 
 
-for m, n in [(3, 0), (10, 7), (500, 497), (3, 1), (10, 9)]:
+for m, n in [(3, 0), (10, 7), (500, 497), (3, 1), (10, 9), (0, 3)]:
     print(
         f"query at {m:>3}, key at {n:>3} (offset {m - n}):",
         f"score {score(m, n):+.6f}",

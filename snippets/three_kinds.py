@@ -68,8 +68,11 @@ print("causal and padding together:", both.shape)
 
 
 # --8<-- [start:cross]
-decoder_words = ("elle", "a", "bu")  # three positions of another sequence
-decoder = toy.embeddings(decoder_words, seed=7)  # (3, 16)
+# Three positions of another sequence, random vectors like the toy's, labelled
+# by position (t: target, s: source): random weights align no words.
+target = ("t1", "t2", "t3")
+source = tuple(f"s{i + 1}" for i in range(len(words)))  # the toy sentence's rows
+decoder = toy.embeddings(target, seed=7)  # (3, 16)
 cross = qkv.cross_attention(decoder, X, p)  # Q from decoder; K, V from X
 print(
     "cross-attention weights:",
@@ -77,7 +80,7 @@ print(
     " output:",
     cross.output.shape,
 )
-show(cross.weights, decoder_words, words)
+show(cross.weights, target, source)
 print("row sums:", cross.weights.sum(axis=-1).round(6))
 # --8<-- [end:cross]
 

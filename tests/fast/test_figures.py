@@ -45,6 +45,7 @@ from qkv_site.figures import (
     wrong_axis,
 )
 from qkv_site.figures.render import load
+from qkv_site.figures.style import STYLES
 from support import ROOT, attention_product_flops, numbers, softmax_by_hand
 
 from qkv import MODELS, KVCache, causal_mask, project, self_attention, toy
@@ -447,6 +448,13 @@ def test_masks_give_exact_zeros_and_match_the_chapter(page_output):
 def test_cross_attention_is_rectangular_with_unit_rows_and_matches_the_chapter(page_output):
     d = cross_attention.data()
     assert d.weights.shape == (len(cross_attention.DECODER), len(toy.SENTENCE))
+    # random weights carry no alignment, so no row or column is named by a word (the figure
+    # once put a French phrase over the English toy sentence), and the text says random
+    labels = [*d.query_words, *d.key_words, *(t.title for t in cross_attention.tables())]
+    assert all(re.fullmatch(r"[ts]\d", label) for label in [*d.query_words, *d.key_words])
+    assert not any(word in label.split() for label in labels for word in toy.SENTENCE)
+    assert "random" in cross_attention.ALT and "random" in cross_attention.CAPTION
+    assert "random" in cross_attention.tables()[0].title
     np.testing.assert_allclose(d.row_sums, 1.0)
     shown = page_output("three-kinds.md")
     labels, table = _printed_weights(shown["three_kinds.py:cross"], d.key_words)
@@ -559,16 +567,48 @@ def test_wrong_axis_rows_sum_to_one_only_over_the_keys():
     for axis, weights in ((1, d.by_key), (0, d.by_query)):  # by hand, each axis
         e = np.exp(scores - scores.max(axis=axis, keepdims=True))
         np.testing.assert_allclose(weights, e / e.sum(axis=axis, keepdims=True), rtol=1e-12)
-    # left: every row sums to 1 and the column sums vary
+    # first: every row sums to 1 and the column sums vary
     np.testing.assert_allclose(d.by_key.sum(axis=1), 1.0, rtol=0, atol=1e-12)
     assert np.ptp(d.by_key.sum(axis=0)) > 0.1
-    # right: every column sums to 1, and the row sums run from 0.78 to 1.57 (the ALT's
+    # second: every column sums to 1, and the row sums run from 0.78 to 1.57 (the ALT's
     # numbers, to the two decimals written), some under 1 and some over
     np.testing.assert_allclose(d.by_query.sum(axis=0), 1.0, rtol=0, atol=1e-12)
     rows = d.by_query.sum(axis=1)
     low, high = (float(x) for x in re.search(r"run from ([\d.]+) to ([\d.]+)", wrong_axis.ALT).groups())
     assert abs(rows.min() - low) <= 0.005 and abs(rows.max() - high) <= 0.005
     assert rows.min() < 1 < rows.max()
+
+
+def test_wrong_axis_panels_tables_and_text_name_each_axis_in_the_order_drawn():
+    """Each panel's title, the table under it and the alt text name the same axis with the
+    same verdict, in the order the panels are drawn (left then right, or top then bottom on a
+    phone), and no title says "left" or "right": "right: softmax over the keys", meaning
+    correct, stood over the left panel."""
+    d, words = wrong_axis.data(), ("keys", "queries")
+    drawn = {"keys": d.by_key, "queries": d.by_query}
+    tables = [t.title for t in wrong_axis.tables()]
+    for narrow in (False, True):
+        fig = wrong_axis.build(STYLES["light"], narrow=narrow)
+        panels = [ax for ax in fig.axes if ax.get_title()]
+        if narrow:  # stacked: top first (the larger y)
+            panels = sorted(panels, key=lambda ax: -ax.get_position().y0)
+        else:
+            panels = sorted(panels, key=lambda ax: ax.get_position().x0)
+        titles = [ax.get_title().replace("\n", " ") for ax in panels]
+        assert len(titles) == 2 == len(tables)
+        for title, table, axis, verdict in zip(titles, tables, words, ("correct", "wrong"), strict=True):
+            assert not re.search(r"\b(left|right)\b", f"{title} {table}", re.I), (title, table)
+            assert f"over the {axis}" in title and f"over the {axis}" in table.lower()
+            assert verdict in title and f"({verdict})" in table
+        for ax, axis in zip(panels, words, strict=True):  # the cells drawn are that axis's softmax
+            np.testing.assert_array_equal(ax.collections[0].get_array().reshape(d.by_key.shape), drawn[axis])
+    # the alt text and the caption take the panels in the same order
+    alt = wrong_axis.ALT
+    assert alt.index("The first, softmax over the keys") < alt.index("The second, softmax over the queries")
+    assert "only the first gives every query a total weight of 1" in wrong_axis.CAPTION
+    chapter = (ROOT / "docs" / "traps.md").read_text(encoding="utf-8")
+    intro = chapter[: chapter.index("<!-- figure: wrong-axis -->")]
+    assert intro.index("over the keys") < intro.index("over the queries")  # the text's order too
 
 
 def test_head_roles_find_the_key_before_and_the_key_after_the_earlier_copy():

@@ -97,6 +97,28 @@ def test_rope_score_depends_only_on_the_offset(m, n, shift, seed):
     np.testing.assert_allclose(score(m, n), score(m + 60 + shift, n + 60 + shift), rtol=1e-9, atol=1e-9)
 
 
+@given(st.integers(0, 50), st.integers(1, 50), st.integers(0, 2**16))
+def test_rope_score_depends_on_the_signed_offset_not_on_the_distance(m, d, seed):
+    """A key d positions after the query and one d before are at the same distance |m - n|
+    but score differently: the score is a function of the signed offset, not of the distance.
+    Per pair i turned by θ_i, q · R(φ) k = (q_e k_e + q_o k_o) cos φ + (q_o k_e − q_e k_o) sin φ
+    with φ = (n − m) θ_i, so s(+d) − s(−d) = 2 Σ_i (q_o k_e − q_e k_o) sin(d θ_i): zero
+    for a query parallel to its key in every pair (q = k), not for random q and k."""
+    rng = np.random.default_rng(seed)
+    q, k = rng.normal(size=(2, 1, 16))
+
+    def score(a, b, q=q, k=k):
+        return (qkv.rope(q, [a]) @ qkv.rope(k, [b]).T).item()
+
+    theta = qkv.rope_angles([1], 16)[0]  # (8,): each pair's angle per step
+    q_e, q_o, k_e, k_o = q[0, 0::2], q[0, 1::2], k[0, 0::2], k[0, 1::2]
+    by_hand = 2 * np.sum((q_o * k_e - q_e * k_o) * np.sin(d * theta))
+    after, before = score(m, m + d), score(m + d, m)  # key d after the query, key d before
+    np.testing.assert_allclose(after - before, by_hand, rtol=1e-9, atol=1e-9)
+    assert abs(after - before) > 1e-6  # told apart, though the distance is d both times
+    np.testing.assert_allclose(score(m, m + d, k=q), score(m + d, m, k=q), rtol=1e-12, atol=1e-12)
+
+
 @given(st.integers(1, 12), st.integers(0, 2**16))
 def test_rope_keeps_every_norm_and_is_undone_by_the_opposite_angle(t, seed):
     x = np.random.default_rng(seed).normal(size=(3, t, 8))

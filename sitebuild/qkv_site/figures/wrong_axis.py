@@ -1,4 +1,4 @@
-"""Softmax over the right axis and over the wrong one: which sums come out as 1."""
+"""Softmax over the correct axis and over the wrong one: which sums come out as 1."""
 
 from __future__ import annotations
 
@@ -18,21 +18,22 @@ NARROW = True  # stacks the two panels on phones
 
 ALT = (
     "Two grids of attention weights on the six toy words, queries as rows and keys as "
-    "columns, each with its row sums down the right and its column sums along the bottom. "
-    "Left, softmax over the keys: every row sums to 1 and the column sums vary. Right, "
-    "softmax over the queries, the wrong axis: every column sums to 1 and the row sums "
-    "run from 0.78 to 1.57, so some words take in more than a whole value and others less."
+    "columns, each with its row sums beside it and its column sums under it. The first, "
+    "softmax over the keys, the correct axis: every row sums to 1 and the column sums vary. "
+    "The second, softmax over the queries, the wrong axis: every column sums to 1 and the "
+    "row sums run from 0.78 to 1.57, so some words take in more than a whole value and "
+    "others less."
 )
 CAPTION = (
     "The toy sentence's scores (dₖ = 8) put through softmax along each row, as attention "
-    "does, and down each column, the slip of trap 1. Both grids look like attention; only "
-    "the left one gives every query a total weight of 1."
+    "does (first), and down each column, the slip of trap 1 (second). Both grids look like "
+    "attention; only the first gives every query a total weight of 1."
 )
 
 
 class Axes(NamedTuple):
     words: tuple[str, ...]
-    by_key: np.ndarray  # (T, T): softmax over the keys, the last axis (right)
+    by_key: np.ndarray  # (T, T): softmax over the keys, the last axis (correct)
     by_query: np.ndarray  # (T, T): softmax over the queries, axis 0 (wrong)
 
 
@@ -78,7 +79,7 @@ def tables() -> list[Table]:
     d = data()
     return [
         matrix(
-            "Softmax over the keys (right): attention weights", r"query \ key", d.words, d.words, d.by_key
+            "Softmax over the keys (correct): attention weights", r"query \ key", d.words, d.words, d.by_key
         ),
         matrix(
             "Softmax over the queries (wrong): attention weights",
@@ -99,7 +100,7 @@ def build(style, narrow: bool = False) -> Figure:
     else:
         fig = Figure(figsize=(8.0, 4.6), layout="constrained")
         axes = fig.subplots(1, 2)
-    _panel(axes[0], d.words, d.by_key, "right: softmax over the keys\n(each row sums to 1)", style, vmax)
+    _panel(axes[0], d.words, d.by_key, "correct: softmax over the keys\n(each row sums to 1)", style, vmax)
     _panel(
         axes[1], d.words, d.by_query, "wrong: softmax over the queries\n(each column sums to 1)", style, vmax
     )

@@ -437,6 +437,35 @@ def test_the_page_shows_scores_near_minus_1000_giving_weights_that_sum_to_one(sh
     check_prose("faq-rows-sum-to-one", shift, weights.sum())
 
 
+@pytest.mark.claim("faq-empty-row")
+def test_a_mask_can_empty_a_row_and_each_implementation_answers_differently():
+    """A causal mask and left padding hide every key of a query (the old page said a mask
+    cannot): a softmax of all -inf is NaN, a large finite fill spreads the row evenly, qkv
+    raises naming the row, and PyTorch's SDPA returns zeros."""
+    import torch
+    import torch.nn.functional as F
+
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(3, 4, 8))
+    mask = qkv.causal_mask(4) & qkv.padding_mask([3], 4)[0][:, ::-1]  # 1 pad on the left
+    assert not mask[0].any() and mask[1:].any(axis=-1).all()  # row 0 is empty, the others not
+    scores = q @ k.T / np.sqrt(8)
+    with np.errstate(invalid="ignore"):
+        all_inf = np.exp(np.where(mask, scores, -np.inf))
+        by_hand = all_inf / all_inf.sum(axis=-1, keepdims=True)  # 0/0 in row 0
+    assert np.isnan(by_hand[0]).all() and not np.isnan(by_hand[1:]).any()
+    filled = qkv.softmax(np.where(mask, scores, -1e9))  # the masked_fill(-1e9) idiom
+    np.testing.assert_allclose(filled[0], 1 / 4, rtol=1e-12)  # every hidden key alike
+    np.testing.assert_allclose(filled[1:], by_hand[1:], rtol=1e-12, atol=1e-300)
+    with pytest.raises(ValueError, match=r"query row \(0,\)"):
+        qkv.attention(q, k, v, mask=mask)
+    t = torch.from_numpy
+    sdpa = F.scaled_dot_product_attention(t(q), t(k), t(v), attn_mask=t(mask.copy())).numpy()
+    assert (sdpa[0] == 0).all()
+    np.testing.assert_allclose(sdpa[1:], by_hand[1:] @ v, rtol=1e-10, atol=1e-12)
+    check_prose("faq-empty-row")  # the sentence writes no number
+
+
 @pytest.mark.claim("faq-cost-quadratic")
 def test_each_doubling_multiplies_flops_and_weight_map_bytes_by_four(shown):
     w = qkv.MultiHeadWeights.random(np.random.default_rng(6), d_model=64, n_heads=8)

@@ -248,6 +248,39 @@ def test_the_last_token_at_256(shown):
     check_prose("cache-table-last-token", t, last[0], last[2], last[1], last[3])
 
 
+@pytest.mark.claim("cache-grows-per-token")
+def test_each_token_adds_the_same_keys_and_values_to_every_layer():
+    """Llama 3 8B's cache, measured on real arrays: one float16 KVCache per layer, filled token
+    by token; what one token adds, at the first token and the hundredth alike."""
+    model = {m.name: m for m in qkv.MODELS}["Llama 3 8B"]
+    layers = [
+        qkv.KVCache.empty(model.n_kv_heads, model.d_head, dtype=np.float16) for _ in range(model.n_layers)
+    ]
+    token = np.ones((model.n_kv_heads, 1, model.d_head))  # one token's key (and value) in a layer
+    added = []
+    for step in range(100):
+        before = sum(c.nbytes() for c in layers)
+        for cache in layers:
+            cache.append(token, token)
+        if step in (0, 99):
+            added.append(sum(c.nbytes() for c in layers) - before)
+    assert added[0] == added[1]  # a fixed amount per token, however long the cache
+    numbers_added = sum(c.keys.size + c.values.size for c in layers) // len(layers[0])
+    assert added[0] == numbers_added * 2  # float16: 2 bytes a number
+    bits = 8 * np.dtype(np.float16).itemsize
+    # "(32 layers, 8 key/value heads of 128 numbers) ... 65,536 numbers, 128 KiB in 16-bit"
+    check_prose(
+        "cache-grows-per-token",
+        ...,  # the 3 of "Llama 3 8B" names the model
+        model.n_layers,
+        model.n_kv_heads,
+        model.d_head,
+        numbers_added,
+        added[0] / 1024,
+        bits,
+    )
+
+
 @pytest.mark.claim("cache-sharing-divides")
 def test_a_filled_cache_holds_the_formulas_bytes_and_sharing_divides_them():
     n_heads, d_model, t = 8, 64, 16

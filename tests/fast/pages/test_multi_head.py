@@ -187,8 +187,22 @@ def test_eight_narrow_heads_cost_one_wide_head_and_store_eight_maps(t):
         assert {m.shape for m in (w.w_q, w.w_k, w.w_v, w.w_o)} == {(512, 512)}
     maps8, maps1 = (qkv.multi_head_attention(x, x, w).weights for w in (w8, w1))
     assert maps8.shape == (8, t, t) and maps1.shape == (1, t, t)  # one map per head
-    # "Eight heads of 64 ... one head of 512 ... 512 × 512 ... 8 of them where one head stores 1"
-    check_prose("heads-cost-in-short", w8.d_head, w1.d_head, *w8.w_q.shape, len(maps8), len(maps1))
+    # the softmax is not among the equal counts: one exponential per score it normalises,
+    # and eight heads normalise eight maps (so "the same arithmetic" in all was too much)
+    exponentials = [maps.size for maps in (maps8, maps1)]
+    assert exponentials[0] == 8 * exponentials[1] and maps8.nbytes == 8 * maps1.nbytes
+    # "Eight heads of 64 ... one head of 512 ... 512 × 512 ... 8 weight maps where one head
+    # computes 1, so 8 times the exponentials and 8 times the memory"
+    check_prose(
+        "heads-cost-in-short",
+        w8.d_head,
+        w1.d_head,
+        *w8.w_q.shape,
+        len(maps8),
+        len(maps1),
+        exponentials[0] / exponentials[1],
+        maps8.nbytes / maps1.nbytes,
+    )
 
 
 @pytest.mark.claim("heads-order-blind")

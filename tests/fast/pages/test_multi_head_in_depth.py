@@ -103,6 +103,28 @@ def test_eight_heads_store_eight_weight_maps(t):
     check_prose("heads-weights-memory-8x", maps8.nbytes / maps1.nbytes)
 
 
+@pytest.mark.claim("heads-mask-shared-alibi-not")
+def test_a_causal_or_padding_mask_is_the_same_in_every_head_alibi_is_not():
+    """Give every head the same queries and keys, so only what is added per head can make
+    their weights differ: a causal and padding mask leaves the eight heads' maps identical,
+    ALiBi's bias (a slope per head) makes every one of them different."""
+    rng = np.random.default_rng(0)
+    t, heads = 6, 8
+    q, k, v = (np.broadcast_to(rng.normal(size=(t, 64)), (heads, t, 64)) for _ in range(3))
+    mask = qkv.causal_mask(t) & qkv.padding_mask([4], t)[0]  # (6, 6), shared by the heads
+    masked = qkv.attention(q, k, v, mask=mask).weights  # (8, 6, 6)
+    assert all(np.array_equal(masked[h], masked[0]) for h in range(heads))
+    bias = qkv.alibi_bias(t, heads)  # (8, 6, 6): -slope_h * |i - j|
+    slopes = -bias[:, 0, 1]
+    assert len(set(slopes.tolist())) == heads  # a slope of its own in each head
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(64) + bias
+    with_alibi = qkv.softmax(np.where(mask, scores, -np.inf))
+    for a in range(heads):
+        for b in range(a + 1, heads):
+            assert np.abs(with_alibi[a] - with_alibi[b]).max() > 1e-6
+    check_prose("heads-mask-shared-alibi-not")  # the sentence writes no number
+
+
 @pytest.mark.claim("heads-flops-equal", "heads-params-equal", "heads-weights-memory-8x")
 def test_the_cost_table_shows_equal_flops_and_parameters_and_8x_the_maps(shown_in_depth):
     t = 1024  # the table's column

@@ -208,7 +208,7 @@ def test_the_page_scores_depend_only_on_the_offset(shown):
         return (rotate(q, angles([m])) @ rotate(k, angles([n])).T).item()
 
     lines = [ln.strip() for ln in shown["position.py:offset"].splitlines()]
-    assert len(lines) == 5
+    assert len(lines) == 6
     exact = 1e-12  # "to within 10^-12"
     pairs = [numbers(line)[:2] for line in lines[:3]]  # the three pairs at offset 3
     assert abs(score(*pairs[2]) - score(*pairs[0])) < exact
@@ -218,9 +218,25 @@ def test_the_page_scores_depend_only_on_the_offset(shown):
         assert offset == m - n
         assert abs(value - score(m, n)) <= 5e-7 + 1e-12  # printed to 6 decimals
         same = abs(score(m, n) - score(3, 0))
-        assert same < 1e-12 if offset == 3 else same > 0.1
-    assert {numbers(line)[2] for line in lines} == {1, 2, 3}
+        assert same < 1e-12 if offset == 3 else same > 0.01  # offset -3 too: the sign counts
+    assert {numbers(line)[2] for line in lines} == {1, 2, 3, -3}
     assert sum(numbers(line)[2] == 3 for line in lines) == 3  # 3/0, 10/7 and 500/497
+
+
+@pytest.mark.claim("pos-offset-signed")
+def test_a_key_as_far_after_the_query_scores_differently(shown):
+    """The page's key 3 after its query (offset -3) against the three at offset 3: the same
+    distance |m - n|, another score, so RoPE's score follows the signed offset."""
+    q, k = np.random.default_rng(0).normal(size=(2, 1, toy.D_K))  # the page's query and key
+
+    def score(m, n):
+        return (rotate(q, angles([m])) @ rotate(k, angles([n])).T).item()
+
+    rows = {tuple(numbers(line)[:3]): numbers(line)[3] for line in shown["position.py:offset"].splitlines()}
+    (m, n, offset), printed = next((key, value) for key, value in rows.items() if key[2] < 0)
+    assert (m, n, offset) == (0, 3, -3) and abs(printed - score(0, 3)) <= 5e-7 + 1e-12
+    assert abs(score(0, 3) - score(3, 0)) > 0.01  # same distance, not the same score
+    check_prose("pos-offset-signed", n - m, m - n, n - m)
 
 
 @pytest.mark.claim("pos-offset-only")

@@ -107,6 +107,37 @@ def test_only_the_query_key_and_value_output_products_matter(rng):
     assert not np.allclose(layer(w_q, w_k, w_v2, w_o), layer(w_q, w_k, w_v, w_o), atol=1e-3)
 
 
+@pytest.mark.claim("recap-two-products")
+def test_the_query_key_product_alone_sets_the_weights_only_without_bias_rope_or_qk_norm(rng):
+    """Two pairs of matrices with one product W_Q W_Kᵀ (W_Q M and W_K M⁻ᵀ) give the same
+    weights in a plain head, and different ones once queries carry a bias, RoPE turns them
+    or QK-norm rescales them: there the scores see W_Q and W_K apart. (A key bias alone
+    adds q_i · b to a whole row, which softmax ignores.)"""
+    x = rng.normal(size=(6, 8))
+    w_q, w_k = rng.normal(size=(2, 8, 4))
+    m = rng.normal(size=(4, 4))  # invertible (random)
+    w_q2, w_k2 = w_q @ m, w_k @ np.linalg.inv(m).T
+    np.testing.assert_allclose(w_q2 @ w_k2.T, w_q @ w_k.T, rtol=0, atol=1e-9)
+    b_q, b_k = rng.normal(size=(2, 4))
+
+    def unit(a):  # QK-norm: each query and key scaled to length 1 (RMSNorm up to a constant)
+        return a / np.linalg.norm(a, axis=-1, keepdims=True)
+
+    heads = {
+        "plain": lambda q, k: (q, k),
+        "key bias": lambda q, k: (q, k + b_k),
+        "query bias": lambda q, k: (q + b_q, k),
+        "RoPE": lambda q, k: (qkv.rope(q), qkv.rope(k)),
+        "QK-norm": lambda q, k: (unit(q), unit(k)),
+    }
+    gaps = {}
+    for name, head in heads.items():
+        one, other = (qkv.attention(*head(x @ a, x @ b), x).weights for a, b in ((w_q, w_k), (w_q2, w_k2)))
+        gaps[name] = np.abs(one - other).max()
+    assert gaps["plain"] < 1e-9 and gaps["key bias"] < 1e-9
+    assert min(gaps["query bias"], gaps["RoPE"], gaps["QK-norm"]) > 1e-3
+
+
 @pytest.mark.claim("recap-shapes")
 @pytest.mark.parametrize(("t_q", "t_k", "d_k", "d_v"), [(4, 4, 64, 64), (3, 7, 5, 2)])
 def test_shapes_of_scores_weights_and_output(t_q, t_k, d_k, d_v, rng):
@@ -129,6 +160,11 @@ def test_without_positions_order_is_invisible_with_rope_only_the_offset_counts(r
     scores = qkv.rope(q, positions) @ qkv.rope(k, positions).T
     shifted = qkv.rope(q, positions + 37) @ qkv.rope(k, positions + 37).T  # same offsets
     assert np.allclose(shifted, scores, rtol=0, atol=1e-9)
+    # "the signed offset": one query and one key, the key 3 before and 3 after (one distance)
+    pair = np.random.default_rng(1).normal(size=(2, 1, 8))
+    plus = (qkv.rope(pair[0], [10]) @ qkv.rope(pair[1], [7]).T).item()  # key 3 before
+    minus = (qkv.rope(pair[0], [7]) @ qkv.rope(pair[1], [10]).T).item()  # key 3 after
+    assert abs(plus - minus) > 1e-3
     weights, out = qkv.attention(qkv.rope(q, positions), qkv.rope(k, positions), v)
     assert np.allclose(out, weights @ v, rtol=0, atol=1e-12)  # the values are not rotated
     assert not np.allclose(weights, qkv.attention(q, k, v).weights, atol=1e-3)
@@ -226,9 +262,13 @@ def test_eight_heads_cost_what_one_wide_head_costs_and_store_eight_maps(rng):
     flops = {w.n_heads: qkv.attention_flops(t, t, w.d_head, w.d_head, w.n_heads) for w in (eight, one)}
     params = {w.n_heads: sum(m.size for m in (w.w_q, w.w_k, w.w_v, w.w_o)) for w in (eight, one)}
     maps = {w.n_heads: qkv.multi_head_attention(x, x, w).weights for w in (eight, one)}
-    assert flops[heads] == flops[1] and params[heads] == params[1]
+    assert flops[heads] == flops[1] and params[heads] == params[1]  # the matrix products
+    # the softmax is not: one exponential per score, eight maps of scores against one
+    exponentials = {n: m.size for n, m in maps.items()}
+    assert exponentials[heads] == heads * exponentials[1] == heads * t * t
     rows_per_token = {n: m.shape[0] for n, m in maps.items()}  # one row of weights per head
-    # "8 heads of 64 give every token 8 rows ... where one head of 512 gives 1 ... 8 times"
+    # "8 heads of 64 give every token 8 rows ... where one head of 512 gives 1 ... the softmax
+    # runs over 8 times the scores ... 8 times the memory"
     check_prose(
         "recap-heads-cost",
         heads,
@@ -236,6 +276,7 @@ def test_eight_heads_cost_what_one_wide_head_costs_and_store_eight_maps(rng):
         rows_per_token[heads],
         one.d_head,
         rows_per_token[1],
+        exponentials[heads] / exponentials[1],
         maps[heads].nbytes / maps[1].nbytes,
     )
 

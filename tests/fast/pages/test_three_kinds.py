@@ -21,10 +21,7 @@ from support import numbers
 import qkv
 from qkv import toy
 
-DECODER_WORDS = ("elle", "a", "bu")  # the page's French decoder (seed 7, as it says)
-
-DECODER = toy.embeddings(DECODER_WORDS, seed=7)
-
+DECODER = toy.embeddings(("t1", "t2", "t3"), seed=7)  # the page's three decoder positions
 PRINTED = 5e-4 + 1e-12  # the page prints weights to 3 decimals
 
 
@@ -261,7 +258,9 @@ def test_the_page_cross_attention_is_3_by_6_with_rows_of_one(shown):
     text = shown["three_kinds.py:cross"]
     assert text.splitlines()[0].split() == f"cross-attention weights: {(3, 6)} output: {(3, toy.D_V)}".split()
     columns, labels, printed = weight_table(text)
-    assert columns == list(toy.SENTENCE) and labels == list(DECODER_WORDS)
+    # named by position, not by words: random weights under a sentence and its translation
+    # read as an alignment
+    assert columns == [f"s{i}" for i in range(1, 7)] and labels == ["t1", "t2", "t3"]
     np.testing.assert_allclose(printed, cross.weights, rtol=0, atol=PRINTED)
     np.testing.assert_allclose(printed.sum(axis=-1), 1.0, rtol=0, atol=6 * PRINTED)
     assert numbers(shown.line("three_kinds.py:cross", "row sums:")) == [1.0] * 3
