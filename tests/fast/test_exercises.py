@@ -84,7 +84,7 @@ def test_the_checkers_reference_step_is_qkvs_cached_decoding():
         w = qkv.MultiHeadWeights.random(3, d_model=16, n_heads=4, n_kv_heads=n_kv)
         x = np.random.default_rng(4).normal(size=(6, 16))
         cache = qkv.KVCache.empty(w.n_kv_heads, w.d_head)
-        steps = np.concatenate([exercises._decode_step(x[t : t + 1], w, cache)[1] for t in range(6)])
+        steps = np.concatenate([exercises.cache._decode_step(x[t : t + 1], w, cache)[1] for t in range(6)])
         assert np.array_equal(steps, qkv.decode_with_cache(x, w))
 
 
