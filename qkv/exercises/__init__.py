@@ -13,7 +13,7 @@ A checker compares what your function returns. It cannot tell *how* it got there
 online softmax that reads the row twice passes, as long as its weights are right.
 """
 
-from qkv.exercises._verdict import CheckResult
+from qkv.exercises._verdict import ASK_AGAIN, CheckResult
 from qkv.exercises.cache import check_kv_cache_step
 from qkv.exercises.heads import check_split_heads
 from qkv.exercises.masks import check_causal_mask
@@ -22,6 +22,7 @@ from qkv.exercises.online import check_online_softmax
 from qkv.exercises.softmax import check_softmax
 
 __all__ = [
+    "ASK_AGAIN",
     "CheckResult",
     "check_causal_mask",
     "check_kv_cache_step",

@@ -39,17 +39,19 @@ def _split_case(fn, x: np.ndarray, n_heads: int, what: str) -> None:
     if got.shape != want.shape:
         if got.shape == (*lead, t, n_heads, d_head):
             raise _Wrong(
-                f"On {what}, your heads are on the wrong axis, shape (..., T, n_heads, d_head) = "
-                f"{got.shape}: swap the T and head axes to get (..., n_heads, T, d_head) = {want.shape}."
+                f"On {what}, your heads are on the wrong axis: shape (..., T, n_heads, d_head) = "
+                f"{got.shape}, not (..., n_heads, T, d_head) = {want.shape}.",
+                "Swap the T and head axes (np.swapaxes(..., -2, -3)).",
             )
         if lead and got.ndim != want.ndim:
             raise _Wrong(
-                f"On {what}, your result has shape {got.shape}: keep the leading (batch) axes, "
-                f"(..., T, width) becomes (..., n_heads, T, d_head) = {want.shape}."
+                f"On {what}, your result has shape {got.shape}, not {want.shape}: the leading "
+                f"(batch) axes are lost.",
+                "Keep the leading axes: (..., T, width) becomes (..., n_heads, T, d_head).",
             )
         raise _Wrong(
-            f"On {what}, your result has shape {got.shape}; it should be (..., n_heads, T, d_head) "
-            f"= {want.shape}."
+            f"On {what}, your result has shape {got.shape}, not (..., n_heads, T, d_head) = {want.shape}.",
+            "Reshape to (..., T, n_heads, d_head), then swap the T and head axes.",
         )
     if _close(got, want):
         return
@@ -57,15 +59,18 @@ def _split_case(fn, x: np.ndarray, n_heads: int, what: str) -> None:
         got,
         [
             (
-                "You reshaped straight to (..., n_heads, T, d_head), which deals each token's numbers "
-                "out to several heads; reshape to (..., T, n_heads, d_head) first, then swap the T "
-                "and head axes.",
+                f"On {what}, your heads have the right shape, but your reshape deals each token's "
+                f"numbers out to several heads' rows: head 0's row for position 1 holds numbers of "
+                f"token 0.",
+                "You reshaped straight to (..., n_heads, T, d_head); reshape to (..., T, n_heads, "
+                "d_head) first, then swap the T and head axes.",
                 lambda: x.reshape(*lead, n_heads, t, d_head),
             ),
             (
-                "Your heads take every n_heads-th column; head h must be the contiguous slice of "
-                "columns h*d_head to (h+1)*d_head: reshape to (..., T, n_heads, d_head), not "
-                "(..., T, d_head, n_heads).",
+                f"On {what}, your head 0 holds every n_heads-th column of x (columns 0, {n_heads}, "
+                f"...): its columns are interleaved with the other heads'.",
+                "Head h is the contiguous slice of columns h*d_head to (h+1)*d_head: reshape to "
+                "(..., T, n_heads, d_head), not (..., T, d_head, n_heads).",
                 lambda: np.moveaxis(x.reshape(*lead, t, d_head, n_heads), -1, -3),
             ),
         ],
@@ -73,12 +78,13 @@ def _split_case(fn, x: np.ndarray, n_heads: int, what: str) -> None:
     _, where = _worst(got, want)
     h, i = where[-3], where[-2]
     raise _Wrong(
-        f"On {what}, head {h} at position {i} should be x[..., {i}, {h * d_head}:{(h + 1) * d_head}], "
-        f"columns {h * d_head} to {(h + 1) * d_head - 1} of token {i}; yours differs there."
+        f"On {what}, your head {h} at position {i} differs from "
+        f"x[..., {i}, {h * d_head}:{(h + 1) * d_head}].",
+        f"Head {h} at position {i} is columns {h * d_head} to {(h + 1) * d_head - 1} of token {i}.",
     )
 
 
-def check_split_heads(fn) -> CheckResult:
+def check_split_heads(fn, hint: bool = False) -> CheckResult:
     """Check your ``split_heads(x, n_heads)`` against :func:`qkv.split_heads`.
 
     ``x`` of shape ``(..., T, n_heads * d_head)`` must become ``(..., n_heads, T,
@@ -89,6 +95,9 @@ def check_split_heads(fn) -> CheckResult:
     ----------
     fn : callable
         Your function, called as ``fn(x, n_heads)``.
+    hint : bool
+        ``True`` adds the fix to a failure\'s message; without it the message names
+        the mistake only (``result.hint()`` gives the fix afterwards).
 
     Returns
     -------
@@ -112,4 +121,5 @@ def check_split_heads(fn) -> CheckResult:
         lambda f: [_split_case(f, *case) for case in _split_cases(np.random.default_rng(4))],
         f"Passed: your split_heads matches qkv.split_heads on {RANDOM_CASES} random inputs, with and "
         "without batch axes, and with one head and heads one number wide.",
+        hint=hint,
     )

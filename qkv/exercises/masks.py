@@ -24,17 +24,19 @@ def _mask_case(fn, t_q: int, t_k: int | None) -> None:
         values = set(np.unique(got).tolist()) if np.issubdtype(got.dtype, np.number) else set()
         if values and values <= {0.0, -np.inf}:
             raise _Wrong(
-                "Your mask is additive, 0 where a query may attend and -inf where it may not; "
-                "qkv's masks are boolean, True where a query may attend (make it with dtype=bool)."
+                f"Your {call} is additive, 0 where a query may attend and -inf where it may not, "
+                f"not boolean.",
+                "qkv's masks are boolean, True where a query may attend: make it with dtype=bool.",
             )
         raise _Wrong(
-            f"Your mask holds {got.dtype}; make it boolean (dtype=bool), True where a query may "
-            f"attend: a 0/1 number mask added to the scores lets every future key through."
+            f"Your {call} holds {got.dtype}, not booleans: a 0/1 number mask added to the scores "
+            f"lets every future key through.",
+            "Make it boolean (dtype=bool), True where a query may attend.",
         )
     if got.shape != want.shape:
         raise _Wrong(
-            f"{call} must have shape (t_q, t_k) = {want.shape}, one row per query and one column "
-            f"per key; yours has shape {got.shape}."
+            f"Your {call} has shape {got.shape}, not (t_q, t_k) = {want.shape}.",
+            "One row per query and one column per key.",
         )
     if np.array_equal(got, want):
         return
@@ -45,25 +47,30 @@ def _mask_case(fn, t_q: int, t_k: int | None) -> None:
         got,
         [
             (
-                "Your mask's polarity is reversed: True must mean 'may attend' (as in PyTorch's "
-                "scaled_dot_product_attention), so the diagonal and the keys before it are True.",
+                f"Your mask's polarity is reversed: in {call} it is False on the diagonal and True above it.",
+                "True must mean 'may attend' (as in PyTorch's scaled_dot_product_attention), so the "
+                "diagonal and the keys before it are True.",
                 lambda: ~want,
             ),
             (
-                "Your mask is off by one: a query may attend to its own position, so the diagonal "
-                "is True (np.tril with k=0); without it the first query has no key at all and its "
-                "weights become 0/0, nan.",
+                f"Your mask is off by one: in {call} it hides each query from its own position (the "
+                f"diagonal is False), so the first query has no key at all and its weights become "
+                f"0/0, nan.",
+                "A query may attend to its own position: the diagonal is True (np.tril with k=0).",
                 lambda: np.tril(ones, k=offset - 1),
             ),
             (
-                "Your mask is the upper triangle: row i is query i and column j key j, and query i "
-                "may attend to keys 0 to i, the lower triangle (np.tril), not i and after.",
+                f"Your mask is the upper triangle: in {call} query i may attend to keys i and after, "
+                f"the future.",
+                "Row i is query i and column j key j, and query i may attend to keys 0 to i, the "
+                "lower triangle (np.tril), not i and after.",
                 lambda: np.triu(ones, k=offset),
             ),
             (
-                f"With t_k > t_q the queries are the last t_q positions (a decoder with t_k - t_q "
-                f"tokens cached), so in {call} query i may attend to keys 0 to {offset} + i "
-                f"(np.tril with k=t_k - t_q); yours puts them at the start.",
+                f"Your {call} lets query 0 see key 0 only, as if it were the first token; with t_k > "
+                f"t_q the queries are the last t_q positions (a decoder with t_k - t_q tokens "
+                f"cached).",
+                f"In {call} query i may attend to keys 0 to {offset} + i (np.tril with k=t_k - t_q).",
                 lambda: np.tril(ones) if offset else None,
             ),
         ],
@@ -72,17 +79,17 @@ def _mask_case(fn, t_q: int, t_k: int | None) -> None:
     if len(later):
         i, j = later[0]
         raise _Wrong(
-            f"Your mask lets query {i} attend to key {j}, a later position: a causal mask is True "
-            f"on and below the diagonal only (np.tril)."
+            f"Your {call} lets query {i} attend to key {j}, a later position.",
+            "A causal mask is True on and below the diagonal only (np.tril).",
         )
     i, j = np.argwhere(want & ~got)[0]
     raise _Wrong(
-        f"In {call}, your mask hides key {j} from query {i}, but query {i} may attend to every "
-        f"key up to its own position."
+        f"Your {call} hides key {j} from query {i}, an earlier position.",
+        f"Query {i} may attend to every key up to its own position.",
     )
 
 
-def check_causal_mask(fn) -> CheckResult:
+def check_causal_mask(fn, hint: bool = False) -> CheckResult:
     """Check your ``causal_mask(t_q, t_k=None)`` against :func:`qkv.causal_mask`.
 
     It must return a boolean ``(t_q, t_k)`` array, ``True`` where a query may attend:
@@ -93,6 +100,9 @@ def check_causal_mask(fn) -> CheckResult:
     ----------
     fn : callable
         Your function, called as ``fn(t)`` and ``fn(t_q, t_k)``.
+    hint : bool
+        ``True`` adds the fix to a failure\'s message; without it the message names
+        the mistake only (``result.hint()`` gives the fix afterwards).
 
     Returns
     -------
@@ -109,8 +119,10 @@ def check_causal_mask(fn) -> CheckResult:
     >>> check_causal_mask(causal_mask)
     Passed: your mask matches qkv.causal_mask for 1 to 8 tokens and for queries after
     cached tokens (t_k > t_q).
-    >>> check_causal_mask(lambda t_q, t_k=None: ~causal_mask(t_q, t_k)).message[:40]
-    "Your mask's polarity is reversed: True m"
+    >>> check_causal_mask(lambda t_q, t_k=None: ~causal_mask(t_q, t_k), hint=True)
+    Your mask's polarity is reversed: in causal_mask(4) it is False on the diagonal and
+    True above it. Fix: True must mean 'may attend' (as in PyTorch's
+    scaled_dot_product_attention), so the diagonal and the keys before it are True.
     """
 
     def run(f):
@@ -125,4 +137,5 @@ def check_causal_mask(fn) -> CheckResult:
         run,
         "Passed: your mask matches qkv.causal_mask for 1 to 8 tokens and for queries after "
         "cached tokens (t_k > t_q).",
+        hint=hint,
     )

@@ -10,7 +10,8 @@ from qkv.exercises._verdict import (
     CheckResult,
     _call,
     _close,
-    _first_match,
+    _divisor_found,
+    _no_divisor,
     _overflow,
     _pair,
     _verdict,
@@ -42,63 +43,52 @@ def _one_query_case(fn, q, k, v, what: str) -> None:
     want = attention(q[None], k, v)  # one query: a (1, d_k) table of queries
     if weights.shape != (t,):
         raise _Wrong(
-            f"With {what}, your weights have shape {weights.shape}; one query against {t} keys "
-            f"needs {t} weights, shape ({t},)."
+            f"With {what}, your weights have shape {weights.shape}, not ({t},): one query against "
+            f"{t} keys has one weight per key.",
+            "Score the query against each key with k @ q, a vector of T numbers.",
         )
     if output.shape != (d_v,):
         if output.shape == (t,) and _close(output, want.weights[0]):
             raise _Wrong(
-                f"Your output is the weights (one number per key): the output is weights @ v, "
-                f"one number per value column (d_v = {d_v})."
+                f"Your output is the weights (one number per key), where the output has one number "
+                f"per value column (d_v = {d_v}).",
+                "The output is weights @ v, the weighted average of the value rows.",
             )
         if output.shape == (d_k,) and d_k != d_v:
             raise _Wrong(
-                f"Your output has d_k = {d_k} numbers: it averages the keys; average the values, weights @ v."
+                f"Your output has d_k = {d_k} numbers, one per key column: it averages the keys.",
+                "Average the values instead, weights @ v.",
             )
         raise _Wrong(
-            f"With {what}, your output has shape {output.shape}; it should be ({d_v},), one number "
-            f"per value column."
+            f"With {what}, your output has shape {output.shape}, not ({d_v},), one number per value column.",
+            "The output is weights @ v.",
         )
     if not (np.isfinite(weights).all() and np.isfinite(output).all()):
-        raise _Wrong(_overflow(float(np.max(k @ q) / np.sqrt(d_k))))
+        raise _overflow(float(np.max(k @ q) / np.sqrt(d_k)))
     if not _close(weights, want.weights[0]):
-        _first_match(
-            weights,
-            [
-                (
-                    f"Your scores are not divided by √d_k: with d_k = {d_k} they should be k @ q / "
-                    f"{np.sqrt(d_k):.4g} before softmax.",
-                    lambda: attention(q[None], k, v, scale=False).weights[0],
-                ),
-                (
-                    f"You divided the scores by d_k = {d_k}; divide them by its square root, "
-                    f"√d_k = {np.sqrt(d_k):.4g}.",
-                    lambda: attention(q[None], k, v, scale=1.0 / d_k).weights[0],
-                ),
-                (
-                    f"You multiplied the scores by √d_k; divide them by it, k @ q / {np.sqrt(d_k):.4g}.",
-                    lambda: attention(q[None], k, v, scale=float(np.sqrt(d_k))).weights[0],
-                ),
-            ]
-            if d_k > 1
-            else [],
-        )
+        _divisor_found(weights, lambda c: attention(q[None], k, v, scale=1.0 / c).weights[0], d_k, d_v, t)
         total = float(weights.sum())
-        if abs(total - 1.0) > 1e-6:
-            raise _Wrong(f"Your weights sum to {total:.4g}, not 1: divide the exponentials by their sum.")
+        if abs(total - 1.0) > 1e-9:
+            raise _Wrong(
+                f"With {what}, your weights sum to {total:.10g}, not 1.",
+                "Divide the exponentials by their sum, and by nothing else.",
+            )
         gap, where = _worst(weights, want.weights[0])
         raise _Wrong(
-            f"With {what}, your weight on key {where[0]} is off by {gap:.3g}: the weights are "
-            f"softmax(k @ q / √d_k), one per key."
+            f"With {what}, your weight on key {where[0]} is off by {gap:.3g}, and "
+            f"{_no_divisor(d_k, d_v, t)}.",
+            "The weights are softmax(k @ q / √d_k), one per key.",
         )
     if not _close(output, want.output[0]):
+        gap, where = _worst(output, want.output[0])
         raise _Wrong(
-            "Your weights are right but your output is not: it is weights @ v, the weighted "
-            "average of the value rows."
+            f"With {what}, your weights are right but your output is not: column {where[0]} is off "
+            f"by {gap:.3g}.",
+            "The output is weights @ v, the weighted average of the value rows.",
         )
 
 
-def check_one_query_attention(fn) -> CheckResult:
+def check_one_query_attention(fn, hint: bool = False) -> CheckResult:
     """Check your one-query attention, ``fn(q, k, v) -> (weights, output)``, against :func:`qkv.attention`.
 
     One query ``q`` of shape ``(d_k,)`` reads ``T`` keys ``k`` of shape ``(T, d_k)``
@@ -110,6 +100,9 @@ def check_one_query_attention(fn) -> CheckResult:
     ----------
     fn : callable
         Your function, called as ``fn(q, k, v)``.
+    hint : bool
+        ``True`` adds the fix to a failure\'s message; without it the message names
+        the mistake only (``result.hint()`` gives the fix afterwards).
 
     Returns
     -------
@@ -133,4 +126,5 @@ def check_one_query_attention(fn) -> CheckResult:
         lambda f: [_one_query_case(f, *case) for case in _one_query_cases(np.random.default_rng(2))],
         f"Passed: your attention matches qkv.attention on {RANDOM_CASES} random queries and on a "
         "single key and a score of 5000.",
+        hint=hint,
     )

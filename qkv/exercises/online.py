@@ -57,18 +57,21 @@ def _online_mistakes(z: np.ndarray, block: int):
     )
     per_block = np.concatenate([softmax(z[..., a : a + block]) for a in starts], axis=-1)
     yield (
-        "Your running sum is not rescaled when a later block raises the maximum: multiply the sum "
-        "kept so far by exp(m_old - m_new) before adding the new block's exponentials.",
+        "Your weights sum to less than 1 in the rows where a later block raised the maximum: the "
+        "running sum is not rescaled when the maximum moves.",
+        "Multiply the sum kept so far by exp(m_old - m_new) before adding the new block's exponentials.",
         lambda: np.exp(z - m) / s_plain,
     )
     yield (
-        "Each block's exponentials are taken against the maximum known when it was read, and never "
-        "brought to the final maximum: multiply them by exp(m_then - m_final) at the end.",
+        "Your weights are too large in the blocks read before the row's maximum: each block's "
+        "exponentials are taken against the maximum known when it was read, and never brought to "
+        "the final maximum.",
+        "Multiply each block's exponentials by exp(m_then - m_final) at the end.",
         lambda: stale / s_kept,
     )
     yield (
-        "The last, shorter block is left out: when block does not divide the row, loop over "
-        "range(0, n, block) and let the last slice be shorter.",
+        "The last, shorter block is left out: its weights are 0 when block does not divide the row.",
+        "Loop over range(0, n, block) and let the last slice be shorter.",
         lambda: (
             np.concatenate(
                 [softmax(z[..., : n - n % block]), np.zeros_like(z[..., n - n % block :])], axis=-1
@@ -78,53 +81,53 @@ def _online_mistakes(z: np.ndarray, block: int):
         ),
     )
     yield (
-        f"Your weights sum to 1 in each block ({len(starts)} in all per row): normalise by the "
-        f"running sum of the whole row, not block by block.",
+        f"Your weights sum to 1 in each block ({len(starts)} in all per row), not over the row.",
+        "Normalise by the running sum of the whole row, not block by block.",
         lambda: per_block if len(starts) > 1 else None,
     )
 
 
 def _online_case(fn, z: np.ndarray, block: int, what: str) -> None:
     # the single rows come first: a table that fails after them fails for being a table
-    rows = (
-        "it passes on single rows, so keep one running maximum and sum per row (axis=-1, keepdims=True)"
-        if z.ndim > 1
-        else ""
-    )
-    got = _array(_call(fn, f"on {what}", z.copy(), block, hint=rows), what)
+    rows = z.ndim > 1
+    row_fix = "Keep one running maximum and sum per row (axis=-1, keepdims=True)."
+    on = f"on {what}, after passing on single rows" if rows else f"on {what}"
+    got = _array(_call(fn, on, z.copy(), block, hint=row_fix[:-1] if rows else ""), what)
     want = online_softmax(z, block=block)
     if got.shape != want.shape:
         raise _Wrong(
-            f"On {what}, your function returned shape {got.shape}; the weights must have the "
-            f"scores' shape {z.shape}."
+            f"On {what}, your function returned shape {got.shape}, not the scores' shape {z.shape}.",
+            "One weight per score: keep every axis.",
         )
     if _close(got, want):
         return
     if not np.isfinite(got).all():
         if np.isneginf(z).any():
             raise _Wrong(
-                "A row whose first block is all -inf (every key masked so far) comes out nan: while the "
-                "running maximum is still -inf, exp(-inf - (-inf)) is nan; shift by 0 in that case, as "
-                "qkv.online_softmax does."
+                "A row whose first block is all -inf (every key masked so far) comes out nan: while "
+                "the running maximum is still -inf, exp(-inf - (-inf)) is nan.",
+                "Shift by 0 while the running maximum is -inf, as qkv.online_softmax does.",
             )
-        raise _Wrong(_overflow(float(np.max(z))))
+        raise _overflow(float(np.max(z)))
     _first_match(got, _online_mistakes(z, block))
     n = z.shape[-1]
     tail = n % block
     if tail and _close(got[..., : n - tail], want[..., : n - tail]):
         raise _Wrong(
-            f"On {what}, the last, shorter block ({tail} score{'s' * (tail > 1)}) is wrong: when block "
-            f"does not divide the row, loop over range(0, n, block) and let the last slice be shorter."
+            f"On {what}, the last, shorter block ({tail} score{'s' * (tail > 1)}) is wrong, the "
+            f"others are right.",
+            "When block does not divide the row, loop over range(0, n, block) and let the last "
+            "slice be shorter.",
         )
     gap, where = _worst(got, want)
     raise _Wrong(
         f"On {what}, your weights differ from softmax's by up to {gap:.3g} (at index {where})"
-        + (f"; {rows}" if rows else "")
-        + "."
+        + (", after passing on single rows." if rows else "."),
+        row_fix if rows else "Keep a running maximum m and sum s; rescale s by exp(m_old - m_new).",
     )
 
 
-def check_online_softmax(fn) -> CheckResult:
+def check_online_softmax(fn, hint: bool = False) -> CheckResult:
     """Check your ``online_softmax(z, block)`` against :func:`qkv.online_softmax`.
 
     Softmax along the last axis, reading each row a block of ``block`` scores at a
@@ -136,6 +139,9 @@ def check_online_softmax(fn) -> CheckResult:
     ----------
     fn : callable
         Your function, called as ``fn(z, block)``.
+    hint : bool
+        ``True`` adds the fix to a failure\'s message; without it the message names
+        the mistake only (``result.hint()`` gives the fix afterwards).
 
     Returns
     -------
@@ -159,4 +165,5 @@ def check_online_softmax(fn) -> CheckResult:
         lambda f: [_online_case(f, *case) for case in _online_cases(np.random.default_rng(6))],
         f"Passed: your online softmax matches softmax on {RANDOM_CASES} random inputs and on a single "
         "score, a block of -inf scores, and scores near 1000.",
+        hint=hint,
     )

@@ -26,14 +26,20 @@ from qkv.exercises import (
 )
 
 
-def fails_with(result, *phrases: str) -> None:
-    """The check failed, in one sentence, and that sentence says each of ``phrases``."""
+def fails_with(result, *phrases: str, fix: tuple[str, ...] | list[str] = ()) -> None:
+    """The check failed, in one sentence that says each of ``phrases`` (the symptom); the fix,
+    which says each of ``fix``, is not in that first sentence but in ``result.hint()``."""
     assert not result.ok and not result, result.message
     sentence = result.message
     assert "\n" not in sentence and sentence.endswith("."), sentence
     assert "Traceback" not in sentence
     for phrase in phrases:
         assert phrase in sentence, sentence
+    for phrase in fix:
+        assert phrase not in sentence, f"the first answer hands over the fix: {sentence}"
+        assert phrase in result.hint(), result.hint()
+    if fix:
+        assert sentence.endswith(exercises.ASK_AGAIN), sentence
 
 
 def passes(result) -> None:
@@ -120,21 +126,69 @@ def softmax_unnormalised(z, axis=-1):
 
 
 @pytest.mark.parametrize(
-    ("wrong", "phrases"),
+    ("wrong", "phrases", "fix"),
     [
-        (naive_softmax, ["nan or inf", "subtract each row's maximum"]),
-        (softmax_down_the_columns, ["Wrong axis", "along axis -2 instead of axis -1"]),
-        (softmax_without_keepdims, ["keepdims=True"]),
+        (naive_softmax, ["nan or inf", "largest score is 1000"], ["Subtract each row's maximum"]),
+        (softmax_down_the_columns, ["Wrong axis", "along axis -2 instead of axis -1"], ["pass axis"]),
+        (softmax_without_keepdims, ["divided by another row's sum"], ["keepdims=True"]),
         (
             softmax_shifted_by_the_global_max,
+            ["rows far below the array's largest score come out nan"],
             ["each row's own maximum", "not the largest score of the whole array"],
         ),
-        (softmax_unnormalised, ["do not sum to 1"]),
-        (softmax_shifted_by_the_minimum, ["A score of -inf (a masked key) makes nan", "-inf - (-inf)"]),
+        (softmax_unnormalised, ["do not sum to 1"], ["Divide the exponentials by their sum"]),
+        (softmax_shifted_by_the_minimum, ["A score of -inf (a masked key) makes nan"], ["-inf - (-inf)"]),
     ],
 )
-def test_check_softmax_names_the_mistake(wrong, phrases):
-    fails_with(check_softmax(wrong), *phrases)
+def test_check_softmax_names_the_mistake(wrong, phrases, fix):
+    fails_with(check_softmax(wrong), *phrases, fix=fix)
+
+
+def softmax_with_eps_in_the_denominator(z, axis=-1):  # "for safety": the sum is already >= 1
+    e = np.exp(z - z.max(axis=axis, keepdims=True))
+    return e / (e.sum(axis=axis, keepdims=True) + 1e-6)
+
+
+def softmax_with_a_factor_on_the_denominator(z, axis=-1):
+    e = np.exp(z - z.max(axis=axis, keepdims=True))
+    return e / (e.sum(axis=axis, keepdims=True) * (1 + 1e-6))
+
+
+@pytest.mark.parametrize(
+    "wrong", [softmax_with_eps_in_the_denominator, softmax_with_a_factor_on_the_denominator]
+)
+def test_check_softmax_rejects_a_denominator_off_by_a_constant(wrong):
+    # each weight is off by 1e-6 relative or less: within the old tolerance (rtol 1e-6), far
+    # outside what float64 rounding can do
+    fails_with(
+        check_softmax(wrong),
+        "right up to a factor",
+        "not 1, off by",
+        fix=["no epsilon added to it"],
+    )
+
+
+def test_check_softmax_accepts_other_correct_ways_of_rounding():
+    # the tight tolerance still lets through softmaxes that are right but round differently
+    def by_log_sum_exp(z, axis=-1):
+        m = z.max(axis=axis, keepdims=True)
+        return np.exp(z - m - np.log(np.exp(z - m).sum(axis=axis, keepdims=True)))
+
+    def by_reciprocal(z, axis=-1):
+        e = np.exp(z - z.max(axis=axis, keepdims=True))
+        return e * (1.0 / e.sum(axis=axis, keepdims=True))
+
+    passes(check_softmax(by_log_sum_exp))
+    passes(check_softmax(by_reciprocal))
+
+
+def test_the_fix_comes_only_when_asked():
+    first = check_softmax(softmax_unnormalised)
+    again = check_softmax(softmax_unnormalised, hint=True)
+    assert first.fix == again.fix == first.hint() and first.fix.startswith("Divide the exponentials")
+    assert first.fix not in first.message and first.message.endswith(exercises.ASK_AGAIN)
+    assert again.message == first.message.removesuffix(exercises.ASK_AGAIN) + "Fix: " + first.fix
+    assert check_softmax(qkv.softmax).hint() == "Nothing to fix: the check passed."
 
 
 def test_a_function_that_raises_is_reported_in_a_sentence():
@@ -152,7 +206,7 @@ def test_a_function_that_raises_is_reported_in_a_sentence():
     def forgets_return(z, axis=-1):
         np.exp(z)
 
-    fails_with(check_softmax(forgets_return), "returned None", "return statement")
+    fails_with(check_softmax(forgets_return), "returned None", fix=["return statement"])
 
 
 # ---- one query's attention --------------------------------------------------------------
@@ -165,6 +219,16 @@ def attention_unscaled(q, k, v):
 
 def attention_divided_by_d_k(q, k, v):
     weights = qkv.softmax(k @ q / len(q))
+    return weights, weights @ v
+
+
+def attention_divided_by_sqrt_d_v(q, k, v):
+    weights = qkv.softmax(k @ q / np.sqrt(v.shape[-1]))
+    return weights, weights @ v
+
+
+def attention_divided_by_sqrt_t(q, k, v):
+    weights = qkv.softmax(k @ q / np.sqrt(len(k)))
     return weights, weights @ v
 
 
@@ -185,17 +249,39 @@ def attention_of_a_table_of_one_query(q, k, v):
 
 
 @pytest.mark.parametrize(
-    ("wrong", "phrases"),
+    ("wrong", "phrases", "fix"),
     [
-        (attention_unscaled, ["not divided by √d_k", "with d_k = 4", "k @ q / 2 "]),
-        (attention_divided_by_d_k, ["divided the scores by d_k = 4", "√d_k = 2."]),
-        (attention_handing_on_the_weights, ["Your output is the weights", "weights @ v"]),
-        (attention_exponentiating_raw_scores, ["nan or inf", "largest score is 5000"]),
-        (attention_of_a_table_of_one_query, ["shape (1, 5)", "needs 5 weights, shape (5,)"]),
+        (
+            attention_unscaled,
+            ["divided by nothing (the raw scores), not by √d_k = 2 (d_k = 4)"],
+            ["square root of d_k"],
+        ),
+        (attention_divided_by_d_k, ["divided by d_k = 4, not by √d_k = 2"], ["square root of d_k"]),
+        (
+            attention_divided_by_sqrt_d_v,
+            ["divided by √d_v = 1.732 (d_v = 3), not by √d_k = 2"],
+            ["square root of d_k"],
+        ),
+        (
+            attention_divided_by_sqrt_t,
+            ["divided by √T = 2.236 (T = 5 keys), not by √d_k = 2"],
+            ["square root of d_k"],
+        ),
+        (
+            attention_handing_on_the_weights,
+            ["Your output is the weights", "one number per value column"],
+            ["weights @ v"],
+        ),
+        (
+            attention_exponentiating_raw_scores,
+            ["nan or inf", "largest score is 5000"],
+            ["Subtract each row's maximum"],
+        ),
+        (attention_of_a_table_of_one_query, ["shape (1, 5), not (5,)"], ["k @ q"]),
     ],
 )
-def test_check_one_query_attention_names_the_mistake(wrong, phrases):
-    fails_with(check_one_query_attention(wrong), *phrases)
+def test_check_one_query_attention_names_the_mistake(wrong, phrases, fix):
+    fails_with(check_one_query_attention(wrong), *phrases, fix=fix)
 
 
 # ---- the causal mask ----------------------------------------------------------------------
@@ -226,18 +312,22 @@ def mask_of_ones_and_zeros(t_q, t_k=None):
 
 
 @pytest.mark.parametrize(
-    ("wrong", "phrases"),
+    ("wrong", "phrases", "fix"),
     [
-        (future_mask, ["polarity is reversed", "True must mean 'may attend'"]),
-        (mask_without_the_diagonal, ["off by one", "the diagonal is True"]),
-        (upper_triangle, ["upper triangle"]),
-        (mask_ignoring_the_cached_tokens, ["causal_mask(2, 5)", "the last t_q positions", "keys 0 to 3 + i"]),
-        (additive_mask, ["additive", "boolean"]),
-        (mask_of_ones_and_zeros, ["holds float64", "dtype=bool"]),
+        (future_mask, ["polarity is reversed", "False on the diagonal"], ["True must mean 'may attend'"]),
+        (mask_without_the_diagonal, ["off by one", "the diagonal is False"], ["the diagonal is True"]),
+        (upper_triangle, ["upper triangle", "keys i and after"], ["lower triangle (np.tril)"]),
+        (
+            mask_ignoring_the_cached_tokens,
+            ["causal_mask(2, 5)", "the last t_q positions"],
+            ["keys 0 to 3 + i"],
+        ),
+        (additive_mask, ["additive", "not boolean"], ["dtype=bool"]),
+        (mask_of_ones_and_zeros, ["holds float64"], ["dtype=bool"]),
     ],
 )
-def test_check_causal_mask_names_the_mistake(wrong, phrases):
-    fails_with(check_causal_mask(wrong), *phrases)
+def test_check_causal_mask_names_the_mistake(wrong, phrases, fix):
+    fails_with(check_causal_mask(wrong), *phrases, fix=fix)
 
 
 # ---- splitting into heads ---------------------------------------------------------------
@@ -264,16 +354,24 @@ def split_one_sequence_only(x, n_heads):
 
 
 @pytest.mark.parametrize(
-    ("wrong", "phrases"),
+    ("wrong", "phrases", "fix"),
     [
-        (split_by_reshaping_only, ["reshaped straight to (..., n_heads, T, d_head)", "then swap"]),
-        (split_without_moving_the_head_axis, ["wrong axis", "(3, 2, 4)", "(2, 3, 4)"]),
-        (split_into_interleaved_columns, ["every n_heads-th column", "contiguous slice"]),
-        (split_one_sequence_only, ["raised ValueError", "a batch x of shape (2, 3, 12)"]),
+        (
+            split_by_reshaping_only,
+            ["deals each token's numbers out to several heads"],
+            ["reshaped straight to (..., n_heads, T, d_head)", "then swap"],
+        ),
+        (
+            split_without_moving_the_head_axis,
+            ["wrong axis", "(3, 2, 4)", "(2, 3, 4)"],
+            ["Swap the T and head axes"],
+        ),
+        (split_into_interleaved_columns, ["every n_heads-th column"], ["contiguous slice"]),
+        (split_one_sequence_only, ["raised ValueError", "a batch x of shape (2, 3, 12)"], []),
     ],
 )
-def test_check_split_heads_names_the_mistake(wrong, phrases):
-    fails_with(check_split_heads(wrong), *phrases)
+def test_check_split_heads_names_the_mistake(wrong, phrases, fix):
+    fails_with(check_split_heads(wrong), *phrases, fix=fix)
 
 
 # ---- one decoding step with the cache ------------------------------------------------------
@@ -325,21 +423,26 @@ def step_unscaled(x_new, w, cache):
 
 
 @pytest.mark.parametrize(
-    ("wrong", "phrases"),
+    ("wrong", "phrases", "fix"),
     [
-        (step_attending_before_appending, ["does not attend to itself", "3 earlier positions", "append"]),
-        (step_that_never_appends, ["did not add the new token to the cache", "cache.append"]),
+        (step_attending_before_appending, ["does not attend to itself", "3 earlier positions"], ["Append"]),
+        (step_that_never_appends, ["did not add the new token to the cache"], ["cache.append"]),
         (
             step_without_repeating_shared_heads,
-            ["raised ValueError", "sharing 2 key/value heads", "np.repeat"],
+            ["raised ValueError", "sharing 2 key/value heads"],
+            ["np.repeat"],
         ),
-        (step_tiling_shared_heads, ["wrong key/value heads", "not np.tile"]),
-        (step_without_the_output_projection, ["skips the output projection", "w.w_o"]),
-        (step_unscaled, ["not divided by √d_head = 2"]),
+        (
+            step_tiling_shared_heads,
+            ["wrong key/value heads", "query head 1 reads key/value head 1"],
+            ["not np.tile"],
+        ),
+        (step_without_the_output_projection, ["before the output projection"], ["w.w_o"]),
+        (step_unscaled, ["not divided by √d_head = 2"], ["qkv.attention"]),
     ],
 )
-def test_check_kv_cache_step_names_the_mistake(wrong, phrases):
-    fails_with(check_kv_cache_step(wrong), *phrases)
+def test_check_kv_cache_step_names_the_mistake(wrong, phrases, fix):
+    fails_with(check_kv_cache_step(wrong), *phrases, fix=fix)
 
 
 # ---- the online softmax ---------------------------------------------------------------------
@@ -375,16 +478,16 @@ def test_the_tests_online_softmax_is_right_when_nothing_is_left_out():
 
 
 @pytest.mark.parametrize(
-    ("options", "phrases"),
+    ("options", "phrases", "fix"),
     [
-        ({"rescale": False}, ["running sum is not rescaled", "exp(m_old - m_new)"]),
-        ({"final_max": False}, ["never brought to the final maximum"]),
-        ({"shift_guard": False}, ["first block is all -inf", "shift by 0"]),
-        ({"subtract_max": False}, ["nan or inf", "subtract each row's maximum"]),
+        ({"rescale": False}, ["sum to less than 1", "running sum is not rescaled"], ["exp(m_old - m_new)"]),
+        ({"final_max": False}, ["never brought to the final maximum"], ["exp(m_then - m_final)"]),
+        ({"shift_guard": False}, ["first block is all -inf"], ["Shift by 0"]),
+        ({"subtract_max": False}, ["nan or inf"], ["Subtract each row's maximum"]),
     ],
 )
-def test_check_online_softmax_names_the_mistake(options, phrases):
-    fails_with(check_online_softmax(lambda z, block: online(z, block, **options)), *phrases)
+def test_check_online_softmax_names_the_mistake(options, phrases, fix):
+    fails_with(check_online_softmax(lambda z, block: online(z, block, **options)), *phrases, fix=fix)
 
 
 def test_check_online_softmax_says_when_only_single_rows_work():
@@ -399,7 +502,8 @@ def test_check_online_softmax_says_when_only_single_rows_work():
     fails_with(
         check_online_softmax(one_row_at_a_time),
         "Your function raised ValueError",
-        "it passes on single rows, so keep one running maximum and sum per row",
+        "after passing on single rows",
+        fix=["Keep one running maximum and sum per row"],
     )
 
 
@@ -409,14 +513,16 @@ def test_check_online_softmax_names_blockwise_normalising_and_a_dropped_last_blo
             [qkv.softmax(z[..., a : a + block]) for a in range(0, z.shape[-1], block)], axis=-1
         )
 
-    fails_with(check_online_softmax(per_block), "sum to 1 in each block", "3 in all")
+    fails_with(check_online_softmax(per_block), "sum to 1 in each block", "3 in all", fix=["whole row"])
 
     def drops_the_last_block(z, block):
         full = z.shape[-1] - z.shape[-1] % block
         return np.concatenate([online(z[..., :full], block), np.zeros_like(z[..., full:])], axis=-1)
 
     fails_with(
-        check_online_softmax(drops_the_last_block), "last, shorter block is left out", "range(0, n, block)"
+        check_online_softmax(drops_the_last_block),
+        "last, shorter block is left out",
+        fix=["range(0, n, block)"],
     )
 
 
@@ -517,7 +623,7 @@ def test_the_softmax_solution_passes_and_needs_both_of_its_steps(page_output):
     solution_prints_the_pass(page_output, "soft-lookup.md", "soft_lookup.py", "write_softmax", check_softmax)
     # without the subtraction: overflow; without keepdims: the sums do not line up
     fails_with(check_softmax(naive_softmax), "nan or inf")
-    fails_with(check_softmax(softmax_without_keepdims), "keepdims=True")
+    fails_with(check_softmax(softmax_without_keepdims), "another row's sum", fix=["keepdims=True"])
 
 
 @pytest.mark.claim("steps-ex-write-one-query")
@@ -525,7 +631,7 @@ def test_the_one_query_solution_passes_and_the_named_mistakes_are_named(page_out
     solution_prints_the_pass(
         page_output, "step-by-step.md", "step_by_step.py", "write_one_query", check_one_query_attention
     )
-    fails_with(check_one_query_attention(attention_unscaled), "not divided by √d_k")
+    fails_with(check_one_query_attention(attention_unscaled), "divided by nothing (the raw scores)")
     fails_with(check_one_query_attention(attention_exponentiating_raw_scores), "nan or inf")
     fails_with(check_one_query_attention(attention_handing_on_the_weights), "Your output is the weights")
 
@@ -555,7 +661,9 @@ def test_the_cache_step_solution_passes_and_attending_first_is_named(page_output
     )
     fails_with(check_kv_cache_step(step_attending_before_appending), "does not attend to itself")
     # "with each shared key/value head repeated": without the repeat it fails
-    fails_with(check_kv_cache_step(step_without_repeating_shared_heads), "np.repeat")
+    fails_with(
+        check_kv_cache_step(step_without_repeating_shared_heads), "raised ValueError", fix=["np.repeat"]
+    )
 
 
 def test_the_notebook_offers_the_same_skeletons():
