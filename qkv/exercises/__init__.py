@@ -14,6 +14,7 @@ online softmax that reads the row twice passes, as long as its weights are right
 """
 
 from qkv.exercises._verdict import ASK_AGAIN, CheckResult
+from qkv.exercises.attention import check_attention
 from qkv.exercises.cache import check_kv_cache_step
 from qkv.exercises.heads import check_split_heads
 from qkv.exercises.masks import check_causal_mask
@@ -24,6 +25,7 @@ from qkv.exercises.softmax import check_softmax
 __all__ = [
     "ASK_AGAIN",
     "CheckResult",
+    "check_attention",
     "check_causal_mask",
     "check_kv_cache_step",
     "check_one_query_attention",

@@ -672,3 +672,140 @@ def test_the_notebook_offers_the_same_skeletons():
     code = ["".join(c["source"]).strip() for c in cells if c["cell_type"] == "code"]
     for _, script, skeleton, _, _ in ON_THE_PAGES:
         assert section_code(script, skeleton).strip() in code, f"{script}:{skeleton} is not in the notebook"
+
+
+# ---- full attention, with a mask and batch axes ----------------------------------------------
+
+from qkv.exercises import check_attention  # noqa: E402
+
+
+def scores_of(q, k):
+    return q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+
+
+def attention_from_scores(scores, v):  # softmax written out: a row with no key gives nan
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = e / e.sum(axis=-1, keepdims=True)
+    return weights, weights @ v
+
+
+def attention_softmax_over_queries(q, k, v, mask):
+    scores = np.where(mask, scores_of(q, k), -np.inf)
+    e = np.exp(scores - scores.max(axis=-2, keepdims=True))
+    weights = e / e.sum(axis=-2, keepdims=True)
+    return weights, weights @ v
+
+
+def attention_mask_inverted(q, k, v, mask):  # True = hidden, nn.Transformer's convention
+    return attention_from_scores(np.where(mask, -np.inf, scores_of(q, k)), v)
+
+
+def attention_mask_after_softmax(q, k, v, mask):
+    weights = qkv.softmax(scores_of(q, k)) * mask
+    return weights, weights @ v
+
+
+def attention_mask_multiplied_into_the_scores(q, k, v, mask):
+    return attention_from_scores(scores_of(q, k) * mask, v)
+
+
+def attention_mask_ignored(q, k, v, mask):
+    return attention_from_scores(scores_of(q, k), v)
+
+
+def full_attention_unscaled(q, k, v, mask):
+    return attention_from_scores(np.where(mask, q @ np.swapaxes(k, -1, -2), -np.inf), v)
+
+
+def full_attention_by_sqrt_d_v(q, k, v, mask):
+    raw = q @ np.swapaxes(k, -1, -2) / np.sqrt(v.shape[-1])
+    return attention_from_scores(np.where(mask, raw, -np.inf), v)
+
+
+def full_attention_by_sqrt_t(q, k, v, mask):
+    raw = q @ np.swapaxes(k, -1, -2) / np.sqrt(k.shape[-2])
+    return attention_from_scores(np.where(mask, raw, -np.inf), v)
+
+
+def attention_with_k_dot_t(q, k, v, mask):  # k.T reverses every axis of a batch
+    raw = q @ k.T / np.sqrt(q.shape[-1])
+    return attention_from_scores(np.where(mask, raw, -np.inf), v)
+
+
+def attention_batch_flattened(q, k, v, mask):  # the batch folded into the positions
+    d_k, d_v = q.shape[-1], v.shape[-1]
+    q2, k2, v2 = q.reshape(-1, d_k), k.reshape(-1, d_k), v.reshape(-1, d_v)
+    full = np.broadcast_to(mask, (*q.shape[:-1], k.shape[-2]))
+    if q.ndim == 2:
+        return attention_from_scores(np.where(full, scores_of(q2, k2), -np.inf), v2)
+    return attention_from_scores(scores_of(q2, k2), v2)
+
+
+def attention_averaging_the_keys(q, k, v, mask):
+    weights, _ = qkv.attention(q, k, v, mask=mask)
+    return weights, weights @ k
+
+
+def test_check_attention_accepts_qkvs_and_a_pytorch_style_one():
+    passes(check_attention(qkv.attention))
+
+    def written_out(q, k, v, mask):  # the usual way, with masked_fill's polarity turned
+        scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        scores = np.where(mask, scores, -np.inf)
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights = e / e.sum(axis=-1, keepdims=True)
+        return weights, weights @ v
+
+    passes(check_attention(written_out))
+
+
+@pytest.mark.parametrize(
+    ("wrong", "phrases", "fix"),
+    [
+        (attention_softmax_over_queries, ["sum to 1 down each column (over the queries)"], ["axis=-1"]),
+        (
+            attention_mask_inverted,
+            ["the mask is read the wrong way round", "0 wherever the mask is True"],
+            ["True means 'may attend'"],
+        ),
+        (
+            attention_mask_after_softmax,
+            ["rows no longer sum to 1", "mask was applied after softmax"],
+            ["before softmax"],
+        ),
+        (
+            attention_mask_multiplied_into_the_scores,
+            ["as if its score were 0 rather than gone"],
+            ["set it to -inf"],
+        ),
+        (attention_mask_ignored, ["your weights ignore the mask", "query 0 puts"], ["-inf before softmax"]),
+        (
+            full_attention_unscaled,
+            ["divided by nothing (the raw scores), not by √d_k = 2 (d_k = 4)"],
+            ["square root of d_k"],
+        ),
+        (
+            full_attention_by_sqrt_d_v,
+            ["divided by √d_v = 1.732 (d_v = 3), not by √d_k = 2"],
+            ["square root of d_k"],
+        ),
+        (
+            full_attention_by_sqrt_t,
+            ["divided by √T = 2.236 (T = 5 keys), not by √d_k = 2"],
+            ["square root of d_k"],
+        ),
+        (
+            attention_with_k_dot_t,
+            ["raised ValueError", "a batch of 2 sequences"],
+            ["np.swapaxes(k, -1, -2), not k.T"],
+        ),
+        (
+            attention_batch_flattened,
+            ["shape (10, 10), not (2, 5, 5)", "the keys of every sequence in the batch"],
+            ["Keep the leading axes"],
+        ),
+        (attention_averaging_the_keys, ["your output averages the keys", "shape (5, 4)"], ["weights @ v"]),
+    ],
+)
+def test_check_attention_names_the_mistake(wrong, phrases, fix):
+    fails_with(check_attention(wrong), *phrases, fix=fix)
