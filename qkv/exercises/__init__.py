@@ -20,6 +20,7 @@ from qkv.exercises.heads import check_split_heads
 from qkv.exercises.masks import check_causal_mask
 from qkv.exercises.one_query import check_one_query_attention
 from qkv.exercises.online import check_online_softmax
+from qkv.exercises.rope import check_rope
 from qkv.exercises.softmax import check_softmax
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "check_kv_cache_step",
     "check_one_query_attention",
     "check_online_softmax",
+    "check_rope",
     "check_softmax",
     "check_split_heads",
 ]

@@ -809,3 +809,99 @@ def test_check_attention_accepts_qkvs_and_a_pytorch_style_one():
 )
 def test_check_attention_names_the_mistake(wrong, phrases, fix):
     fails_with(check_attention(wrong), *phrases, fix=fix)
+
+
+# ---- RoPE ----------------------------------------------------------------------------------
+
+from qkv.exercises import check_rope  # noqa: E402
+
+
+def rope_with(x, positions, angles_of=None, pairs="adjacent", sign=1.0):
+    """RoPE written out, with one of its pieces replaceable."""
+    d = x.shape[-1]
+    pos = np.asarray(positions, dtype=float)
+    freqs = 10_000.0 ** (-np.arange(0, d, 2) / d) if angles_of is None else angles_of(d)
+    angles = sign * pos[:, None] * freqs[None, :]
+    cos, sin = np.cos(angles), np.sin(angles)
+    out = np.empty_like(x)
+    if pairs == "adjacent":
+        a, b, i, j = x[..., 0::2], x[..., 1::2], np.s_[..., 0::2], np.s_[..., 1::2]
+    else:  # the two halves, Hugging Face's Llama layout
+        a, b, i, j = x[..., : d // 2], x[..., d // 2 :], np.s_[..., : d // 2], np.s_[..., d // 2 :]
+    out[i], out[j] = a * cos - b * sin, a * sin + b * cos
+    return out
+
+
+def rope_on_one_sequence_only(x, positions):  # angles (T, d/2) against x (..., T, d): fine; pairs by hand
+    d = x.shape[-1]
+    out = x.copy()
+    for p in range(d // 2):
+        theta = np.asarray(positions)[:, None] * 10_000.0 ** (-2 * p / d)
+        a, b = x[:, 2 * p : 2 * p + 1], x[:, 2 * p + 1 : 2 * p + 2]  # x[:, ...]: rows of a 2-D x only
+        out[:, 2 * p : 2 * p + 1], out[:, 2 * p + 1 : 2 * p + 2] = (
+            a * np.cos(theta) - b * np.sin(theta),
+            a * np.sin(theta) + b * np.cos(theta),
+        )
+    return out
+
+
+def test_check_rope_accepts_qkvs_and_one_written_out():
+    passes(check_rope(qkv.rope))
+    passes(check_rope(rope_with))
+
+
+@pytest.mark.parametrize(
+    ("wrong", "phrases", "fix"),
+    [
+        (
+            lambda x, positions: rope_with(x, positions, pairs="halves"),
+            ["dimension i with dimension i + d/2"],
+            ["x[..., 0::2] with x[..., 1::2]"],
+        ),
+        (
+            lambda x, positions: rope_with(x, positions, sign=-1.0),
+            ["turns every pair the other way"],
+            ["the minus sign is in the even output"],
+        ),
+        (
+            lambda x, positions: rope_with(x, positions, lambda d: 10_000.0 ** (-np.arange(d // 2) / d)),
+            ["frequencies fall too slowly", "as if the exponent were -i/d"],
+            ["np.arange(0, d, 2) / d"],
+        ),
+        (
+            lambda x, positions: rope_with(x, positions, lambda d: 10_000.0 ** (np.arange(0, d, 2) / d)),
+            ["frequencies rise instead of falling"],
+            ["a negative exponent"],
+        ),
+        (
+            lambda x, positions: rope_with(x, positions, lambda d: np.ones(d // 2)),
+            ["the same angle, one radian per position"],
+            ["slower for each later pair"],
+        ),
+        (
+            lambda x, positions: rope_with(x, np.arange(x.shape[-2])),
+            ["ignores the positions it is given", "starting at 7"],
+            ["not np.arange(T)"],
+        ),
+        (
+            lambda x, positions: rope_with(x, np.asarray(positions) + 1),
+            ["positions one later"],
+            ["is not turned"],
+        ),
+        (lambda x, positions: x, ["Your output is your input"], ["m * base**(-2i/d)"]),
+        (rope_on_one_sequence_only, ["x of shape (2, 3, 5, 8)"], ["x[..., 0::2]"]),
+    ],
+    ids=[
+        "halves",
+        "sign",
+        "exponent-i/d",
+        "rising",
+        "one-frequency",
+        "positions-ignored",
+        "off-by-one",
+        "identity",
+        "2-D-only",
+    ],
+)
+def test_check_rope_names_the_mistake(wrong, phrases, fix):
+    fails_with(check_rope(wrong), *phrases, fix=fix)
