@@ -18,6 +18,7 @@ from qkv.exercises.attention import check_attention
 from qkv.exercises.cache import check_kv_cache_step
 from qkv.exercises.heads import check_split_heads
 from qkv.exercises.masks import check_causal_mask
+from qkv.exercises.multi_head import check_multi_head_attention
 from qkv.exercises.one_query import check_one_query_attention
 from qkv.exercises.online import check_online_softmax
 from qkv.exercises.rope import check_rope
@@ -29,6 +30,7 @@ __all__ = [
     "check_attention",
     "check_causal_mask",
     "check_kv_cache_step",
+    "check_multi_head_attention",
     "check_one_query_attention",
     "check_online_softmax",
     "check_rope",

@@ -905,3 +905,92 @@ def test_check_rope_accepts_qkvs_and_one_written_out():
 )
 def test_check_rope_names_the_mistake(wrong, phrases, fix):
     fails_with(check_rope(wrong), *phrases, fix=fix)
+
+
+# ---- multi-head attention ----------------------------------------------------------------
+
+from qkv.exercises import check_multi_head_attention  # noqa: E402
+
+
+def mha_with(
+    x_q, x_kv, w, mask, split=qkv.split_heads, project=True, merge=qkv.merge_heads, scale=True, kv=None
+):
+    """Multi-head attention written out, with one of its steps replaceable."""
+    q = split(x_q @ w.w_q, w.n_heads)
+    source = x_kv if kv is None else kv(x_q, x_kv)
+    k, v = split(source @ w.w_k, w.n_heads), split(source @ w.w_v, w.n_heads)
+    weights, out = qkv.attention(q, k, v, mask=mask[..., None, :, :], scale=scale)
+    merged = merge(out)
+    return weights, merged @ w.w_o if project else merged
+
+
+def split_straight(x, n_heads):
+    return x.reshape(*x.shape[:-2], n_heads, x.shape[-2], x.shape[-1] // n_heads)
+
+
+def merge_interleaved(out):
+    return np.swapaxes(out, -1, -3).reshape(*out.shape[:-3], out.shape[-2], -1)
+
+
+def mha_one_map(x_q, x_kv, w, mask):  # one wide head: no split at all
+    weights, out = qkv.attention(x_q @ w.w_q, x_kv @ w.w_k, x_kv @ w.w_v, mask=mask)
+    return weights, out @ w.w_o
+
+
+def mha_by_sqrt_d_model(x_q, x_kv, w, mask):
+    return mha_with(x_q, x_kv, w, mask, scale=w.d_model**-0.5)
+
+
+def test_check_multi_head_attention_accepts_qkvs_and_one_written_out():
+    passes(check_multi_head_attention(qkv.multi_head_attention))
+    passes(check_multi_head_attention(mha_with))
+
+
+@pytest.mark.parametrize(
+    ("wrong", "phrases", "fix"),
+    [
+        (lambda *a: mha_with(*a, project=False), ["before the output projection"], ["w.w_o"]),
+        (
+            lambda *a: mha_with(*a, split=split_straight),
+            ["deals each token's numbers out to several heads"],
+            ["then swap the T and head axes"],
+        ),
+        (
+            lambda *a: mha_with(*a, merge=merge_interleaved),
+            ["merged in the wrong order"],
+            ["head 0's d_head numbers first"],
+        ),
+        (
+            lambda *a: mha_with(*a, scale=False),
+            ["divided by nothing, not by √d_head = 2"],
+            ["its own width, d_head"],
+        ),
+        (mha_by_sqrt_d_model, ["divided by √d_model = 3.464, not by √d_head = 2"], ["its own width, d_head"]),
+        (mha_one_map, ["one map for the whole layer, not one per head"], ["qkv.split_heads"]),
+        (
+            lambda *a: mha_with(*a, kv=lambda x_q, x_kv: x_q),
+            ["raised ValueError", "cross-attention: 3 queries from x_q, 6 keys"],
+            ["Queries come from x_q"],
+        ),
+            ["the 3 positions of x_q, not the 6 of x_kv"],
+            ["keys and values from x_kv"],
+        ),
+        (
+            lambda x_q, x_kv, w, mask: mha_with(x_q, x_kv, w, np.ones_like(mask)),
+            ["your weights ignore the mask"],
+            ["Pass the mask to every head"],
+        ),
+    ],
+    ids=[
+        "no-w_o",
+        "split-straight",
+        "merge-interleaved",
+        "unscaled",
+        "sqrt-d_model",
+        "one-map",
+        "keys-from-x_q",
+        "mask-ignored",
+    ],
+)
+def test_check_multi_head_attention_names_the_mistake(wrong, phrases, fix):
+    fails_with(check_multi_head_attention(wrong), *phrases, fix=fix)
