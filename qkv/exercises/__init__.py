@@ -17,6 +17,7 @@ from qkv.exercises._verdict import ASK_AGAIN, CheckResult
 from qkv.exercises.attention import check_attention
 from qkv.exercises.cache import check_kv_cache_step
 from qkv.exercises.heads import check_split_heads
+from qkv.exercises.learning import check_gradient_step
 from qkv.exercises.masks import check_causal_mask
 from qkv.exercises.multi_head import check_multi_head_attention
 from qkv.exercises.one_query import check_one_query_attention
@@ -29,6 +30,7 @@ __all__ = [
     "CheckResult",
     "check_attention",
     "check_causal_mask",
+    "check_gradient_step",
     "check_kv_cache_step",
     "check_multi_head_attention",
     "check_one_query_attention",

@@ -52,7 +52,8 @@ class CheckResult:
         return Text(self.fix or "No hint beyond the message: " + self.message)
 
     def __str__(self) -> str:
-        return textwrap.fill(self.message, 80)  # lines a page or a notebook shows whole
+        # lines a page or a notebook shows whole, never broken inside a hyphenated word
+        return textwrap.fill(self.message, 80, break_on_hyphens=False)
 
     def __repr__(self) -> str:
         return str(self)
@@ -65,7 +66,7 @@ class Text(str):
     """A sentence that a notebook shows wrapped at 80 characters, without quotes."""
 
     def __repr__(self) -> str:
-        return textwrap.fill(self, 80)
+        return textwrap.fill(self, 80, break_on_hyphens=False)
 
 
 class _Wrong(Exception):

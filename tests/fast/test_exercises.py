@@ -991,3 +991,84 @@ def test_check_multi_head_attention_accepts_qkvs_and_one_written_out():
 )
 def test_check_multi_head_attention_names_the_mistake(wrong, phrases, fix):
     fails_with(check_multi_head_attention(wrong), *phrases, fix=fix)
+
+
+# ---- a gradient step on W_Q: the toy learns where drank looks ------------------------------
+
+from qkv.exercises import check_gradient_step  # noqa: E402
+
+
+def step_with(w_q, w_k, x, i, j, lr, sign=-1.0, lr_used=None, scale_power=1, d_scores=None, transpose=False):
+    """One gradient step on W_Q written out (the chain rule by hand), with one piece replaceable."""
+    k = x @ w_k
+    c = 1 / np.sqrt(w_k.shape[1])
+    weights = qkv.softmax((x[i] @ w_q) @ k.T * c)
+    target = np.eye(len(weights))[j]
+    d_s = weights - target if d_scores is None else d_scores(weights, target)
+    d_q = k.T @ d_s * c**scale_power
+    grad = np.outer(d_q, x[i]) if transpose else np.outer(x[i], d_q)
+    return w_q + sign * (lr if lr_used is None else lr_used(lr)) * grad
+
+
+def test_check_gradient_step_accepts_the_chain_rule_and_drank_looks_at_milk():
+    result = check_gradient_step(step_with)
+    passes(result)
+    # ten steps take drank's weight on milk from the damaged toy's 0.11 back near the
+    # hand-built W_Q's 0.676, and milk becomes the word it looks at most
+    hand_built = qkv.self_attention(qkv.toy.feature_embeddings(), qkv.toy.hand_built_projections()).weights
+    drank, milk = qkv.toy.SENTENCE.index("drank"), qkv.toy.SENTENCE.index("milk")
+    assert "from 0.110 to" in result.message and "looks most at milk" in result.message
+    learned = float(result.message.split("to ")[-1].split(",")[0])
+    assert abs(learned - hand_built[drank, milk]) < 0.01
+
+
+def test_a_finite_difference_agrees_with_the_checkers_gradient():
+    # the reference the checker compares with is the derivative of the loss it names
+    rng = np.random.default_rng(0)
+    w_q, w_k, x = rng.normal(size=(5, 3)), rng.normal(size=(5, 3)), rng.normal(size=(4, 5))
+    grad = exercises.learning._gradient(w_q, w_k, x, 2, 0)
+    numeric = np.zeros_like(w_q)
+    for index in np.ndindex(*w_q.shape):
+        bump = np.zeros_like(w_q)
+        bump[index] = 1e-6
+        up = exercises.learning._loss(w_q + bump, w_k, x, 2, 0)
+        down = exercises.learning._loss(w_q - bump, w_k, x, 2, 0)
+        numeric[index] = (up - down) / 2e-6
+    assert np.allclose(grad, numeric, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("options", "phrases", "fix"),
+    [
+        (
+            {"sign": 1.0},
+            ["goes up the gradient, not down", "the loss -log weight goes from"],
+            ["W_Q - lr * gradient"],
+        ),
+        (
+            {"lr_used": lambda lr: 1.0},
+            ["1 / lr: the learning rate lr = 0.5 is not used"],
+            ["Multiply the gradient by lr"],
+        ),
+        ({"lr_used": lambda lr: lr * lr}, ["lr = 0.5 once too many"], ["by lr once"]),
+        ({"scale_power": 0}, ["√d_k = 1.732: the gradient misses the 1/√d_k"], ["∂score/∂q = k / √d_k"]),
+        ({"scale_power": 2}, ["divided by √d_k twice"], ["once"]),
+        ({"d_scores": lambda p, t: p}, ["misses the -1 at the target key"], ["weights - onehot(j)"]),
+        ({"d_scores": lambda p, t: -t}, ["misses the softmax's part"], ["not -onehot(j)"]),
+        ({"transpose": True}, ["raised ValueError", "shapes (6,3) (3,6)"], ["np.outer(x_i"]),
+        ({"lr_used": lambda lr: 0.0}, ["leaves W_Q as it was"], ["W_Q - lr"]),
+    ],
+    ids=[
+        "sign",
+        "lr-ignored",
+        "lr-twice",
+        "no-scale",
+        "scale-twice",
+        "no-minus-one",
+        "no-softmax",
+        "transposed",
+        "no-step",
+    ],
+)
+def test_check_gradient_step_names_the_mistake(options, phrases, fix):
+    fails_with(check_gradient_step(lambda *a: step_with(*a, **options)), *phrases, fix=fix)
