@@ -422,14 +422,7 @@ CASES = [
     # qkv.exercises: a checker takes the reader's function; anything else is a mistake of the call
     *(
         (check, lambda check=check: check(np.ones(3)), rf"{check.__name__} takes your function itself")
-        for check in (
-            exercises.check_softmax,
-            exercises.check_one_query_attention,
-            exercises.check_causal_mask,
-            exercises.check_split_heads,
-            exercises.check_kv_cache_step,
-            exercises.check_online_softmax,
-        )
+        for check in (getattr(exercises, name) for name in exercises.__all__ if name.startswith("check_"))
     ),
 ]
 
