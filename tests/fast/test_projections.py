@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prose import check_prose
 
 import qkv
 
@@ -51,6 +52,13 @@ def test_tied_of_any_two_words_one_scores_itself_at_least_as_high_as_the_other(s
     np.testing.assert_allclose(gap, squared, rtol=0, atol=tol)
     prefers_other = s > own[:, None] + tol  # [i, j]: i scores j above itself
     assert not (prefers_other & prefers_other.T).any()
+
+
+@pytest.mark.claim("three-tied-pairwise-self")
+def test_the_pairwise_sentence_writes_the_identity_tested_above():
+    # s_ii + s_jj - 2 s_ij = |k_i - k_j|^2 >= 0: the 2 and the 0 are the identity's, which
+    # the property test above checks on random tied heads
+    check_prose("three-tied-pairwise-self", 2, 0)
 
 
 def test_the_pairwise_guarantee_is_all_a_tie_gives():

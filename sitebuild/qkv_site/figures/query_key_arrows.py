@@ -69,7 +69,8 @@ def tables() -> list[Table]:
     d = data()
     return [
         Table(
-            f"The keys in the plane of {d.plane[0]} and {d.plane[1]}, and {QUERY}'s score and weight for each",
+            f"The keys in the plane of {d.plane[0]} and {d.plane[1]}, "
+            f"and {QUERY}'s score and weight for each",
             ("word", f"key: {d.plane[0]}", f"key: {d.plane[1]}", "score q · k", "weight"),
             tuple(
                 (w, float(x), float(y), float(s), float(a))

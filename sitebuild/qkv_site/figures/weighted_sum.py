@@ -48,15 +48,14 @@ def data() -> Steps:
 def tables() -> list[Table]:
     d = data()
     columns = tuple(f"weight × v[{c}]" for c in range(d.values.shape[1]))
+    steps = tuple(
+        (w, float(a), *map(float, row)) for w, a, row in zip(d.words, d.weights, d.contributions, strict=True)
+    )
     return [
         Table(
             "Each word's step: its weight times its value row",
             ("word", "weight", *columns),
-            tuple(
-                (w, float(a), *map(float, row))
-                for w, a, row in zip(d.words, d.weights, d.contributions, strict=True)
-            )
-            + (("output", float(d.weights.sum()), *map(float, d.output)),),
+            (*steps, ("output", float(d.weights.sum()), *map(float, d.output))),
         )
     ]
 
