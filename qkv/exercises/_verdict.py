@@ -69,7 +69,7 @@ class Text(str):
         return textwrap.fill(self, 80, break_on_hyphens=False)
 
 
-class _Wrong(Exception):
+class Wrong(Exception):
     """What is wrong, raised inside a checker and returned as its result.
 
     ``symptom`` says what came out wrong (the first answer); ``fix`` how to put it right,
@@ -81,8 +81,8 @@ class _Wrong(Exception):
         self.symptom, self.fix = symptom, fix
 
 
-def _verdict(checker: str, fn, run: Callable, passed: str, hint: bool = False) -> CheckResult:
-    """Run ``run(fn)``: a ``CheckResult`` with the first ``_Wrong`` it raises, or ``passed``.
+def verdict(checker: str, fn, run: Callable, passed: str, hint: bool = False) -> CheckResult:
+    """Run ``run(fn)``: a ``CheckResult`` with the first ``Wrong`` it raises, or ``passed``.
 
     Without ``hint`` the message is the symptom alone (and a pointer to the fix when there
     is one); with ``hint`` it is the symptom followed by the fix.
@@ -94,7 +94,7 @@ def _verdict(checker: str, fn, run: Callable, passed: str, hint: bool = False) -
         )
     try:
         run(fn)
-    except _Wrong as wrong:
+    except Wrong as wrong:
         if not wrong.fix:
             return CheckResult(False, wrong.symptom)
         shown = f"{wrong.symptom} Fix: {wrong.fix}" if hint else f"{wrong.symptom} {ASK_AGAIN}"
@@ -102,7 +102,7 @@ def _verdict(checker: str, fn, run: Callable, passed: str, hint: bool = False) -
     return CheckResult(True, passed)
 
 
-def _call(fn, on: str, *args, hint: str = ""):
+def call(fn, on: str, *args, hint: str = ""):
     """``fn(*args)``, with NumPy's warnings silenced; an exception becomes one sentence."""
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -111,34 +111,34 @@ def _call(fn, on: str, *args, hint: str = ""):
     except Exception as error:  # the reader's code may raise anything: report it, whatever it is
         said = " ".join(str(error).split())
         said = said if len(said) <= 120 else said[:117] + "..."
-        raise _Wrong(
+        raise Wrong(
             f"Your function raised {type(error).__name__}" + (f": {said}" if said else "") + f" ({on}).",
             hint[:1].upper() + hint[1:] + "." if hint else "",
         ) from None
 
 
-def _array(value, what: str) -> np.ndarray:
-    """``value`` as an array, or a ``_Wrong`` naming what came back instead."""
+def as_array(value, what: str) -> np.ndarray:
+    """``value`` as an array, or a ``Wrong`` naming what came back instead."""
     if value is None:
-        raise _Wrong(f"Your function returned None for {what}.", "End it with a return statement.")
+        raise Wrong(f"Your function returned None for {what}.", "End it with a return statement.")
     try:
         array = np.asarray(value)
     except Exception:  # a ragged list, an object NumPy cannot read
-        raise _Wrong(f"Your function returned {type(value).__name__} for {what}, not an array.") from None
+        raise Wrong(f"Your function returned {type(value).__name__} for {what}, not an array.") from None
     if array.dtype == object:
-        raise _Wrong(f"Your function returned {type(value).__name__} for {what}, not an array of numbers.")
+        raise Wrong(f"Your function returned {type(value).__name__} for {what}, not an array of numbers.")
     return array
 
 
-def _pair(value, what: str) -> tuple[np.ndarray, np.ndarray]:
-    """The two arrays (weights, output) of a returned pair, or a ``_Wrong``."""
+def as_pair(value, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """The two arrays (weights, output) of a returned pair, or a ``Wrong``."""
     if value is None or not isinstance(value, tuple | list) or len(value) != 2:
-        raise _Wrong(
+        raise Wrong(
             f"Your function returned {'None' if value is None else type(value).__name__} {what}, "
             f"not a pair of arrays.",
             "Return the pair (weights, output).",
         )
-    return _array(value[0], f"the weights {what}"), _array(value[1], f"the output {what}")
+    return as_array(value[0], f"the weights {what}"), as_array(value[1], f"the output {what}")
 
 
 # How close is right. In float64 two correct ways of computing the same weights (the row's
@@ -154,7 +154,7 @@ RTOL, ATOL = 1e-9, 1e-12
 RTOL_32, ATOL_32 = 1e-4, 1e-6
 
 
-def _close(got: np.ndarray, want: np.ndarray) -> bool:
+def close(got: np.ndarray, want: np.ndarray) -> bool:
     """Equal up to rounding (see RTOL), NaN nowhere; float32 gets float32's tolerance."""
     if got.shape != want.shape:
         return False
@@ -169,7 +169,7 @@ def _close(got: np.ndarray, want: np.ndarray) -> bool:
         )
 
 
-def _first_match(got: np.ndarray, mistakes) -> None:
+def first_match(got: np.ndarray, mistakes) -> None:
     """Raise the first known mistake (symptom, fix, make) whose result ``got`` reproduces."""
     for symptom, fix, make in mistakes:
         try:
@@ -177,11 +177,11 @@ def _first_match(got: np.ndarray, mistakes) -> None:
                 wrong = make()
         except ValueError:  # a mistake whose shapes cannot happen on this input
             continue
-        if wrong is not None and _close(got, np.asarray(wrong)):
-            raise _Wrong(symptom, fix)
+        if wrong is not None and close(got, np.asarray(wrong)):
+            raise Wrong(symptom, fix)
 
 
-def _worst(got: np.ndarray, want: np.ndarray) -> tuple[float, tuple[int, ...]]:
+def worst(got: np.ndarray, want: np.ndarray) -> tuple[float, tuple[int, ...]]:
     """The largest difference and where it is (NaN counts as the largest)."""
     with np.errstate(all="ignore"):
         gap = np.where(np.isnan(got) | np.isnan(want), np.inf, np.abs(got - want))
@@ -189,8 +189,8 @@ def _worst(got: np.ndarray, want: np.ndarray) -> tuple[float, tuple[int, ...]]:
     return float(gap.max()) if gap.size else 0.0, tuple(int(i) for i in where)
 
 
-def _overflow(largest: float) -> _Wrong:
-    return _Wrong(
+def overflow(largest: float) -> Wrong:
+    return Wrong(
         f"Your function returns nan or inf when the largest score is {largest:.4g}: exp of a score "
         f"above about 709 (88.7 in float32) is inf, and inf / inf is nan.",
         "Subtract each row's maximum before exp, which changes no weight.",
@@ -220,8 +220,8 @@ def _divisors(d_k: int, d_v: int, t: int) -> list[tuple[str, float]]:
     return out
 
 
-def _divisor_found(got: np.ndarray, weights_for, d_k: int, d_v: int, t: int) -> None:
-    """Raise a ``_Wrong`` naming the divisor of the scores that ``got`` reproduces, if any.
+def divisor_found(got: np.ndarray, weights_for, d_k: int, d_v: int, t: int) -> None:
+    """Raise a ``Wrong`` naming the divisor of the scores that ``got`` reproduces, if any.
 
     ``weights_for(divisor)`` computes the right weights with the scores divided by
     ``divisor`` instead of √d_k; a wrong weights array that one of the other candidates
@@ -233,8 +233,8 @@ def _divisor_found(got: np.ndarray, weights_for, d_k: int, d_v: int, t: int) -> 
                 candidate = weights_for(value)
         except ValueError:
             continue
-        if _close(got, np.asarray(candidate)):
-            raise _Wrong(
+        if close(got, np.asarray(candidate)):
+            raise Wrong(
                 f"Your weights are those of scores divided by {name}, not by √d_k = {np.sqrt(d_k):.4g} "
                 f"(d_k = {d_k}).",
                 "Divide q · k by the square root of d_k, the width the query and key share: "
@@ -242,7 +242,7 @@ def _divisor_found(got: np.ndarray, weights_for, d_k: int, d_v: int, t: int) -> 
             )
 
 
-def _no_divisor(d_k: int, d_v: int, t: int) -> str:
+def no_divisor(d_k: int, d_v: int, t: int) -> str:
     """The symptom's tail when no candidate divisor reproduces the weights."""
     names = ", ".join(name.split(" = ")[0].split(" (")[0] for name, _ in _divisors(d_k, d_v, t))
     return f"no divisor of the scores we tried ({names}) reproduces them"

@@ -8,16 +8,16 @@ from qkv.dot_product import attention, softmax
 from qkv.exercises._verdict import (
     RANDOM_CASES,
     CheckResult,
-    _call,
-    _close,
-    _divisor_found,
-    _first_match,
-    _no_divisor,
-    _overflow,
-    _pair,
-    _verdict,
-    _worst,
-    _Wrong,
+    Wrong,
+    as_pair,
+    call,
+    close,
+    divisor_found,
+    first_match,
+    no_divisor,
+    overflow,
+    verdict,
+    worst,
 )
 from qkv.masks import causal_mask, padding_mask
 
@@ -80,8 +80,8 @@ def _attention_case(fn, q, k, v, mask, what: str) -> None:
         if batched
         else ""
     )
-    weights, output = _pair(
-        _call(fn, f"with {what}", q.copy(), k.copy(), v.copy(), mask.copy(), hint=batch_fix),
+    weights, output = as_pair(
+        call(fn, f"with {what}", q.copy(), k.copy(), v.copy(), mask.copy(), hint=batch_fix),
         f"with {what}",
     )
     want = attention(q, k, v, mask=mask)
@@ -89,7 +89,7 @@ def _attention_case(fn, q, k, v, mask, what: str) -> None:
     if weights.shape != shape:
         n = int(np.prod(lead)) if lead else 1
         if batched and weights.shape == (n * t_q, n * t_k):
-            raise _Wrong(
+            raise Wrong(
                 f"With {what}, your weights have shape {weights.shape}, not {shape}: the batch was "
                 f"flattened into the positions, so each query attends to the keys of every sequence "
                 f"in the batch.",
@@ -97,31 +97,31 @@ def _attention_case(fn, q, k, v, mask, what: str) -> None:
                 "sequence on its own.",
             )
         if weights.shape == (*lead, t_k, t_q) and t_k != t_q:
-            raise _Wrong(
+            raise Wrong(
                 f"With {what}, your weights have shape {weights.shape}, keys by queries, not "
                 f"{shape}, queries by keys.",
                 "Score with q @ kᵀ (row i is query i), not k @ qᵀ.",
             )
-        raise _Wrong(
+        raise Wrong(
             f"With {what}, your weights have shape {weights.shape}, not (..., T_q, T_k) = {shape}.",
             "One row per query and one column per key, the leading axes kept.",
         )
     if output.shape != want.output.shape:
         if d_k != d_v and output.shape == (*lead, t_q, d_k):
-            raise _Wrong(
+            raise Wrong(
                 f"With {what}, your output has shape {output.shape}, d_k = {d_k} numbers a query, "
                 f"not d_v = {d_v}: your output averages the keys, not the values.",
                 "The output is weights @ v.",
             )
-        raise _Wrong(
+        raise Wrong(
             f"With {what}, your output has shape {output.shape}, not (..., T_q, d_v) = {want.output.shape}.",
             "The output is weights @ v: one row per query, one column per value dimension.",
         )
     full = np.broadcast_to(mask, shape)
-    if _close(weights, want.weights):
-        if not _close(output, want.output):
-            gap, where = _worst(output, want.output)
-            _first_match(
+    if close(weights, want.weights):
+        if not close(output, want.output):
+            gap, where = worst(output, want.output)
+            first_match(
                 output,
                 [
                     (
@@ -132,7 +132,7 @@ def _attention_case(fn, q, k, v, mask, what: str) -> None:
                     )
                 ],
             )
-            raise _Wrong(
+            raise Wrong(
                 f"With {what}, your weights are right but your output is off by up to {gap:.3g} "
                 f"(at index {where}).",
                 "The output is weights @ v, the weighted average of the value rows.",
@@ -145,14 +145,14 @@ def _attention_case(fn, q, k, v, mask, what: str) -> None:
         i, j = where[-2], where[-1]
         shown = f"{float(weights[where]):.3g}"
         if not (seen & full).any():
-            raise _Wrong(
+            raise Wrong(
                 f"With {what}, your weights are 0 wherever the mask is True and positive where it "
                 f"is False (query {i} puts {shown} on key {j}, which it may not see): the mask is "
                 f"read the wrong way round.",
                 "In qkv, as in PyTorch's scaled_dot_product_attention, True means 'may attend': "
                 "keep the scores where the mask is True, np.where(mask, scores, -np.inf).",
             )
-        _first_match(
+        first_match(
             weights,
             [
                 (
@@ -170,7 +170,7 @@ def _attention_case(fn, q, k, v, mask, what: str) -> None:
                 ),
             ],
         )
-        raise _Wrong(
+        raise Wrong(
             f"With {what}, query {i} puts {shown} on key {j}, where the mask is False.",
             "A key the mask hides (False) gets exactly 0 weight: its score is -inf before softmax.",
         )
@@ -178,9 +178,9 @@ def _attention_case(fn, q, k, v, mask, what: str) -> None:
         if not np.isfinite(weights).all():
             scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(d_k)
             if np.abs(scores).max() > 700:
-                raise _overflow(float(np.max(np.where(full, scores, -np.inf))))
+                raise overflow(float(np.max(np.where(full, scores, -np.inf))))
             i = np.argwhere(~np.isfinite(weights))[0]
-            raise _Wrong(
+            raise Wrong(
                 f"With {what}, your weights hold nan or inf (at index {tuple(int(n) for n in i)}), "
                 f"though every query may attend to at least one key.",
                 "Set the masked scores to -inf before softmax (np.where(mask, scores, -np.inf)), "
@@ -189,7 +189,7 @@ def _attention_case(fn, q, k, v, mask, what: str) -> None:
     sums = weights.sum(axis=-1)
     if np.abs(sums - 1).max() > 1e-9:
         row = tuple(int(n) for n in np.unravel_index(int(np.argmax(np.abs(sums - 1))), sums.shape))
-        _first_match(
+        first_match(
             weights,
             [
                 (
@@ -209,14 +209,14 @@ def _attention_case(fn, q, k, v, mask, what: str) -> None:
                 ),
             ],
         )
-        raise _Wrong(
+        raise Wrong(
             f"With {what}, row {row} of your weights sums to {float(sums[row]):.4g}, not 1.",
             "Each query's weights are a softmax along the keys, which sums to 1.",
         )
-    _divisor_found(weights, lambda c: attention(q, k, v, mask=mask, scale=1.0 / c).weights, d_k, d_v, t_k)
-    gap, where = _worst(weights, want.weights)
-    raise _Wrong(
-        f"With {what}, your weight at index {where} is off by {gap:.3g}, and {_no_divisor(d_k, d_v, t_k)}.",
+    divisor_found(weights, lambda c: attention(q, k, v, mask=mask, scale=1.0 / c).weights, d_k, d_v, t_k)
+    gap, where = worst(weights, want.weights)
+    raise Wrong(
+        f"With {what}, your weight at index {where} is off by {gap:.3g}, and {no_divisor(d_k, d_v, t_k)}.",
         "The weights are softmax(q @ kᵀ / √d_k) along the keys, with the hidden scores -inf.",
     )
 
@@ -267,7 +267,7 @@ def check_attention(fn, hint: bool = False) -> CheckResult:
     query 0 puts 0.26 on key 1, which the mask hides. Run the check again with
     hint=True for the fix.
     """
-    return _verdict(
+    return verdict(
         "check_attention",
         fn,
         lambda f: [_attention_case(f, *case) for case in _attention_cases(np.random.default_rng(7))],

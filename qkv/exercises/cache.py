@@ -8,13 +8,13 @@ from qkv.dot_product import attention
 from qkv.exercises._verdict import (
     RANDOM_CASES,
     CheckResult,
-    _call,
-    _close,
-    _first_match,
-    _pair,
-    _verdict,
-    _worst,
-    _Wrong,
+    Wrong,
+    as_pair,
+    call,
+    close,
+    first_match,
+    verdict,
+    worst,
 )
 from qkv.kvcache import KVCache
 from qkv.multihead import MultiHeadWeights, merge_heads, split_heads
@@ -76,16 +76,18 @@ def _step_case(fn, w: MultiHeadWeights, earlier: np.ndarray, x_new: np.ndarray, 
         if shared
         else ""
     )
-    weights, output = _pair(_call(fn, f"with {what}", x_new.copy(), w, mine, hint=repeat_fix), f"with {what}")
+    weights, output = as_pair(
+        call(fn, f"with {what}", x_new.copy(), w, mine, hint=repeat_fix), f"with {what}"
+    )
     grown = len(mine) - before
     if grown == 0:
-        raise _Wrong(
+        raise Wrong(
             f"Your step did not add the new token to the cache: with {what} it still holds {before} "
             f"positions after the step.",
             "Append the new token's key and value with cache.append(k_new, v_new).",
         )
     if grown != 1:
-        raise _Wrong(
+        raise Wrong(
             f"Your step added {grown} positions to the cache, with {what}.",
             "One step adds one position, the new token's.",
         )
@@ -93,48 +95,48 @@ def _step_case(fn, w: MultiHeadWeights, earlier: np.ndarray, x_new: np.ndarray, 
         np.array_equal(mine.keys[:, :before], old_keys)
         and np.array_equal(mine.values[:, :before], old_values)
     ):
-        raise _Wrong(
+        raise Wrong(
             f"Your step changed the cached keys or values of earlier tokens, with {what}.",
             "The earlier tokens' keys and values never change: only append.",
         )
     new_k, new_v = theirs.keys[:, -1], theirs.values[:, -1]
-    if not (_close(mine.keys[:, -1], new_k) and _close(mine.values[:, -1], new_v)):
-        if _close(mine.keys[:, -1], new_v) and _close(mine.values[:, -1], new_k):
-            raise _Wrong(
+    if not (close(mine.keys[:, -1], new_k) and close(mine.values[:, -1], new_v)):
+        if close(mine.keys[:, -1], new_v) and close(mine.values[:, -1], new_k):
+            raise Wrong(
                 "The key you appended is the new token's value, and the value its key.",
                 "cache.append takes the key first.",
             )
-        raise _Wrong(
+        raise Wrong(
             f"The key or value you appended is not the new token's, with {what}.",
             "They are split_heads(x_new @ w.w_k, w.n_kv_heads) and split_heads(x_new @ w.w_v, w.n_kv_heads).",
         )
     if weights.shape != want_weights.shape:
         if weights.shape[-1:] == (before,) and before:
-            raise _Wrong(
+            raise Wrong(
                 f"Your new token does not attend to itself: its weights cover the {before} earlier "
                 f"positions only.",
                 "Append its key and value first, then attend over the whole cache.",
             )
         if weights.shape[-1:] == (1,) and before:
-            raise _Wrong(
+            raise Wrong(
                 f"Your new token attends only to itself, with {what}: its weights have one column.",
                 "Attend over every position in the cache, cache.keys and cache.values.",
             )
-        raise _Wrong(
+        raise Wrong(
             f"With {what}, your weights have shape {weights.shape}, not (n_heads, 1, T) = "
             f"{want_weights.shape}.",
             "One query per head, against all T cached positions.",
         )
     if output.shape != want_output.shape:
-        raise _Wrong(
+        raise Wrong(
             f"With {what}, your output has shape {output.shape}, not (1, d_model) = {want_output.shape}.",
             "Merge the heads, then project with w.w_o.",
         )
     group = w.n_heads // w.n_kv_heads
     q = split_heads(x_new @ w.w_q, w.n_heads)
     k, v = np.repeat(theirs.keys, group, axis=0), np.repeat(theirs.values, group, axis=0)
-    if not _close(weights, want_weights):
-        _first_match(
+    if not close(weights, want_weights):
+        first_match(
             weights,
             [
                 (
@@ -152,15 +154,15 @@ def _step_case(fn, w: MultiHeadWeights, earlier: np.ndarray, x_new: np.ndarray, 
                 ),
             ],
         )
-        gap, _ = _worst(weights, want_weights)
-        raise _Wrong(
+        gap, _ = worst(weights, want_weights)
+        raise Wrong(
             f"With {what}, your weights differ from qkv's by up to {gap:.3g}.",
             "The new token's query, split into heads, attends over the cached keys with "
             "softmax(q @ kᵀ / √d_head).",
         )
-    if not _close(output, want_output):
+    if not close(output, want_output):
         out = attention(q, k, v).output
-        _first_match(
+        first_match(
             output,
             [
                 (
@@ -177,7 +179,7 @@ def _step_case(fn, w: MultiHeadWeights, earlier: np.ndarray, x_new: np.ndarray, 
                 ),
             ],
         )
-        raise _Wrong(
+        raise Wrong(
             f"Your weights are right but your output is not, with {what}.",
             "It is merge_heads(weights @ v) @ w.w_o, with the values repeated for the heads that share them.",
         )
@@ -226,7 +228,7 @@ def check_kv_cache_step(fn, hint: bool = False) -> CheckResult:
     >>> check_kv_cache_step(step).hint()
     Append its key and value first, then attend over the whole cache.
     """
-    return _verdict(
+    return verdict(
         "check_kv_cache_step",
         fn,
         lambda f: [_step_case(f, *case) for case in _step_cases(np.random.default_rng(5))],

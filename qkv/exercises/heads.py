@@ -7,13 +7,13 @@ import numpy as np
 from qkv.exercises._verdict import (
     RANDOM_CASES,
     CheckResult,
-    _array,
-    _call,
-    _close,
-    _first_match,
-    _verdict,
-    _worst,
-    _Wrong,
+    Wrong,
+    as_array,
+    call,
+    close,
+    first_match,
+    verdict,
+    worst,
 )
 from qkv.multihead import split_heads
 
@@ -32,30 +32,30 @@ def _split_cases(rng):
 
 
 def _split_case(fn, x: np.ndarray, n_heads: int, what: str) -> None:
-    got = _array(_call(fn, f"on {what}", x.copy(), n_heads), what)
+    got = as_array(call(fn, f"on {what}", x.copy(), n_heads), what)
     want = split_heads(x, n_heads)
     *lead, t, width = x.shape
     d_head = width // n_heads
     if got.shape != want.shape:
         if got.shape == (*lead, t, n_heads, d_head):
-            raise _Wrong(
+            raise Wrong(
                 f"On {what}, your heads are on the wrong axis: shape (..., T, n_heads, d_head) = "
                 f"{got.shape}, not (..., n_heads, T, d_head) = {want.shape}.",
                 "Swap the T and head axes (np.swapaxes(..., -2, -3)).",
             )
         if lead and got.ndim != want.ndim:
-            raise _Wrong(
+            raise Wrong(
                 f"On {what}, your result has shape {got.shape}, not {want.shape}: the leading "
                 f"(batch) axes are lost.",
                 "Keep the leading axes: (..., T, width) becomes (..., n_heads, T, d_head).",
             )
-        raise _Wrong(
+        raise Wrong(
             f"On {what}, your result has shape {got.shape}, not (..., n_heads, T, d_head) = {want.shape}.",
             "Reshape to (..., T, n_heads, d_head), then swap the T and head axes.",
         )
-    if _close(got, want):
+    if close(got, want):
         return
-    _first_match(
+    first_match(
         got,
         [
             (
@@ -75,9 +75,9 @@ def _split_case(fn, x: np.ndarray, n_heads: int, what: str) -> None:
             ),
         ],
     )
-    _, where = _worst(got, want)
+    _, where = worst(got, want)
     h, i = where[-3], where[-2]
-    raise _Wrong(
+    raise Wrong(
         f"On {what}, your head {h} at position {i} differs from "
         f"x[..., {i}, {h * d_head}:{(h + 1) * d_head}].",
         f"Head {h} at position {i} is columns {h * d_head} to {(h + 1) * d_head - 1} of token {i}.",
@@ -115,7 +115,7 @@ def check_split_heads(fn, hint: bool = False) -> CheckResult:
     Passed: your split_heads matches qkv.split_heads on 100 random inputs, with and without
     batch axes, and with one head and heads one number wide.
     """
-    return _verdict(
+    return verdict(
         "check_split_heads",
         fn,
         lambda f: [_split_case(f, *case) for case in _split_cases(np.random.default_rng(4))],

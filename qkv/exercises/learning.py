@@ -13,11 +13,11 @@ from qkv.dot_product import softmax
 from qkv.exercises._verdict import (
     RANDOM_CASES,
     CheckResult,
-    _array,
-    _call,
-    _close,
-    _verdict,
-    _Wrong,
+    Wrong,
+    as_array,
+    call,
+    close,
+    verdict,
 )
 from qkv.toy import FEATURES, SENTENCE, feature_embeddings, hand_built_projections
 
@@ -97,21 +97,21 @@ def _case(fn, w_q, w_k, x, i, j, lr, what: str) -> None:
         "W_Q is (d_model, d_k), and so is its gradient: q = x_i @ W_Q, so ∂loss/∂W_Q = "
         "np.outer(x_i, ∂loss/∂q)"
     )
-    got = _array(_call(fn, f"with {what}", w_q.copy(), w_k.copy(), x.copy(), i, j, lr, hint=shapes), what)
+    got = as_array(call(fn, f"with {what}", w_q.copy(), w_k.copy(), x.copy(), i, j, lr, hint=shapes), what)
     grad = _gradient(w_q, w_k, x, i, j)
     want = w_q - lr * grad
     if got.shape != want.shape:
         if got.shape == (d_k, d_model):
-            raise _Wrong(
+            raise Wrong(
                 f"With {what}, your new W_Q has shape {got.shape}, (d_k, d_model), not W_Q's "
                 f"{w_q.shape}: your gradient is transposed.",
                 "q = x_i @ W_Q, so ∂loss/∂W_Q = np.outer(x_i, ∂loss/∂q), d_model by d_k.",
             )
-        raise _Wrong(
+        raise Wrong(
             f"With {what}, your new W_Q has shape {got.shape}, not W_Q's {w_q.shape}.",
             "Return W_Q after the step, W_Q - lr * ∂loss/∂W_Q.",
         )
-    if _close(got, want):
+    if close(got, want):
         return
     before, right_after = _loss(w_q, w_k, x, i, j), _loss(want, w_k, x, i, j)
     with np.errstate(all="ignore"):
@@ -120,13 +120,13 @@ def _case(fn, w_q, w_k, x, i, j, lr, what: str) -> None:
         f"the loss -log weight goes from {before:.4g} to {after:.4g} where the right step takes it "
         f"to {right_after:.4g}"
     )
-    if _close(got, w_q):
-        raise _Wrong(
+    if close(got, w_q):
+        raise Wrong(
             f"With {what}, your step leaves W_Q as it was.",
             "Return W_Q - lr * ∂loss/∂W_Q, a new array (or the old one changed in place).",
         )
-    if _close(got, grad):
-        raise _Wrong(
+    if close(got, grad):
+        raise Wrong(
             f"With {what}, you returned the gradient itself, not W_Q after the step.",
             "Return W_Q - lr * gradient.",
         )
@@ -134,7 +134,7 @@ def _case(fn, w_q, w_k, x, i, j, lr, what: str) -> None:
     size = float(right @ right)
     if size > 0:
         ratio = float(step @ right) / size
-        if _close(got - w_q, ratio * (-lr * grad)):  # along the gradient, by the wrong amount
+        if close(got - w_q, ratio * (-lr * grad)):  # along the gradient, by the wrong amount
             for factor, symptom, fix in (
                 (
                     -1.0,
@@ -166,8 +166,8 @@ def _case(fn, w_q, w_k, x, i, j, lr, what: str) -> None:
                 ),
             ):
                 if not np.isclose(factor, 1.0) and np.isclose(ratio, factor, rtol=1e-6):
-                    raise _Wrong(f"With {what}, {symptom}.", fix)
-            raise _Wrong(
+                    raise Wrong(f"With {what}, {symptom}.", fix)
+            raise Wrong(
                 f"With {what}, your step points along the gradient but is {ratio:.4g} times the right "
                 f"one: {losses}.",
                 "The step is lr times the gradient of -log weight, nothing more.",
@@ -188,17 +188,17 @@ def _case(fn, w_q, w_k, x, i, j, lr, what: str) -> None:
             "∂(-log weights[j]) / ∂scores = weights - onehot(j), not -onehot(j).",
         ),
     ):
-        if _close(got, w_q - lr * _gradient(w_q, w_k, x, i, j, d_scores)):
-            raise _Wrong(f"With {what}, {symptom}.", fix)
+        if close(got, w_q - lr * _gradient(w_q, w_k, x, i, j, d_scores)):
+            raise Wrong(f"With {what}, {symptom}.", fix)
     if not np.allclose(np.delete(got - w_q, np.flatnonzero(x[i]), axis=0), 0.0, atol=1e-12) and np.any(
         x[i] == 0
     ):
-        raise _Wrong(
+        raise Wrong(
             f"With {what}, your step changes rows of W_Q that query {i}'s input never reads "
             f"(its zero entries), so they cannot change its loss.",
             "∂loss/∂W_Q = np.outer(x_i, ∂loss/∂q): only the rows where x_i is not 0 move.",
         )
-    raise _Wrong(
+    raise Wrong(
         f"With {what}, your step is not the gradient step: {losses}.",
         "∂loss/∂W_Q = np.outer(x_i, K.T @ (weights - onehot(j)) / √d_k), with K = x @ W_K; "
         "the step is W_Q - lr * that.",
@@ -212,7 +212,7 @@ def _toy_after(fn) -> tuple[float, float, str]:
     w_q = toy_start()
     before = float(_weights(w_q, p.w_k, x, drank)[milk])
     for _ in range(TOY_STEPS):
-        w_q = np.asarray(_call(fn, "on the toy", w_q.copy(), p.w_k.copy(), x.copy(), drank, milk, TOY_LR))
+        w_q = np.asarray(call(fn, "on the toy", w_q.copy(), p.w_k.copy(), x.copy(), drank, milk, TOY_LR))
     after = _weights(w_q, p.w_k, x, drank)
     return before, float(after[milk]), SENTENCE[int(after.argmax())]
 
@@ -267,7 +267,7 @@ def check_gradient_step(fn, hint: bool = False) -> CheckResult:
             _case(f, *case)
         run.toy = _toy_after(f)
 
-    result = _verdict("check_gradient_step", fn, run, "", hint=hint)
+    result = verdict("check_gradient_step", fn, run, "", hint=hint)
     if not result.ok:
         return result
     before, after, top = run.toy

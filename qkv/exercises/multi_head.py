@@ -8,13 +8,13 @@ from qkv.dot_product import attention
 from qkv.exercises._verdict import (
     RANDOM_CASES,
     CheckResult,
-    _call,
-    _close,
-    _first_match,
-    _pair,
-    _verdict,
-    _worst,
-    _Wrong,
+    Wrong,
+    as_pair,
+    call,
+    close,
+    first_match,
+    verdict,
+    worst,
 )
 from qkv.masks import causal_mask
 from qkv.multihead import MultiHeadWeights, merge_heads, multi_head_attention, split_heads
@@ -61,39 +61,39 @@ def _mha_case(fn, x_q, x_kv, w: MultiHeadWeights, mask, what: str) -> None:
         if x_q is not x_kv
         else ""
     )
-    weights, output = _pair(
-        _call(fn, f"with {what}", x_q.copy(), x_kv.copy(), w, mask.copy(), hint=fix), f"with {what}"
+    weights, output = as_pair(
+        call(fn, f"with {what}", x_q.copy(), x_kv.copy(), w, mask.copy(), hint=fix), f"with {what}"
     )
     want = multi_head_attention(x_q, x_kv, w, mask=mask)
     h, d_head = w.n_heads, w.d_head
     lead, t_q, t_k = x_q.shape[:-2], x_q.shape[-2], x_kv.shape[-2]
     if weights.shape != want.weights.shape:
         if t_q != t_k and weights.shape == (*lead, h, t_q, t_q):
-            raise _Wrong(
+            raise Wrong(
                 f"With {what}, your weights have shape {weights.shape}: each query attends to the "
                 f"{t_q} positions of x_q, not the {t_k} of x_kv.",
                 "Queries come from x_q, keys and values from x_kv (the same array in self-attention).",
             )
         if weights.shape == (*lead, t_q, t_k):
-            raise _Wrong(
+            raise Wrong(
                 f"With {what}, your weights have shape {weights.shape}, one map for the whole layer, "
                 f"not one per head, {want.weights.shape}.",
                 "Split the queries, keys and values into heads (qkv.split_heads), then attend in "
                 "every head at once: the head axis comes before T.",
             )
-        raise _Wrong(
+        raise Wrong(
             f"With {what}, your weights have shape {weights.shape}, not (..., n_heads, T_q, T_k) = "
             f"{want.weights.shape}.",
             "One attention map per head: split into heads before attending.",
         )
     if output.shape != want.output.shape:
         if output.shape == (*lead, h, t_q, d_head):
-            raise _Wrong(
+            raise Wrong(
                 f"With {what}, your output has shape {output.shape}, the heads still apart, not "
                 f"(..., T_q, d_model) = {want.output.shape}.",
                 "Merge the heads (qkv.merge_heads), then multiply by w.w_o.",
             )
-        raise _Wrong(
+        raise Wrong(
             f"With {what}, your output has shape {output.shape}, not (..., T_q, d_model) = "
             f"{want.output.shape}.",
             "Merge the heads, then project with w.w_o.",
@@ -109,8 +109,8 @@ def _mha_case(fn, x_q, x_kv, w: MultiHeadWeights, mask, what: str) -> None:
     def interleaved(y):
         return np.moveaxis(y.reshape(*y.shape[:-1], d_head, h), -1, -3)
 
-    if not _close(weights, want.weights):
-        _first_match(
+    if not close(weights, want.weights):
+        first_match(
             weights,
             [
                 (
@@ -171,15 +171,15 @@ def _mha_case(fn, x_q, x_kv, w: MultiHeadWeights, mask, what: str) -> None:
                 ),
             ],
         )
-        gap, where = _worst(weights, want.weights)
-        raise _Wrong(
+        gap, where = worst(weights, want.weights)
+        raise Wrong(
             f"With {what}, your weights differ from qkv's by up to {gap:.3g} (at index {where}).",
             "q = split_heads(x_q @ w.w_q), k and v likewise from x_kv, then attention in every "
             "head: softmax(q @ kᵀ / √d_head), masked.",
         )
-    if not _close(output, want.output):
+    if not close(output, want.output):
         heads_out = attention(q, k, v, mask=head_mask).output
-        _first_match(
+        first_match(
             output,
             [
                 (
@@ -197,8 +197,8 @@ def _mha_case(fn, x_q, x_kv, w: MultiHeadWeights, mask, what: str) -> None:
                 ),
             ],
         )
-        gap, where = _worst(output, want.output)
-        raise _Wrong(
+        gap, where = worst(output, want.output)
+        raise Wrong(
             f"With {what}, your weights are right but your output is off by up to {gap:.3g} (at "
             f"index {where}).",
             "The output is merge_heads(weights @ v) @ w.w_o.",
@@ -238,7 +238,7 @@ def check_multi_head_attention(fn, hint: bool = False) -> CheckResult:
     Passed: your multi-head attention matches qkv.multi_head_attention on 25 random
     layers, on a batch, with a causal mask and in cross-attention.
     """
-    return _verdict(
+    return verdict(
         "check_multi_head_attention",
         fn,
         lambda f: [_mha_case(f, *case) for case in _mha_cases(np.random.default_rng(9))],

@@ -8,15 +8,15 @@ from qkv.dot_product import attention
 from qkv.exercises._verdict import (
     RANDOM_CASES,
     CheckResult,
-    _call,
-    _close,
-    _divisor_found,
-    _no_divisor,
-    _overflow,
-    _pair,
-    _verdict,
-    _worst,
-    _Wrong,
+    Wrong,
+    as_pair,
+    call,
+    close,
+    divisor_found,
+    no_divisor,
+    overflow,
+    verdict,
+    worst,
 )
 
 
@@ -39,49 +39,48 @@ def _one_query_cases(rng):
 
 def _one_query_case(fn, q, k, v, what: str) -> None:
     t, d_k, d_v = k.shape[0], k.shape[1], v.shape[1]
-    weights, output = _pair(_call(fn, f"with {what}", q.copy(), k.copy(), v.copy()), f"with {what}")
+    weights, output = as_pair(call(fn, f"with {what}", q.copy(), k.copy(), v.copy()), f"with {what}")
     want = attention(q[None], k, v)  # one query: a (1, d_k) table of queries
     if weights.shape != (t,):
-        raise _Wrong(
+        raise Wrong(
             f"With {what}, your weights have shape {weights.shape}, not ({t},): one query against "
             f"{t} keys has one weight per key.",
             "Score the query against each key with k @ q, a vector of T numbers.",
         )
     if output.shape != (d_v,):
-        if output.shape == (t,) and _close(output, want.weights[0]):
-            raise _Wrong(
+        if output.shape == (t,) and close(output, want.weights[0]):
+            raise Wrong(
                 f"Your output is the weights (one number per key), where the output has one number "
                 f"per value column (d_v = {d_v}).",
                 "The output is weights @ v, the weighted average of the value rows.",
             )
         if output.shape == (d_k,) and d_k != d_v:
-            raise _Wrong(
+            raise Wrong(
                 f"Your output has d_k = {d_k} numbers, one per key column: it averages the keys.",
                 "Average the values instead, weights @ v.",
             )
-        raise _Wrong(
+        raise Wrong(
             f"With {what}, your output has shape {output.shape}, not ({d_v},), one number per value column.",
             "The output is weights @ v.",
         )
     if not (np.isfinite(weights).all() and np.isfinite(output).all()):
-        raise _overflow(float(np.max(k @ q) / np.sqrt(d_k)))
-    if not _close(weights, want.weights[0]):
-        _divisor_found(weights, lambda c: attention(q[None], k, v, scale=1.0 / c).weights[0], d_k, d_v, t)
+        raise overflow(float(np.max(k @ q) / np.sqrt(d_k)))
+    if not close(weights, want.weights[0]):
+        divisor_found(weights, lambda c: attention(q[None], k, v, scale=1.0 / c).weights[0], d_k, d_v, t)
         total = float(weights.sum())
         if abs(total - 1.0) > 1e-9:
-            raise _Wrong(
+            raise Wrong(
                 f"With {what}, your weights sum to {total:.10g}, not 1.",
                 "Divide the exponentials by their sum, and by nothing else.",
             )
-        gap, where = _worst(weights, want.weights[0])
-        raise _Wrong(
-            f"With {what}, your weight on key {where[0]} is off by {gap:.3g}, and "
-            f"{_no_divisor(d_k, d_v, t)}.",
+        gap, where = worst(weights, want.weights[0])
+        raise Wrong(
+            f"With {what}, your weight on key {where[0]} is off by {gap:.3g}, and {no_divisor(d_k, d_v, t)}.",
             "The weights are softmax(k @ q / √d_k), one per key.",
         )
-    if not _close(output, want.output[0]):
-        gap, where = _worst(output, want.output[0])
-        raise _Wrong(
+    if not close(output, want.output[0]):
+        gap, where = worst(output, want.output[0])
+        raise Wrong(
             f"With {what}, your weights are right but your output is not: column {where[0]} is off "
             f"by {gap:.3g}.",
             "The output is weights @ v, the weighted average of the value rows.",
@@ -120,7 +119,7 @@ def check_one_query_attention(fn, hint: bool = False) -> CheckResult:
     Passed: your attention matches qkv.attention on 100 random queries and on a single
     key and a score of 5000.
     """
-    return _verdict(
+    return verdict(
         "check_one_query_attention",
         fn,
         lambda f: [_one_query_case(f, *case) for case in _one_query_cases(np.random.default_rng(2))],

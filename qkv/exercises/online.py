@@ -8,14 +8,14 @@ from qkv.dot_product import softmax
 from qkv.exercises._verdict import (
     RANDOM_CASES,
     CheckResult,
-    _array,
-    _call,
-    _close,
-    _first_match,
-    _overflow,
-    _verdict,
-    _worst,
-    _Wrong,
+    Wrong,
+    as_array,
+    call,
+    close,
+    first_match,
+    overflow,
+    verdict,
+    worst,
 )
 from qkv.tiled import online_softmax
 
@@ -92,35 +92,35 @@ def _online_case(fn, z: np.ndarray, block: int, what: str) -> None:
     rows = z.ndim > 1
     row_fix = "Keep one running maximum and sum per row (axis=-1, keepdims=True)."
     on = f"on {what}, after passing on single rows" if rows else f"on {what}"
-    got = _array(_call(fn, on, z.copy(), block, hint=row_fix[:-1] if rows else ""), what)
+    got = as_array(call(fn, on, z.copy(), block, hint=row_fix[:-1] if rows else ""), what)
     want = online_softmax(z, block=block)
     if got.shape != want.shape:
-        raise _Wrong(
+        raise Wrong(
             f"On {what}, your function returned shape {got.shape}, not the scores' shape {z.shape}.",
             "One weight per score: keep every axis.",
         )
-    if _close(got, want):
+    if close(got, want):
         return
     if not np.isfinite(got).all():
         if np.isneginf(z).any():
-            raise _Wrong(
+            raise Wrong(
                 "A row whose first block is all -inf (every key masked so far) comes out nan: while "
                 "the running maximum is still -inf, exp(-inf - (-inf)) is nan.",
                 "Shift by 0 while the running maximum is -inf, as qkv.online_softmax does.",
             )
-        raise _overflow(float(np.max(z)))
-    _first_match(got, _online_mistakes(z, block))
+        raise overflow(float(np.max(z)))
+    first_match(got, _online_mistakes(z, block))
     n = z.shape[-1]
     tail = n % block
-    if tail and _close(got[..., : n - tail], want[..., : n - tail]):
-        raise _Wrong(
+    if tail and close(got[..., : n - tail], want[..., : n - tail]):
+        raise Wrong(
             f"On {what}, the last, shorter block ({tail} score{'s' * (tail > 1)}) is wrong, the "
             f"others are right.",
             "When block does not divide the row, loop over range(0, n, block) and let the last "
             "slice be shorter.",
         )
-    gap, where = _worst(got, want)
-    raise _Wrong(
+    gap, where = worst(got, want)
+    raise Wrong(
         f"On {what}, your weights differ from softmax's by up to {gap:.3g} (at index {where})"
         + (", after passing on single rows." if rows else "."),
         row_fix if rows else "Keep a running maximum m and sum s; rescale s by exp(m_old - m_new).",
@@ -159,7 +159,7 @@ def check_online_softmax(fn, hint: bool = False) -> CheckResult:
     Passed: your online softmax matches softmax on 100 random inputs and on a single score,
     a block of -inf scores, and scores near 1000.
     """
-    return _verdict(
+    return verdict(
         "check_online_softmax",
         fn,
         lambda f: [_online_case(f, *case) for case in _online_cases(np.random.default_rng(6))],

@@ -7,13 +7,13 @@ import numpy as np
 from qkv.exercises._verdict import (
     RANDOM_CASES,
     CheckResult,
-    _array,
-    _call,
-    _close,
-    _first_match,
-    _verdict,
-    _worst,
-    _Wrong,
+    Wrong,
+    as_array,
+    call,
+    close,
+    first_match,
+    verdict,
+    worst,
 )
 from qkv.rope import rope, rope_angles
 
@@ -120,28 +120,28 @@ def _rope_case(fn, x, positions, what: str) -> None:
         if batched
         else ""
     )
-    got = _array(_call(fn, f"on {what}", x.copy(), positions.copy(), hint=fix), what)
+    got = as_array(call(fn, f"on {what}", x.copy(), positions.copy(), hint=fix), what)
     want = rope(x, positions)
     if got.shape != want.shape:
-        raise _Wrong(
+        raise Wrong(
             f"On {what}, your output has shape {got.shape}, not x's shape {x.shape}.",
             "RoPE turns each pair in place: the output has the input's shape.",
         )
-    if _close(got, want):
+    if close(got, want):
         return
-    _first_match(got, _rope_mistakes(x, positions))
+    first_match(got, _rope_mistakes(x, positions))
     norms_in = np.linalg.norm(x, axis=-1)
     norms_out = np.linalg.norm(got, axis=-1)
     if not np.allclose(norms_in, norms_out, rtol=1e-9, atol=1e-12):
-        gap, where = _worst(norms_out, norms_in)
-        raise _Wrong(
+        gap, where = worst(norms_out, norms_in)
+        raise Wrong(
             f"On {what}, your output changes the length of row {where}: its norm moves by "
             f"{gap:.3g}, which no rotation does.",
             "A rotation of each pair keeps its length: out[2i] = x[2i] cos - x[2i+1] sin and "
             "out[2i+1] = x[2i] sin + x[2i+1] cos, with the same angle in both.",
         )
-    gap, where = _worst(got, want)
-    raise _Wrong(
+    gap, where = worst(got, want)
+    raise Wrong(
         f"On {what}, your entry {where} is off by {gap:.3g} (lengths kept, so a rotation, but not "
         f"by the right angles).",
         "Pair i = (x[2i], x[2i+1]) at position m turns by m * base**(-2i/d), base 10,000.",
@@ -180,7 +180,7 @@ def check_rope(fn, hint: bool = False) -> CheckResult:
     Passed: your rope matches qkv.rope on 50 random inputs, with and without batch and head
     axes, and at positions after cached tokens.
     """
-    return _verdict(
+    return verdict(
         "check_rope",
         fn,
         lambda f: [_rope_case(f, *case) for case in _rope_cases(np.random.default_rng(8))],

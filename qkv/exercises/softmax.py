@@ -8,14 +8,14 @@ from qkv.dot_product import softmax
 from qkv.exercises._verdict import (
     RANDOM_CASES,
     CheckResult,
-    _array,
-    _call,
-    _close,
-    _first_match,
-    _overflow,
-    _verdict,
-    _worst,
-    _Wrong,
+    Wrong,
+    as_array,
+    call,
+    close,
+    first_match,
+    overflow,
+    verdict,
+    worst,
 )
 
 
@@ -81,19 +81,19 @@ def _softmax_mistakes(z: np.ndarray, axis: int):
 
 def _softmax_case(fn, z: np.ndarray, axis: int, what: str) -> None:
     args = (z.copy(),) if axis == -1 else (z.copy(), axis)  # the default axis is not passed
-    got = _array(_call(fn, f"on {what}", *args), what)
+    got = as_array(call(fn, f"on {what}", *args), what)
     want = softmax(z, axis=axis)
     if got.shape != want.shape:
-        raise _Wrong(
+        raise Wrong(
             f"On {what}, your softmax returned shape {got.shape}, not the scores' shape {z.shape}.",
             "Keep every axis: the weights have the scores' shape, one weight per score.",
         )
-    if _close(got, want):
+    if close(got, want):
         return
     finite = np.isfinite(z).all()
     if not np.isfinite(got).all():
         if np.isneginf(z).any() and not finite and np.abs(z[np.isfinite(z)]).max() < 50:
-            raise _Wrong(
+            raise Wrong(
                 "A score of -inf (a masked key) makes nan in your weights, where its weight must be "
                 "exactly 0.",
                 "exp(-inf) = 0 gives that 0, so nothing on the way may compute -inf - (-inf) or 0 * inf: "
@@ -103,29 +103,29 @@ def _softmax_case(fn, z: np.ndarray, axis: int, what: str) -> None:
             global_max = np.exp(z - z.max())  # the largest score of the whole array subtracted
             global_max = global_max / global_max.sum(axis=axis, keepdims=True)
         if np.isnan(global_max).any() and np.array_equal(np.isnan(got), np.isnan(global_max)):
-            raise _Wrong(
+            raise Wrong(
                 f"On {what}, the rows far below the array's largest score come out nan, the others "
                 f"are right.",
                 "Subtract each row's own maximum (max with axis and keepdims=True), not the largest "
                 "score of the whole array.",
             )
-        raise _overflow(float(np.max(z)))
-    _first_match(got, _softmax_mistakes(z, axis))
-    gap, where = _worst(got, want)
+        raise overflow(float(np.max(z)))
+    first_match(got, _softmax_mistakes(z, axis))
+    gap, where = worst(got, want)
     with np.errstate(all="ignore"):
         sums = got.sum(axis=axis, keepdims=True)
     off = np.abs(sums - 1.0)
-    if float(off.max()) > 1e-12 and _close(got / sums, want):
+    if float(off.max()) > 1e-12 and close(got / sums, want):
         # right up to a factor per row: the denominator is off (sum + eps, sum * (1 + eps))
-        worst = float(sums.flat[int(np.argmax(off))])
-        raise _Wrong(
-            f"On {what}, your weights are right up to a factor: a row sums to {worst:.15g}, not 1, "
-            f"off by {abs(worst - 1):.2g} (rounding alone stays below 1e-12), so the denominator "
+        off_sum = float(sums.flat[int(np.argmax(off))])
+        raise Wrong(
+            f"On {what}, your weights are right up to a factor: a row sums to {off_sum:.15g}, not 1, "
+            f"off by {abs(off_sum - 1):.2g} (rounding alone stays below 1e-12), so the denominator "
             f"is not the sum of the exponentials.",
             "Divide by the sum of the exponentials and nothing else: no epsilon added to it, no "
             "factor on it; with the row's maximum subtracted first the sum is at least 1 anyway.",
         )
-    raise _Wrong(
+    raise Wrong(
         f"On {what}, your weights differ from qkv.softmax's by up to {gap:.3g} (at index {where}).",
         "Softmax is exp(z) / sum(exp(z)) along the axis, with each row's maximum subtracted first.",
     )
@@ -165,7 +165,7 @@ def check_softmax(fn, hint: bool = False) -> CheckResult:
     >>> check_softmax(lambda z, axis=-1: np.exp(z) / np.exp(z).sum(axis=axis, keepdims=True)).ok
     False
     """
-    return _verdict(
+    return verdict(
         "check_softmax",
         fn,
         lambda f: [_softmax_case(f, *case) for case in _softmax_cases(np.random.default_rng(1))],
