@@ -200,8 +200,8 @@ def test_the_model_tier_holds_the_tests_that_run_the_model_and_no_other():
     # what `./dev check` leaves out (-m model), read from a real collection of the modules
     # that show each way a test gets the mark, and of one that must not get it
     modules = [
-        "test_trained_model",
-        "test_coreference",
+        "pages/test_trained_model",
+        "pages/test_coreference",
         "test_interventions",
         "test_snippets",
         "test_attention",
@@ -219,7 +219,7 @@ def test_the_model_tier_holds_the_tests_that_run_the_model_and_no_other():
     files = {i.split("::")[0] for i in ids}
     # whole modules about the model, a test elsewhere that asks for the model fixture, and
     # the snippet scripts that load it; and nothing that does not touch it
-    assert {"tests/fast/test_trained_model.py", "tests/fast/test_coreference.py"} <= files
+    assert {"tests/fast/pages/test_trained_model.py", "tests/fast/pages/test_coreference.py"} <= files
     assert any(i.startswith("tests/fast/test_interventions.py::") for i in ids)
     assert "tests/fast/test_snippets.py::test_snippet_runs_and_prints[trained_model.py]" in ids
     assert not any("[soft_lookup.py]" in i or i.startswith("tests/fast/test_attention.py") for i in ids)
