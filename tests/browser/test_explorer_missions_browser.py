@@ -6,7 +6,7 @@ loaded), and read the box. Each mission must open the state tests/explorer_missi
 states, keep the prediction and show it with the result, and show a measurement that is
 the lab's own output on screen and qkv's computation (to 1e-4 where it is a number). The
 sentences on what it means, which the box fetches from docs/things-to-try-in-depth.md, are
-guarded in tests/fast/test_explorer_missions.py.
+guarded in tests/fast/pages/test_explorer.py.
 """
 
 from __future__ import annotations

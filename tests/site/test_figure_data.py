@@ -65,7 +65,7 @@ def figure_blocks(site: Path) -> dict[str, tuple[Path, object]]:
 @pytest.fixture(scope="module")
 def figure_data(once_per_run):
     """``figure_data(name)``: the figure's ``data()``, once per run (scale-training's sweep
-    takes 10 s; tests/fast/test_why_scale.py and test_figures.py read the same run)."""
+    takes 10 s; tests/fast/pages/test_why_scale_in_depth.py and test_figures.py read the same run)."""
     return lambda name: once_per_run(f"figure-data-{name}", load(name).data)
 
 

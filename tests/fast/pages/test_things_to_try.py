@@ -115,7 +115,7 @@ def test_the_explorer_opens_on_she_at_the_weights_stage_scaled(data):
 @pytest.mark.claim("try-unscaled-eight-times")
 def test_unscaled_scores_at_64_are_typically_eight_times_the_scaled_ones_at_16():
     # std(q·k) = sqrt(d_k): raw at 64 is 8; scaled at 16 is 4 / 4 = 1. Tolerance: 5 standard
-    # errors of a ratio of two independent sample stds (see tests/fast/test_why_scale.py).
+    # errors of a ratio of two independent sample stds (see tests/fast/pages/test_why_scale_in_depth.py).
     n = 20_000
     ratio = score_std(64, scale=False, n_draws=n) / score_std(16, scale=True, n_draws=n)
     rel_se = np.hypot(*(0.5 * np.sqrt((2 + 6 / d) / n) for d in (64, 16)))
