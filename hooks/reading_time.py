@@ -7,4 +7,5 @@ from qkv_site.reading import ReadingTimes
 _times = ReadingTimes()  # one site per process; kept across the rebuilds of `mkdocs serve`
 on_page_markdown = _times.on_page_markdown
 on_page_content = _times.on_page_content
+on_env = _times.on_env
 on_post_page = _times.on_post_page

@@ -195,16 +195,18 @@ def time_line(minutes_: int) -> str:
 
 class ReadingTimes:
     """The hook's state for one site: each chapter's reading, taken from its rendered HTML
-    (``on_page_content``, its time put under its title), and the home page's list filled in
-    once every page is rendered (``on_post_page``: MkDocs renders every page's content before
-    it writes any page). Under ``mkdocs serve --dirty`` a chapter not rendered again keeps
-    the reading it had."""
+    once its figures are in it, and its time put under its title (``on_env``: the figures
+    are computed in parallel and put in their pages in the artifacts plugin's ``on_env``,
+    which runs before a hook's), then the home page's list filled in (``on_post_page``:
+    MkDocs renders every page's content and runs ``on_env`` before it writes any page). Under
+    ``mkdocs serve --dirty`` a chapter not rendered again keeps the reading it had."""
 
     PLACE = '<span class="reading-time" data-chapter="{}"></span>'
     PATH = '<p class="reading-time" data-path></p>'
 
     def __init__(self):
         self.readings: dict[str, Reading] = {}
+        self._rendered: dict[str, object] = {}  # this build's chapter pages, until on_env
 
     def on_page_markdown(self, markdown_text, page, config, files):
         if page.file.src_uri != "index.md":
@@ -220,10 +222,16 @@ class ReadingTimes:
 
     def on_page_content(self, html, page, config, files):
         chapters = {c.file for c in Site(config["nav"]).chapters()}
-        if page.file.src_uri not in chapters:
-            return html
-        reading = self.readings[page.file.src_uri] = reading_of(html)
-        return html.replace("</h1>", "</h1>\n" + time_line(reading.minutes), 1)
+        if page.file.src_uri in chapters:
+            self._rendered[page.file.src_uri] = page
+        return html
+
+    def on_env(self, env, config, files):
+        for chapter, page in self._rendered.items():
+            reading = self.readings[chapter] = reading_of(page.content)
+            page.content = page.content.replace("</h1>", "</h1>\n" + time_line(reading.minutes), 1)
+        self._rendered = {}
+        return env
 
     def on_post_page(self, output, page, config):
         if page.file.src_uri != "index.md":

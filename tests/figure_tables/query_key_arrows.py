@@ -6,5 +6,5 @@ from __future__ import annotations
 def expected(d) -> list[list[list]]:
     return [
         [[w, *k, s, a] for w, k, s, a in zip(d.words, d.keys.tolist(), d.scores, d.weights, strict=True)],
-        [[*d.query.tolist(), d.off_plane]],
+        [[d.asker, *d.query.tolist(), d.off_plane]],
     ]

@@ -38,6 +38,7 @@ CAPTION = (
 
 class Arrows(NamedTuple):
     words: tuple[str, ...]
+    asker: str  # the word whose query is drawn
     plane: tuple[str, str]
     query: np.ndarray  # (2,): drank's query in the plane
     off_plane: float  # length of the query's part outside the plane (0: the plane is exact)
@@ -56,6 +57,7 @@ def data() -> Arrows:
     weights = softmax(scores / np.sqrt(q.shape[1]))
     return Arrows(
         toy.SENTENCE,
+        QUERY,
         PLANE,
         query[columns],
         float(np.linalg.norm(query[rest])),
@@ -79,8 +81,8 @@ def tables() -> list[Table]:
         ),
         Table(
             f"{QUERY}'s query in the plane",
-            (d.plane[0], d.plane[1], "length outside the plane"),
-            ((float(d.query[0]), float(d.query[1]), d.off_plane),),
+            ("query of", d.plane[0], d.plane[1], "length outside the plane"),
+            ((d.asker, float(d.query[0]), float(d.query[1]), d.off_plane),),
         ),
     ]
 
