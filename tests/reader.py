@@ -80,6 +80,9 @@ def make_reader_env(wheel: Path, where: Path) -> Path:
         ],
         check=True,
         timeout=HANG,
+        # none of this run's paths: with a tree on PYTHONPATH that holds qkv.egg-info (a copy
+        # of the repository that built its wheel), pip would call qkv installed and skip it
+        env=reader_env(),
     )
     with zipfile.ZipFile(wheel) as archive:
         meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
@@ -101,6 +104,16 @@ def make_reader_env(wheel: Path, where: Path) -> Path:
             target = site / top
             if not target.exists():  # two distributions may share a namespace folder
                 target.symlink_to(Path(dist.locate_file(top)).resolve())
+    found = subprocess.run(
+        [str(python), "-I", "-c", "import qkv; print(qkv.__file__)"],
+        capture_output=True,
+        text=True,
+        env=reader_env(),
+    )
+    assert found.returncode == 0 and found.stdout.startswith(str(site)), (
+        f"the reader's environment {where} does not import the installed wheel's qkv: "
+        f"{found.stdout}{found.stderr}"
+    )
     return python
 
 
