@@ -1,8 +1,10 @@
 """Guards for the claims of docs/kv-cache.md (chapter 12): cached decoding equal to uncached,
 the memory each token adds and what sharing divides, and the exercise on the decoder's
-scores. The checks the chapter points to (three causal layers, the equality in float32,
-cross-attention, the work counted) are guarded in test_kv_cache_in_depth.py, beside the page
-that shows them.
+scores; and the closed forms of the work counted (their sentences are on the deep dive, but
+these two tests read no block, and tests/fast/test_guards_fail_when_broken.py imports them
+from here). The checks the chapter points to that read the deep dive's blocks (three causal
+layers, the equality in float32, cross-attention, the printed work table) are guarded in
+test_kv_cache_in_depth.py, beside the page that shows them.
 
 Each fact is derived here, from qkv's public API on the test's own seeded layers, or from the
 models' published configurations, and the page's printed output
@@ -60,6 +62,54 @@ def test_the_page_shows_cached_uncached_and_one_pass_agree(shown):
         (line,) = [ln for ln in printed if ln.startswith(label)]
         assert _numbers(line)[-1] <= EXACT
     check_prose("cache-decode-equal", EXACT)
+
+
+def _weights(seed, d_model=16, n_heads=4, n_kv_heads=None):
+    return qkv.MultiHeadWeights.random(np.random.default_rng(seed), d_model, n_heads, n_kv_heads)
+
+
+def _counts(t, n_heads=4, n_kv_heads=None, seed=0):
+    w = _weights(seed, n_heads=n_heads, n_kv_heads=n_kv_heads)
+    x = np.random.default_rng(seed + 1).normal(size=(t, w.d_model))
+    cached, uncached = qkv.WorkCounter(), qkv.WorkCounter()
+    qkv.decode_with_cache(x, w, cached)
+    qkv.decode_without_cache(x, w, uncached)
+    return cached, uncached
+
+
+LENGTHS = [1, 2, 5, 16, 40]  # sequences the counters are read on
+
+
+@pytest.mark.claim("cache-projections-closed-form", "recap-cache-linear")
+def test_key_value_projection_counts():
+    for t in LENGTHS:
+        cached, uncached = _counts(t)
+        assert cached.kv_projections == [1] * t, t  # constant per token
+        assert cached.total_kv_projections == t, t  # linear in T
+        assert uncached.kv_projections == list(range(1, t + 1)), t  # the whole prefix, again
+        # 1 + 2 + ... + T, paired from both ends: (T + 1) * T / 2
+        assert uncached.total_kv_projections == t * (t + 1) // 2, t
+    # "exactly 1 key and value ...; 1 + 2 + ... + T = T(T+1)/2": the first terms
+    check_prose(
+        "cache-projections-closed-form", cached.kv_projections[-1], *uncached.kv_projections[:2], ..., ...
+    )
+
+
+@pytest.mark.claim("cache-scores-closed-form", "recap-cache-linear")
+@pytest.mark.parametrize("n_heads", [1, 4])
+def test_score_counts(n_heads):
+    for t in LENGTHS:
+        cached, uncached = _counts(t, n_heads=n_heads)
+        steps = range(1, t + 1)
+        assert cached.scores == [n_heads * s for s in steps], t  # step s: one query, s keys
+        assert cached.total_scores == n_heads * t * (t + 1) // 2, t
+        assert uncached.scores == [n_heads * s * s for s in steps], t  # step s: the full s x s
+        # sum of squares: 1 + 4 + ... + T^2 = T (T + 1) (2T + 1) / 6
+        assert uncached.total_scores == n_heads * t * (t + 1) * (2 * t + 1) // 6, t
+    # "h(1 + 4 + ... + T^2)": the first terms per head, and the square's exponent
+    first, second = (s // n_heads for s in uncached.scores[:2])
+    squared = np.log(second) / np.log(2)  # step 2 computes 2^2 scores per head
+    check_prose("cache-scores-closed-form", ..., ..., first, second, squared, ..., ..., ...)
 
 
 @pytest.mark.claim("cache-grows-per-token")
