@@ -8,11 +8,9 @@ import numpy as np
 
 import qkv
 
-heads, T = 8, 100
-w = qkv.MultiHeadWeights.random(
-    np.random.default_rng(0), d_model=16, n_heads=heads
-)
-x = np.random.default_rng(1).normal(size=(T, 16))  # 100 tokens, fed one at a time
+rng = np.random.default_rng(0)
+w = qkv.MultiHeadWeights.random(rng, d_model=16, n_heads=8)
+x = rng.normal(size=(100, 16))  # 100 tokens, fed one at a time
 cached, recomputed = qkv.WorkCounter(), qkv.WorkCounter()
 qkv.decode_with_cache(x, w, cached)
 qkv.decode_without_cache(x, w, recomputed)

@@ -1,4 +1,5 @@
-"""Solutions to the exercises of docs/multi-head.md.
+"""Solutions to the exercises of docs/multi-head.md (and, grouped_shapes, of
+docs/multi-head-in-depth.md).
 
 Run it as `python snippets/multi_head_exercises.py`.
 """
@@ -15,6 +16,10 @@ print(f"weights in the layer: {params:,}")
 # --8<-- [end:gpt2_sizes]
 
 # --8<-- [start:grouped_shapes]
+import numpy as np
+
+import qkv
+
 g = qkv.MultiHeadWeights.random(
     np.random.default_rng(0), d_model=768, n_heads=12, n_kv_heads=4
 )

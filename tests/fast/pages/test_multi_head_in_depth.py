@@ -1,5 +1,6 @@
 """Guards for the claims of docs/multi-head-in-depth.md, the deep dive of chapter 11 (the
-costs, the padded batch and the PyTorch layer); the chapter's own are in test_multi_head.py.
+shape at every step, the costs, the padded batch, the PyTorch layer and the exercise on a
+grouped-query layer); the chapter's own are in test_multi_head.py.
 
 Each fact is derived here, from qkv's public API on the test's own seeded layers (and from
 PyTorch, for the PyTorch section), and the page's printed output (``page_output``) is checked
@@ -23,6 +24,114 @@ import qkv
 @pytest.fixture(scope="module")
 def shown_in_depth(page_output):
     return page_output("multi-head-in-depth.md")
+
+
+@pytest.mark.claim("heads-exercise-grouped")
+def test_grouped_query_layer_shapes_and_weight_count(shown_in_depth):
+    d_model, n_heads, n_kv = 768, 12, 4  # as the exercise gives them
+    g = qkv.MultiHeadWeights.random(
+        np.random.default_rng(5), d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv
+    )
+    d_head = d_model // n_heads
+    shapes = {
+        "w_q": (d_model, d_model),
+        "w_k": (d_model, n_kv * d_head),
+        "w_v": (d_model, n_kv * d_head),
+        "w_o": (d_model, d_model),
+    }
+    assert {name: getattr(g, name).shape for name in shapes} == shapes
+    count = sum(m.size for m in (g.w_q, g.w_k, g.w_v, g.w_o))
+    assert count == 2 * d_model**2 + 2 * d_model * n_kv * d_head
+    assert 1 - count / (4 * d_model**2) == pytest.approx(1 / 3)  # "a third fewer"
+    square = np.log(g.w_q.size) / np.log(d_model)
+    # "keep 768 × 768; ... 4 heads of 64, ... 768 × 256, ... 2 × 768^2 + 2 × 768 × 256 = ..."
+    check_prose(
+        "heads-exercise-grouped",
+        *g.w_q.shape,
+        n_kv,
+        d_head,
+        *g.w_k.shape,
+        len(("w_q", "w_o")),
+        d_model,
+        square,
+        len(("w_k", "w_v")),
+        *g.w_k.shape,
+        count,
+    )
+    section = "multi_head_exercises.py:grouped_shapes"
+    for name, shape in shapes.items():
+        assert shown_in_depth.line(section, f"{name} ") == f"{name} {shape}"
+    assert shown_in_depth.values(section, "weights in the layer:") == [count]
+
+
+@pytest.mark.claim("heads-split-shapes")
+@pytest.mark.parametrize("t", [1, 6, 13])
+def test_shapes_at_each_step(t):
+    w, x = _layer(t=t)
+    q = qkv.split_heads(x @ w.w_q, 8)
+    assert (x @ w.w_q).shape == (t, 512)
+    assert q.shape == (8, t, 64)
+    weights, per_head = qkv.attention(q, q, q)
+    assert weights.shape == (8, t, t)
+    assert per_head.shape == (8, t, 64)
+    assert qkv.merge_heads(per_head).shape == (t, 512)
+    # Head h is the h-th block of d_head columns: split_heads cuts, it does not shuffle.
+    for h in range(8):
+        assert np.array_equal(q[h], (x @ w.w_q)[:, h * 64 : (h + 1) * 64])
+
+
+@pytest.mark.claim("heads-split-shapes")
+def test_the_page_shows_the_shape_at_each_step(shown_in_depth):
+    printed = {
+        line[:20].strip(): shapes(line)[0]
+        for line in shown_in_depth["multi_head.py:shapes"].splitlines()
+        if shapes(line)
+    }
+    t = printed["x"][0]
+    assert t == 6  # the six tokens of the running example
+    w, x = _layer(t=t)
+    q = qkv.split_heads(x @ w.w_q, w.n_heads)
+    weights, per_head = qkv.attention(q, q, q)
+    merged = qkv.merge_heads(per_head)
+    assert printed == {
+        "x": x.shape,
+        "x @ W_Q": (x @ w.w_q).shape,
+        "split_heads -> q": q.shape,
+        "weights": weights.shape,
+        "weights @ v": per_head.shape,
+        "merge_heads": merged.shape,
+        "@ W_O -> output": (merged @ w.w_o).shape,
+    }
+    # (T, 512); (8, T, 64), width 64; (8, T, T); (8, T, 64); (T, 512)
+    check_prose(
+        "heads-split-shapes",
+        x.shape[1],
+        q.shape[0],
+        q.shape[2],
+        q.shape[2],
+        weights.shape[0],
+        per_head.shape[0],
+        per_head.shape[2],
+        merged.shape[1],
+    )
+
+
+@pytest.mark.claim("heads-steps-equal-layer")
+def test_the_shown_steps_are_what_multi_head_attention_computes(shown_in_depth):
+    w, x = _layer()  # the page's sizes: exactly equal
+    q, k, v = (qkv.split_heads(x @ m, 8) for m in (w.w_q, w.w_k, w.w_v))
+    steps = qkv.merge_heads(qkv.attention(q, k, v).output) @ w.w_o
+    assert np.array_equal(steps, qkv.multi_head_attention(x, x, w).output)
+    check_prose("heads-steps-equal-layer", np.abs(steps - qkv.multi_head_attention(x, x, w).output).max())
+    assert numbers(shown_in_depth.line("multi_head.py:shapes", "steps above vs"), thousands=True) == [0.0]
+    # and the same holds for other sizes, batches and grouped-query weights
+    for n_heads, n_kv in ((4, 4), (4, 2), (4, 1)):
+        w, x = _layer(seed=n_kv, d_model=32, n_heads=n_heads, n_kv_heads=n_kv, batch=(2,))
+        k = np.repeat(qkv.split_heads(x @ w.w_k, n_kv), n_heads // n_kv, axis=-3)
+        v = np.repeat(qkv.split_heads(x @ w.w_v, n_kv), n_heads // n_kv, axis=-3)
+        _, per_head = qkv.attention(qkv.split_heads(x @ w.w_q, n_heads), k, v)
+        steps = qkv.merge_heads(per_head) @ w.w_o
+        assert np.allclose(steps, qkv.multi_head_attention(x, x, w).output, rtol=0, atol=1e-12)
 
 
 @pytest.mark.claim("heads-flops-equal", "recap-heads-cost")
