@@ -104,3 +104,110 @@ def test_figure_cache_entry_names_the_model_package(tmp_path, monkeypatch):
     assert runner.cached(job) is not None, "nothing changed: the entry is reused"
     another_model_package_installed(monkeypatch, runner)
     assert runner.cached(job) is None
+
+
+# ---- trained-two-heads: two heads of the trained model on the source's sentence -----------
+
+
+def test_the_two_heads_are_the_top_scoring_heads_of_their_kind_and_the_alt_text_holds(texts, repeated):
+    from qkv_site.figures import trained_two_heads
+
+    d = trained_two_heads.data()
+    sentence = model_trace(TEXTS[0])
+    assert TEXTS[0] == "The cat sat on the mat because it was warm"  # the source's sentence
+    # chosen over the ten texts, by the mean weight on the previous and on the first token
+    previous = np.mean(
+        [np.mean([w[:, :, i, i - 1] for i in range(1, w.shape[-1])], 0) for w in texts], axis=0
+    )
+    first = np.mean([w[:, :, 1:, 0].mean(-1) for w in texts], axis=0)
+    chosen = []
+    for by_head in (previous, first):
+        ranked = np.sort(by_head.ravel())[::-1]
+        assert ranked[0] - ranked[1] > 1e-4, "the top head is a near-tie: its choice could flip"
+        chosen.append(tuple(int(i) for i in np.unravel_index(np.argmax(by_head), by_head.shape)))
+    assert d.heads == tuple(chosen) == ((16, 0), (18, 8))  # layer 17 head 1, layer 19 head 9
+    alt = trained_two_heads.ALT
+    assert "layer 17 head 1" in alt and "layer 19 head 9" in alt
+    w_prev = sentence.weights[16, 0].astype(np.float64)
+    w_first = sentence.weights[18, 8].astype(np.float64)
+    np.testing.assert_allclose(d.weights, np.stack([w_prev, w_first]), atol=0)
+    t = w_prev.shape[-1]
+    on_previous = np.mean([w_prev[i, i - 1] for i in range(1, t)])
+    even = np.mean([1 / (i + 1) for i in range(1, t)])
+    assert on_previous > 3 * even  # far above an even spread, on this sentence too
+    assert f"({on_previous:.2f} on average, where an even spread would give {even:.2f})" in alt
+    assert (w_prev[1:, :].argmax(-1) == np.arange(t - 1)).sum() >= t - 3  # the stripe below the diagonal
+    assert w_first[:, 0].min() > 0.995 and "every word putting 1.00 on 'The'" in alt
+    # the sceptic's control: random tokens carry no words to follow, and the jobs stay
+    prev_random = [np.mean([w[16, 0, i, i - 1] for i in range(1, w.shape[-1])]) for w in repeated]
+    first_random = [w[18, 8, 1:, 0].mean() for w in repeated]
+    assert min(prev_random) > 3 * even and min(first_random) > 3 * even
+    assert f"at least {np.floor(min(prev_random) * 100) / 100:.2f} on the previous token" in alt
+    assert f"at least {np.floor(min(first_random) * 100) / 100:.2f} on the first" in alt
+    np.testing.assert_allclose(d.on_random, [prev_random, first_random], atol=1e-9)
+
+
+def test_the_two_heads_figure_has_a_phone_layout_and_stays_small():
+    for variant in ("light", "dark-narrow"):
+        assert len(render_svg("trained-two-heads", variant)) < 200_000
+
+
+# ---- trained-it-query: where the query of "it" looks, and the controls ----------------------
+
+SUBJECT_SWAPS = (  # the same head, the subject moved: the cat, then the mat, is the subject
+    "On the mat sat the cat because it was warm",
+    "The mat was under the cat because it was warm",
+)
+
+
+def _row(text, layer, head, word="it"):
+    trace = model_trace(text)
+    words = [p.strip() for p in trace.pieces]
+    i = words.index(word)
+    return words[: i + 1], trace.weights[layer, head, i, : i + 1].astype(np.float64)
+
+
+def test_the_query_of_it_looks_at_cat_in_the_head_that_looks_hardest_at_the_nouns():
+    from qkv_site.figures import trained_it_query
+
+    d = trained_it_query.data()
+    trace = model_trace(TEXTS[0])
+    words = [p.strip() for p in trace.pieces]
+    it, warm, cat, mat = (words.index(w) for w in ("it", "warm", "cat", "mat"))
+    from_it = trace.weights[:, :, it, :].astype(np.float64)  # (layers, heads, T)
+    on_nouns = from_it[..., cat] + from_it[..., mat]
+    ranked = np.sort(on_nouns.ravel())[::-1]
+    assert ranked[0] - ranked[1] > 0.05, "the head's choice is a near-tie"
+    layer, head = np.unravel_index(np.argmax(on_nouns), on_nouns.shape)
+    assert d.head == (layer, head) == (13, 8)
+    alt = trained_it_query.ALT
+    assert "layer 14 head 9" in alt
+    w_it = from_it[layer, head]
+    w_warm = trace.weights[layer, head, warm].astype(np.float64)
+    np.testing.assert_allclose(d.rows, [w_it, w_warm], atol=0)
+    assert w_it[cat] > 10 * w_it[mat]
+    for word, w in (("cat", w_it[cat]), ("mat", w_it[mat]), ("The", w_it[0])):
+        assert f"{w:.2f} on '{word}'" in alt
+    assert np.all(w_it[it + 1 :] == 0)  # the causal mask: 'it' sees nothing after itself
+    assert f"{w_warm[cat]:.2f} on 'cat' and {w_warm[mat]:.2f} on 'mat'" in alt
+    assert from_it[..., mat].max() < 0.3 and "no head of the 270 puts more than 0.3 on 'mat'" in alt
+    assert f"{(from_it[..., 0] > 0.5).sum()} put more than half on 'The'" in alt
+
+
+def test_what_follows_it_cannot_change_where_it_looks():
+    """The minimal pair: another ending ('hungry' for 'warm') leaves the weights of 'it' in
+    every head as they were (the causal mask), so its query cannot be searching for
+    something warm."""
+    warm, hungry = model_trace(TEXTS[0]), model_trace("The cat sat on the mat because it was hungry")
+    it = [p.strip() for p in warm.pieces].index("it")
+    assert warm.pieces[: it + 1] == hungry.pieces[: it + 1] and warm.pieces[-1] != hungry.pieces[-1]
+    np.testing.assert_allclose(warm.weights[:, :, it, : it + 1], hungry.weights[:, :, it, : it + 1], atol=1e-5)
+
+
+def test_the_head_follows_the_subject_not_the_word_cat():
+    """The sceptic's next run: move the subject. With the cat as the subject but the second
+    noun, the head still looks at cat; with the mat as the subject, it looks at mat."""
+    words, w = _row(SUBJECT_SWAPS[0], 13, 8)
+    assert words.index("cat") > words.index("mat") and w[words.index("cat")] > 2 * w[words.index("mat")]
+    words, w = _row(SUBJECT_SWAPS[1], 13, 8)
+    assert w[words.index("mat")] > 1.5 * w[words.index("cat")]

@@ -111,3 +111,80 @@ def test_shuffling_the_tokens_only_shuffles_every_heads_weights_and_outputs(seed
     masked = qkv.multi_head_attention(x, x, w, mask=causal).output
     masked_shuffled = qkv.multi_head_attention(x[order], x[order], w, mask=causal).output
     assert not np.allclose(masked_shuffled, masked[order], rtol=0, atol=1e-3)
+
+
+# ---- two heads of the trained model, side by side (figure trained-two-heads) ---------------
+
+
+@pytest.fixture(scope="module")
+def two_heads():
+    """The figure's data, and the even spread over the sentence, computed here from the trace."""
+    from qkv_site.figures import trained_two_heads
+    from support import model_trace
+
+    d = trained_two_heads.data()
+    weights = model_trace("The cat sat on the mat because it was warm").weights.astype(np.float64)
+    return d, weights
+
+
+def _on_previous(w):  # (T, T) -> the mean weight of queries 1..T-1 on the key just before
+    return np.mean([w[i, i - 1] for i in range(1, w.shape[-1])])
+
+
+@pytest.mark.model
+@pytest.mark.claim("two-heads-chosen")
+def test_the_two_heads_are_the_top_scoring_ones_of_the_trained_model_pages_scores(two_heads):
+    from qkv_site.figures import trained_head_types
+
+    d, weights = two_heads
+    types = trained_head_types.data()
+    n_layers, n_heads = weights.shape[:2]
+    tops = []
+    for kind in ("previous", "first"):
+        by_head = types.scores[types.kinds.index(kind)]
+        tops.append(np.unravel_index(np.argmax(by_head), by_head.shape))
+    (pl, ph), (fl, fh) = tops
+    assert d.heads == ((pl, ph), (fl, fh))
+    check_prose("two-heads-chosen", n_layers * n_heads, pl + 1, ph + 1, fl + 1, fh + 1)
+
+
+@pytest.mark.model
+@pytest.mark.claim("two-heads-previous")
+def test_the_previous_token_head_puts_most_weight_one_word_back(two_heads):
+    d, weights = two_heads
+    (layer, head), _ = d.heads
+    w = weights[layer, head]
+    t = w.shape[-1]
+    even = np.mean([1 / (i + 1) for i in range(1, t)])
+    on_previous = _on_previous(w)
+    assert on_previous > 3 * even  # the reading: far above an even spread, not only a number
+    check_prose("two-heads-previous", on_previous, even)
+
+
+@pytest.mark.model
+@pytest.mark.claim("two-heads-first")
+def test_the_first_token_head_parks_every_words_weight_on_the_first_token(two_heads):
+    d, weights = two_heads
+    _, (layer, head) = d.heads
+    w = weights[layer, head]
+    assert w[:, 0].min() > 0.995
+    check_prose("two-heads-first", round(float(w[:, 0].min()), 2), ...)  # ...: the citation's year
+
+
+@pytest.mark.model
+@pytest.mark.claim("two-heads-random")
+def test_both_heads_keep_their_jobs_on_random_tokens(model):
+    """The control that removes the words: texts of random tokens written twice. Each head
+    still puts more than three times an even spread's weight on its target, in every text."""
+    from qkv import smollm2
+    from qkv.lab import head_scores
+    from qkv_site.figures import trained_two_heads
+
+    d = trained_two_heads.data()
+    for ids in head_scores.repeated_random_tokens(4, 12, seed=0):
+        w = smollm2.forward(model, ids).weights.astype(np.float64)
+        t = w.shape[-1]
+        even = np.mean([1 / (i + 1) for i in range(1, t)])
+        (pl, ph), (fl, fh) = d.heads
+        assert _on_previous(w[pl, ph]) > 3 * even
+        assert w[fl, fh, 1:, 0].mean() > 3 * even
