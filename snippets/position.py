@@ -10,8 +10,7 @@ import numpy as np
 import qkv
 from qkv import toy
 
-# the hand-built toy
-x, p = toy.feature_embeddings(), toy.hand_built_projections()
+x, p = toy.feature_embeddings(), toy.hand_built_projections()  # hand-built
 order = [5, 4, 3, 2, 1, 0]  # "cup a from milk drank she"
 plain = qkv.self_attention(x, p)
 shuffled = qkv.self_attention(x[order], p)  # the same words in another order
@@ -24,6 +23,13 @@ print(f"weights, unshuffled, differ by {same_w:.1e}; outputs by {same_out:.1e}")
 
 
 # --8<-- [start:causal_shuffle]
+import numpy as np
+
+import qkv
+from qkv import toy
+
+x, p = toy.feature_embeddings(), toy.hand_built_projections()  # hand-built
+order, back = [5, 4, 3, 2, 1, 0], [5, 4, 3, 2, 1, 0]  # reversed; undone
 causal = qkv.causal_mask(6)  # each word reads itself and the words before it
 in_order = qkv.self_attention(x, p, mask=causal)
 backwards = qkv.self_attention(x[order], p, mask=causal).output[back]
@@ -35,6 +41,11 @@ for i, word in enumerate(toy.SENTENCE):
 
 
 # --8<-- [start:counting]
+import qkv
+from qkv import toy
+
+x, p = toy.feature_embeddings(), toy.hand_built_projections()  # hand-built
+causal = qkv.causal_mask(6)
 she, milk = toy.SENTENCE.index("she"), toy.SENTENCE.index("milk")
 copies = x[[she] + [milk] * 5]  # "she milk milk milk milk milk"
 unmasked = qkv.self_attention(copies, p).output[1:]  # the five copies
@@ -46,8 +57,7 @@ print("  causal mask:", masked[:, 0].round(3))
 
 
 # --8<-- [start:rotate]
-def attention_with_rope(x, p):
-    """Self-attention, queries and keys turned by position; values untouched."""
+def attention_with_rope(x, p):  # queries and keys turned; values untouched
     q, k, v = qkv.project(x, p)
     return qkv.attention(qkv.rope(q), qkv.rope(k), v)  # positions 0, 1, ..., T-1
 
@@ -56,28 +66,28 @@ in_order = attention_with_rope(x, p)  # no mask: order comes from RoPE
 unshuffled = attention_with_rope(x[order], p).weights[back][:, back]
 moved = np.abs(unshuffled - in_order.weights).max()
 print(f"with RoPE, the shuffled sentence's weights differ by up to {moved:.2f}")
-for word in ("drank", "from"):
-    i = toy.SENTENCE.index(word)
-    j = int(in_order.weights[i].argmax())
-    print(
-        f"{word} -> {toy.SENTENCE[j]}: {in_order.weights[i, j]:.2f} in order,",
-        f"{unshuffled[i, j]:.2f} shuffled",
-    )
 she_out = in_order.output[0].round(2)
 print("she's output (person, verb, dairy, container):", she_out)
 # --8<-- [end:rotate]
 
 
 # --8<-- [start:layer_two]
-# Two layers on the random toy; each adds its output back to the tokens.
+import numpy as np
+
+import qkv
+from qkv import toy
+
+# Two layers on the random toy, RoPE in both; each adds its output back.
 x2 = toy.embeddings()  # (6, 16)
 layer1, layer2 = (toy.projections(d_k=8, d_v=16, seed=s) for s in (2, 3))
+order, milk = [5, 4, 3, 2, 1, 0], toy.SENTENCE.index("milk")  # reversed
 
 
 def values_per_layer(tokens):
     """The values of layers 1 and 2; layer 1 adds its output back first."""
-    after_1 = tokens + attention_with_rope(tokens, layer1).output  # (6, 16)
-    return tokens @ layer1.w_v, after_1 @ layer2.w_v
+    q, k, v = qkv.project(tokens, layer1)
+    after_1 = tokens + qkv.attention(qkv.rope(q), qkv.rope(k), v).output
+    return v, after_1 @ layer2.w_v
 
 
 first, second = values_per_layer(x2)
@@ -93,6 +103,11 @@ print(
 
 
 # --8<-- [start:offset]
+import numpy as np
+
+import qkv
+from qkv import toy
+
 rng = np.random.default_rng(0)
 q, k = rng.normal(size=(2, 1, toy.D_K))  # one query and one key, 8 wide
 
@@ -111,6 +126,7 @@ for m, n in [(3, 0), (10, 7), (500, 497), (3, 1), (10, 9), (0, 3)]:
 
 
 # --8<-- [start:exercise_long]
+she, milk = toy.SENTENCE.index("she"), toy.SENTENCE.index("milk")
 long = x[[she] + [milk] * 99]  # she, then 99 copies of milk
 last = qkv.self_attention(long, p, mask=qkv.causal_mask(100)).weights[-1]
 print(f"the last copy's weight on she: {last[0]:.4f}")
@@ -118,6 +134,9 @@ print(f"the last copy's weight on she: {last[0]:.4f}")
 
 
 # --8<-- [start:exercise_self]
+import qkv
+from qkv import toy
+
 # the random toy (in the hand-built one, every own-key score is 0)
 random_head = toy.projections(toy.D_K, toy.D_V)
 queries, keys, _ = qkv.project(toy.embeddings(), random_head)
@@ -126,3 +145,38 @@ rotated_self = (qkv.rope(queries) * qkv.rope(keys)).sum(axis=-1)
 print("own-key scores, plain:  ", plain_self.round(4))
 print("own-key scores, rotated:", rotated_self.round(4))
 # --8<-- [end:exercise_self]
+
+
+# --8<-- [start:write_rope_skeleton]
+import numpy as np
+
+from qkv.exercises import check_rope
+
+
+def rope(x, positions):
+    """Turn pair i, (x[..., 2i], x[..., 2i + 1]), of the row at position m by
+    the angle m * 10000 ** (-2i / d), counter-clockwise; d = x.shape[-1]."""
+    raise NotImplementedError("your code here")
+
+
+print(check_rope(rope))
+# --8<-- [end:write_rope_skeleton]
+
+
+# --8<-- [start:write_rope]
+import numpy as np
+
+from qkv.exercises import check_rope
+
+
+def rope(x, positions):
+    d = x.shape[-1]
+    angle = np.outer(positions, 10000.0 ** (-np.arange(0, d, 2) / d))  # (T, d/2)
+    z = (x[..., 0::2] + 1j * x[..., 1::2]) * np.exp(1j * angle)  # pairs, turned
+    out = np.empty(x.shape)
+    out[..., 0::2], out[..., 1::2] = z.real, z.imag
+    return out
+
+
+print(check_rope(rope))
+# --8<-- [end:write_rope]

@@ -3,7 +3,7 @@
 Run: python snippets/three_kinds.py
 """
 
-# --8<-- [start:self]
+# --8<-- [start:setup]
 import numpy as np
 
 import qkv
@@ -21,6 +21,11 @@ def show(weights, rows, cols):
         print(f"{label:>6}" + "".join(f"{x:7.3f}" for x in row))
 
 
+print("X", X.shape, " W_Q, W_K", p.w_q.shape, " W_V", p.w_v.shape)
+# --8<-- [end:setup]
+
+
+# --8<-- [start:self]
 self_att = qkv.self_attention(X, p)  # Q, K and V all from X
 print("self-attention weights:", self_att.weights.shape)
 show(self_att.weights, words, words)
@@ -29,8 +34,6 @@ show(self_att.weights, words, words)
 
 # --8<-- [start:causal]
 causal = qkv.causal_mask(len(words))  # True where a query may attend
-print(causal.astype(int))
-
 masked = qkv.self_attention(X, p, mask=causal)
 show(masked.weights, words, words)
 future = ~causal  # the pairs above the diagonal

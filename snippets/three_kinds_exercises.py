@@ -4,13 +4,10 @@ Run it as `python snippets/three_kinds_exercises.py`.
 """
 
 # --8<-- [start:causal_count]
-import numpy as np
-
 import qkv
 from qkv import toy
 
 mask = qkv.causal_mask(5)  # True = may attend
-print(mask.astype(int))
 print("pairs forced to weight 0:", int((~mask).sum()))
 X = toy.embeddings()[:5]  # the first five toy words
 p = toy.projections(toy.D_K, toy.D_V)  # the site's toy head: d_k = 8, d_v = 4
@@ -19,6 +16,12 @@ print("first token's weight on itself:", weights[0, 0])
 # --8<-- [end:causal_count]
 
 # --8<-- [start:cross_shapes]
+import numpy as np
+
+import qkv
+from qkv import toy
+
+p = toy.projections(toy.D_K, toy.D_V)  # the site's toy head: d_k = 8, d_v = 4
 # 5 positions that ask
 reader = np.random.default_rng(3).normal(size=(5, toy.D_MODEL))
 words = toy.embeddings()  # the 6 toy words, read

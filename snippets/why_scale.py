@@ -31,3 +31,32 @@ print(
     f"std of scores {(dots * factor).std():.3f}"
 )
 # --8<-- [end:exercise_sigma]
+
+
+# --8<-- [start:write_scaled_scores_skeleton]
+from qkv.exercises import check_scaled_scores
+
+
+def scaled_scores(q, k):
+    """Scores of queries q (T_q, d_k) against keys k (T_k, d_k), a (T_q, T_k)
+    table whose spread stays near 1 at every width d_k."""
+    raise NotImplementedError("your code here")
+
+
+print(check_scaled_scores(scaled_scores))
+# --8<-- [end:write_scaled_scores_skeleton]
+
+
+# --8<-- [start:write_scaled_scores]
+import numpy as np
+
+from qkv.exercises import check_scaled_scores
+
+
+def scaled_scores(q, k):
+    d_k = q.shape[-1]  # the width the queries and keys share
+    return q @ k.T / np.sqrt(d_k)
+
+
+print(check_scaled_scores(scaled_scores))
+# --8<-- [end:write_scaled_scores]

@@ -23,6 +23,7 @@ from qkv.exercises.multi_head import check_multi_head_attention
 from qkv.exercises.one_query import check_one_query_attention
 from qkv.exercises.online import check_online_softmax
 from qkv.exercises.rope import check_rope
+from qkv.exercises.scaled_scores import check_scaled_scores
 from qkv.exercises.softmax import check_softmax
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "check_one_query_attention",
     "check_online_softmax",
     "check_rope",
+    "check_scaled_scores",
     "check_softmax",
     "check_split_heads",
 ]

@@ -66,7 +66,7 @@ def _attention_cases(rng):
             f"q of shape {(*lead, t_q, d_k)}, k {(*lead, t_k, d_k)}, v {(*lead, t_k, d_v)} and a random mask",
         )
     q, k, v = qkv_of((), 4, 4, 4, 2)
-    q[0], k[1] = 40.0, 40.0
+    q[1], k[1] = 40.0, 40.0  # query 1 may read key 1 under the causal mask: 6400 / √4
     yield q, k, v, causal_mask(4), "a score of 3200 (a query and a key of 40s), a causal mask"
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from prose import check_prose
 from support import numbers, values_after
+from test_position import angles, reference_attention, rotate
 
 import qkv
 from qkv import toy
@@ -178,3 +179,119 @@ def test_added_positions_change_a_words_value_but_rope_does_not(hand_built, vari
 REVERSED = [5, 4, 3, 2, 1, 0]  # the page's shuffle: the sentence backwards
 
 SHE, MILK = toy.SENTENCE.index("she"), toy.SENTENCE.index("milk")
+
+
+# ---- the chapter's demonstrations, run here (moved from test_position.py) ------------------
+
+
+@pytest.mark.claim("pos-causal-changes-outputs")
+def test_with_a_causal_mask_reversing_changes_every_words_output(hand_built, shown):
+    *_, q, k, v = hand_built
+    _, out = reference_attention(q, k, v, causal=True)
+    _, out_rev = reference_attention(q[REVERSED], k[REVERSED], v[REVERSED], causal=True)
+    back = out_rev[np.argsort(REVERSED)]  # each word's reversed output, in sentence order
+    change = np.abs(back - out).max(axis=1)  # per word, its largest change in any column
+    assert (change > 0.5).all()  # every word, and by a lot
+    check_prose("pos-causal-changes-outputs", change.min())
+    lines = shown["position.py:causal_shuffle"].splitlines()[1:]
+    assert [ln.split()[0] for ln in lines] == list(toy.SENTENCE)
+    for i, line in enumerate(lines):
+        np.testing.assert_allclose(numbers(line), [*out[i], *back[i]], atol=0.005 + 1e-9)
+
+
+@pytest.mark.claim("pos-causal-counts")
+def test_identical_copies_get_outputs_that_tell_where_they_stand(hand_built, shown):
+    x, p, *_ = hand_built
+    copies = x[[SHE] + [MILK] * 5]
+    q, k, v = copies @ p.w_q, copies @ p.w_k, copies @ p.w_v
+    _, out_plain = reference_attention(q, k, v)
+    w_causal, out_causal = reference_attention(q, k, v, causal=True)
+    np.testing.assert_allclose(out_plain[1:], out_plain[[1] * 5], rtol=0, atol=1e-15)  # alike
+    for i in range(1, 6):  # copy at position i: an even spread over the i + 1 it may read
+        np.testing.assert_allclose(w_causal[i, : i + 1], 1 / (i + 1), rtol=1e-12)
+    shares = w_causal[1:, 0]  # the weight each copy puts on "she"
+    assert (np.diff(shares) < 0).all()
+    person = toy.VALUE_COLUMNS.index("person")  # she's value is 1 there, milk's 0
+    np.testing.assert_allclose(out_causal[1:, person], shares, rtol=1e-12)
+    check_prose("pos-causal-counts", ..., *shares)  # "i + 1" is the formula's, not a number
+    text = shown["position.py:counting"]
+    np.testing.assert_allclose(values_after(text, "no mask:"), out_plain[1:, person], atol=5e-4 + 1e-9)
+    np.testing.assert_allclose(values_after(text, "causal mask:"), shares, atol=5e-4 + 1e-9)
+
+
+@pytest.mark.claim("pos-values-layer-two")
+def test_from_layer_two_on_the_values_carry_position(shown):
+    x = toy.embeddings()
+    layer1, layer2 = (toy.projections(d_k=8, d_v=16, seed=s) for s in (2, 3))  # as the page
+
+    def values(tokens):
+        q, k, v = tokens @ layer1.w_q, tokens @ layer1.w_k, tokens @ layer1.w_v
+        _, out = reference_attention(rotate(q, angles(range(6))), rotate(k, angles(range(6))), v)
+        return v, (tokens + out) @ layer2.w_v
+
+    first, second = values(x)
+    first_rev, second_rev = values(x[REVERSED])
+    at = REVERSED.index(MILK)
+    layer1_gap = np.abs(first[MILK] - first_rev[at]).max()
+    layer2_gap = np.abs(second[MILK] - second_rev[at]).max()
+    assert layer1_gap < 1e-12 and layer2_gap > 0.1
+    check_prose("pos-values-layer-two", ..., ..., layer2_gap)  # "layer 1", "layer 2": labels
+    line = shown.line("position.py:layer_two", "milk's value, in order vs reversed:")
+    _, shown_1, _, shown_2 = numbers(line)
+    assert shown_1 == 0 and abs(shown_2 - layer2_gap) <= 0.005 + 1e-9
+
+
+@pytest.mark.claim("pos-offset-only")
+def test_the_page_scores_depend_only_on_the_offset(shown):
+    q, k = np.random.default_rng(0).normal(size=(2, 1, toy.D_K))  # the page's query and key
+
+    def score(m, n):
+        return (rotate(q, angles([m])) @ rotate(k, angles([n])).T).item()
+
+    lines = [ln.strip() for ln in shown["position.py:offset"].splitlines()]
+    assert len(lines) == 6
+    exact = 1e-12  # "to within 10^-12"
+    pairs = [numbers(line)[:2] for line in lines[:3]]  # the three pairs at offset 3
+    assert abs(score(*pairs[2]) - score(*pairs[0])) < exact
+    check_prose("pos-offset-only", *pairs[0], *pairs[1], *pairs[2], exact)
+    for line in lines:
+        m, n, offset, value = numbers(line)
+        assert offset == m - n
+        assert abs(value - score(m, n)) <= 5e-7 + 1e-12  # printed to 6 decimals
+        same = abs(score(m, n) - score(3, 0))
+        assert same < 1e-12 if offset == 3 else same > 0.01  # offset -3 too: the sign counts
+    assert {numbers(line)[2] for line in lines} == {1, 2, 3, -3}
+    assert sum(numbers(line)[2] == 3 for line in lines) == 3  # 3/0, 10/7 and 500/497
+
+
+@pytest.mark.claim("pos-offset-signed")
+def test_a_key_as_far_after_the_query_scores_differently(shown):
+    """The page's key 3 after its query (offset -3) against the three at offset 3: the same
+    distance |m - n|, another score, so RoPE's score follows the signed offset."""
+    q, k = np.random.default_rng(0).normal(size=(2, 1, toy.D_K))  # the page's query and key
+
+    def score(m, n):
+        return (rotate(q, angles([m])) @ rotate(k, angles([n])).T).item()
+
+    rows = {tuple(numbers(line)[:3]): numbers(line)[3] for line in shown["position.py:offset"].splitlines()}
+    (m, n, offset), printed = next((key, value) for key, value in rows.items() if key[2] < 0)
+    assert (m, n, offset) == (0, 3, -3) and abs(printed - score(0, 3)) <= 5e-7 + 1e-12
+    assert abs(score(0, 3) - score(3, 0)) > 0.01  # same distance, not the same score
+    check_prose("pos-offset-signed", n - m, m - n, n - m)
+
+
+@pytest.mark.claim("pos-ex-self-score")
+def test_rope_leaves_every_own_key_score_unchanged(shown):
+    # the page's check: the random toy, where the own-key scores are not all 0
+    x, p = toy.embeddings(), toy.projections(toy.D_K, toy.D_V)
+    q, k = x @ p.w_q, x @ p.w_k
+    plain = (q * k).sum(-1)
+    rotated = (rotate(q, angles(range(6))) * rotate(k, angles(range(6)))).sum(-1)
+    np.testing.assert_allclose(rotated, plain, rtol=1e-12, atol=1e-12)
+    assert np.abs(plain).min() > 0.1
+    text = shown["position.py:exercise_self"]
+    for prefix in ("own-key scores, plain:", "own-key scores, rotated:"):
+        np.testing.assert_allclose(values_after(text, prefix), plain, rtol=0, atol=5e-5 + 1e-12)
+    rng = np.random.default_rng(5)  # and at 40 positions of random queries and keys
+    q, k = rng.normal(size=(2, 40, 8))
+    np.testing.assert_allclose((qkv.rope(q) * qkv.rope(k)).sum(-1), (q * k).sum(-1), rtol=1e-10, atol=1e-12)

@@ -1,6 +1,7 @@
 """Guards for the claims of docs/traps.md, "Mistakes that run without an error": its
-exercises (the wrong axis by hand, left padding under a causal mask) and the number of traps
-every page that counts them gives. The demonstrations themselves run on the deep dive and
+exercises (the wrong axis by hand, the attention with five traps to fix) and the number of
+traps every page that counts them gives (the left-padding exercise is on the deep dive,
+test_traps_in_depth.py). The demonstrations themselves run on the deep dive and
 are guarded in test_traps_in_depth.py.
 
 Each solution's answer is derived here independently (by formula, by hand, or from qkv's
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import math
 import re
-import textwrap
 
 import numpy as np
 import pytest
@@ -20,6 +20,7 @@ from prose import check_prose
 from support import ROOT, numbers
 
 import qkv
+from qkv.exercises import check_attention
 
 # ---- chapter 10 ----------------------------------------------------------------------------
 
@@ -48,28 +49,29 @@ def test_softmax_down_the_columns_of_the_exercise_by_hand(traps):
     assert traps.values("traps_exercises.py:wrong_axis", "right row sums:") == [1.0, 1.0]
 
 
-@pytest.mark.claim("traps-exercise-left-padding")
-def test_left_padding_with_a_causal_mask_empties_the_pad_queries(traps):
-    # query i of sequence b sees keys 0..i; it has none when all of them are padding,
-    # i.e. when i < t - length
-    t, lengths = 4, [2, 4]
-    by_hand = [(b, i) for b, n in enumerate(lengths) for i in range(t) if i < t - n]
-    assert by_hand == [(0, 0), (0, 1)]
-    padding = [i for i in range(t) if i < t - lengths[0]]  # the first sequence's pads
-    check_prose("traps-exercise-left-padding", *padding, *[i for _, i in by_hand])
-    left = qkv.padding_mask(lengths, t)[..., ::-1]  # padding at the start: the mirror image
-    allowed = left & qkv.causal_mask(t)
-    empty = [(int(b), int(i)) for b, i in zip(*np.nonzero(~allowed.any(axis=-1)), strict=True)]
-    assert empty == by_hand
-    with pytest.raises(ValueError, match=r"\(0, 0\)") as refused:
-        qkv.attention(np.ones((2, t, 3)), np.ones((2, t, 3)), np.ones((2, t, 3)), mask=allowed)
-    section = "traps_exercises.py:left_padding"
-    assert (
-        traps.line(section, "(sequence, query) pairs left with no key:")
-        == f"(sequence, query) pairs left with no key: {by_hand}"
-    )
-    refusal = traps[section].split("\n", 1)[1].strip()
-    assert refusal == textwrap.fill(f"qkv refuses: {refused.value}", 72)
+@pytest.mark.claim("traps-ex-fix-attention")
+@pytest.mark.parametrize("left", [None, "scale", "mask", "stable", "axis", "values"])
+def test_each_of_the_five_traps_of_the_attention_to_fix_is_one_the_checker_names(left, traps):
+    """The exercise's attention holds five traps: with all five fixed it passes, and with any
+    one of them left in, the checker fails it."""
+
+    def attention(q, k, v, mask):
+        scores = q @ k.swapaxes(-1, -2)
+        if left != "scale":
+            scores = scores / np.sqrt(q.shape[-1])
+        scores = scores + mask if left == "mask" else np.where(mask, scores, -np.inf)
+        axis = -2 if left == "axis" else -1
+        if left != "stable":
+            scores = scores - scores.max(axis=axis, keepdims=True)
+        e = np.exp(scores)
+        weights = e / e.sum(axis=axis, keepdims=True)
+        return weights, (weights if left == "values" else weights @ v)
+
+    result = check_attention(attention)
+    assert result.ok == (left is None), result.message
+    if left is None:  # what the page's solution prints is that verdict
+        assert " ".join(traps["traps_exercises.py:fix_attention"].split()) == result.message
+        check_prose("traps-ex-fix-attention")
 
 
 NUMBER_WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")

@@ -10,6 +10,8 @@ Sybil runs; the tests below build the same PyTorch objects (same seed) to check 
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pytest
 import torch
@@ -390,3 +392,30 @@ def test_the_toy_scores_fifty_times_wider_overflow_one_row_in_float32(page_outpu
     shown = page_output("traps-in-depth.md")["traps.py:overflow"]
     assert numbers(shown.splitlines()[1])[1:] == [float(nan_rows.sum()), len(wide)]
     assert numbers(shown.splitlines()[-1]) == [0.0]
+
+
+# ---- the exercise moved from the chapter: left padding under a causal mask -----------------
+
+
+@pytest.mark.claim("traps-exercise-left-padding")
+def test_left_padding_with_a_causal_mask_empties_the_pad_queries(shown):
+    # query i of sequence b sees keys 0..i; it has none when all of them are padding,
+    # i.e. when i < t - length
+    t, lengths = 4, [2, 4]
+    by_hand = [(b, i) for b, n in enumerate(lengths) for i in range(t) if i < t - n]
+    assert by_hand == [(0, 0), (0, 1)]
+    padding = [i for i in range(t) if i < t - lengths[0]]  # the first sequence's pads
+    check_prose("traps-exercise-left-padding", *padding, *[i for _, i in by_hand])
+    left = qkv.padding_mask(lengths, t)[..., ::-1]  # padding at the start: the mirror image
+    allowed = left & qkv.causal_mask(t)
+    empty = [(int(b), int(i)) for b, i in zip(*np.nonzero(~allowed.any(axis=-1)), strict=True)]
+    assert empty == by_hand
+    with pytest.raises(ValueError, match=r"\(0, 0\)") as refused:
+        qkv.attention(np.ones((2, t, 3)), np.ones((2, t, 3)), np.ones((2, t, 3)), mask=allowed)
+    section = "traps_exercises.py:left_padding"
+    assert (
+        shown.line(section, "(sequence, query) pairs left with no key:")
+        == f"(sequence, query) pairs left with no key: {by_hand}"
+    )
+    refusal = shown[section].split("\n", 1)[1].strip()
+    assert refusal == textwrap.fill(f"qkv refuses: {refused.value}", 72)

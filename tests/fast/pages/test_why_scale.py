@@ -1,8 +1,11 @@
 """Guards for the claims of docs/why-scale.md, "Scores grow with head width; √dₖ shrinks them
-back": unit-variance projections and the chapter's exercises.
+back": unit-variance projections and the chapter's exercises (the one on components wider
+than 1 is on the deep dive, test_why_scale_in_depth.py).
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -10,7 +13,8 @@ from pages_support import DIMS, N, Z, printed, rel_se_std
 from prose import check_prose
 
 import qkv
-from qkv.lab.scaling import draw_queries_keys, score_samples
+from qkv.exercises import check_scaled_scores
+from qkv.lab.scaling import score_samples
 
 
 @pytest.fixture(scope="module")
@@ -58,20 +62,16 @@ def test_raw_scores_at_d_k_16_have_std_4(raw_scores, exercises):
     check_prose("scale-ex-d16", N, 16, std)
 
 
-@pytest.mark.claim("scale-ex-sigma")
-def test_dividing_by_sigma_squared_sqrt_d_k_restores_unit_std(exercises):
-    sigma, d, n = 2.0, 64, 20_000
-    # the page's draws: 20,000 pairs, seed 3, components scaled to std sigma
-    chunks = list(draw_queries_keys(d_k=d, n_draws=n, seed=3))
-    qs = np.concatenate([q for q, _ in chunks])[:, 0] * sigma
-    ks = np.concatenate([k for _, k in chunks])[:, 0] * sigma
-    assert qs.shape == ks.shape == (n, d)
-    assert np.std(qs) == pytest.approx(sigma, rel=0.01)
-    scaled = (qs * ks).sum(axis=-1) / (sigma**2 * np.sqrt(d))
-    # a unit-variance sum of products of standard normals: the docstring's error applies
-    assert abs(scaled.std() - 1) < Z * rel_se_std(d, n)
-    _, divisor, shown_std = printed(exercises["why_scale.py:exercise_sigma"], "divide by")
-    assert divisor == sigma**2 * np.sqrt(d) == 32
-    assert abs(shown_std - scaled.std()) <= 0.0005 + 1e-9
-    assert abs(shown_std - 1) < Z * rel_se_std(d, n) + 0.0005
-    check_prose("scale-ex-sigma", ..., sigma**2 * np.sqrt(d), sigma, scaled.std())  # σ²: notation
+@pytest.mark.claim("scale-ex-write-scores")
+def test_the_written_scores_pass_and_spread_about_1_where_raw_ones_spread_about_8(exercises):
+    result = check_scaled_scores(lambda q, k: q @ k.T / np.sqrt(q.shape[-1]))
+    assert result.ok
+    verdict = " ".join(exercises["why_scale.py:write_scaled_scores"].split())
+    assert verdict == result.message
+    ((scaled, raw),) = re.findall(
+        r"deviation (\d+\.\d+), where the raw scores spread with (\d+\.\d+)", verdict
+    )
+    d_k = 64
+    assert abs(float(scaled) - 1) < 0.05 and abs(float(raw) - np.sqrt(d_k)) < 0.4
+    # "about 1 at d_k = 64, where the raw scores spread about 8": to the units written
+    check_prose("scale-ex-write-scores", round(float(scaled)), d_k, round(float(raw)))

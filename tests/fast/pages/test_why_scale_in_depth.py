@@ -726,3 +726,25 @@ def test_the_page_cell_of_the_sweep(sweep, shown):
         min(learned),
         upper,
     )
+
+
+# ---- the exercise moved from the chapter: components wider than 1 ---------------------------
+
+
+@pytest.mark.claim("scale-ex-sigma")
+def test_dividing_by_sigma_squared_sqrt_d_k_restores_unit_std(shown):
+    sigma, d, n = 2.0, 64, 20_000
+    # the page's draws: 20,000 pairs, seed 3, components scaled to std sigma
+    chunks = list(draw_queries_keys(d_k=d, n_draws=n, seed=3))
+    qs = np.concatenate([q for q, _ in chunks])[:, 0] * sigma
+    ks = np.concatenate([k for _, k in chunks])[:, 0] * sigma
+    assert qs.shape == ks.shape == (n, d)
+    assert np.std(qs) == pytest.approx(sigma, rel=0.01)
+    scaled = (qs * ks).sum(axis=-1) / (sigma**2 * np.sqrt(d))
+    # a unit-variance sum of products of standard normals: the docstring's error applies
+    assert abs(scaled.std() - 1) < Z * rel_se_std(d, n)
+    _, divisor, shown_std = printed(shown["why_scale.py:exercise_sigma"], "divide by")
+    assert divisor == sigma**2 * np.sqrt(d) == 32
+    assert abs(shown_std - scaled.std()) <= 0.0005 + 1e-9
+    assert abs(shown_std - 1) < Z * rel_se_std(d, n) + 0.0005
+    check_prose("scale-ex-sigma", ..., sigma**2 * np.sqrt(d), sigma, scaled.std())  # σ²: notation
