@@ -30,7 +30,7 @@ ALT = (
     "token and the right one at least 0.78 on the first: both follow position, not these words."
 )
 CAPTION = (
-    "Two heads of one trained layer stack, reading the same sentence, do different jobs: one "
+    "Two heads of one trained model, reading the same sentence, do different jobs: one "
     "looks one word back, the other parks its weight on the first token. Both were picked by "
     "their scores over ten texts on the trained-model page, before this sentence was drawn."
 )
