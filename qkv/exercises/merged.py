@@ -23,7 +23,8 @@ def _merged_cases(rng):
     T, d_model and d_k differ from each other wherever the shapes allow it, so that a product
     in the wrong order or a divisor of the wrong width shows.
     """
-    yield rng.normal(size=(5, 6)), rng.normal(size=(6, 4)), rng.normal(size=(6, 4)), "T = 5, d_model = 6, d_k = 4"
+    first = "T = 5, d_model = 6, d_k = 4"
+    yield rng.normal(size=(5, 6)), rng.normal(size=(6, 4)), rng.normal(size=(6, 4)), first
     for _ in range(RANDOM_CASES):
         t, d_model, d_k = rng.integers(2, 9), rng.integers(2, 12), rng.integers(2, 9)
         yield (
@@ -36,7 +37,7 @@ def _merged_cases(rng):
 
 
 def _merged_case(fn, x, w_q, w_k, what: str) -> None:
-    t, d_model, d_k = x.shape[0], x.shape[1], w_q.shape[1]
+    d_model, d_k = x.shape[1], w_q.shape[1]
     hint = "the merged matrix is w_q @ w_k.T, d_model × d_model, and the scores x @ merged @ x.T / √d_k"
     got = as_array(call(fn, f"with {what}", x.copy(), w_q.copy(), w_k.copy(), hint=hint), f"with {what}")
     merged = w_q @ w_k.T  # (d_model, d_model)

@@ -40,7 +40,9 @@ def test_scores_left_undivided_are_named():
     def undivided(x, w_q, w_k):
         return x @ (w_q @ w_k.T) @ x.T
 
-    fails_with(check_merged_scores(undivided), "times too large", "not divided at all", fix=["Divide by √d_k"])
+    fails_with(
+        check_merged_scores(undivided), "times too large", "not divided at all", fix=["Divide by √d_k"]
+    )
 
 
 def test_dividing_by_the_width_of_the_merged_matrix_is_named():
@@ -78,7 +80,9 @@ def test_returning_the_weights_instead_of_the_scores_is_named():
     def weights(x, w_q, w_k):
         return qkv.softmax(merged_scores(x, w_q, w_k))
 
-    fails_with(check_merged_scores(weights), "adds up to 1: you returned weights", fix=["softmax comes after"])
+    fails_with(
+        check_merged_scores(weights), "adds up to 1: you returned weights", fix=["softmax comes after"]
+    )
 
 
 def test_a_function_returning_nothing_is_told_to_return():
