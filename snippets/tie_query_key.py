@@ -71,7 +71,9 @@ show_pair(S_tied, W_tied)
 # --8<-- [start:row_totals]
 tied_qk = qkv.Projections(w_q=p.w_k, w_k=p.w_k, w_v=p.w_v)  # W_Q = W_K
 S_tied, W_tied = scores(tied_qk), qkv.self_attention(x, tied_qk).weights
-show_pair(S_tied, W_tied)
+print(f"score of milk and from, either way: {S_tied[milk, frm]:+.3f}")
+w_mf, w_fm = W_tied[milk, frm], W_tied[frm, milk]
+print(f"weights: milk -> from {w_mf:.3f}, from -> milk {w_fm:.3f}")
 totals = np.exp(S_tied).sum(axis=-1)  # what softmax divides each row by
 print(f"row totals: milk {totals[milk]:.1f}, from {totals[frm]:.1f}")
 ratio = W_tied[milk, frm] / W_tied[frm, milk]
