@@ -76,8 +76,7 @@ print("output for 'milk' equals its weighted sum of value rows:", same)
 
 
 # --8<-- [start:residual]
-rng = np.random.default_rng(2)
-W_O = rng.normal(0.0, 1 / np.sqrt(p.d_v), (p.d_v, X.shape[-1]))  # (4, 16)
+W_O = np.random.default_rng(2).normal(0.0, 0.5, (4, 16))  # 0.5 = 1 / sqrt(d_v)
 update = output @ W_O  # (6, 4) @ (4, 16) -> (6, 16)
 X_next = X + update  # added to the residual stream; X itself is kept
 print("output", output.shape, "@ W_O", W_O.shape, "->", update.shape)
@@ -111,8 +110,7 @@ print("output:       ", out.round(3))
 
 # --8<-- [start:exercise_shapes]
 rng = np.random.default_rng(5)
-q3, k10 = rng.normal(size=(3, 8)), rng.normal(size=(10, 8))  # d_k = 8
-v10 = rng.normal(size=(10, 4))  # d_v = 4
+q3, k10, v10 = (rng.normal(size=s) for s in [(3, 8), (10, 8), (10, 4)])
 w, out = qkv.attention(q3, k10, v10)
 print("weights:", w.shape, "  output:", out.shape)
 # --8<-- [end:exercise_shapes]

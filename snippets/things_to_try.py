@@ -140,6 +140,8 @@ print(
 
 
 # --8<-- [start:exercise_gap]
+import numpy as np
+
 print(f"a gap of 2.3: runner-up / leader = exp(-2.3) = {np.exp(-2.3):.3f}")
 # --8<-- [end:exercise_gap]
 

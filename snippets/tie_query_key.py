@@ -8,8 +8,7 @@ import qkv
 from qkv import toy
 
 words = toy.SENTENCE  # ("she", "drank", "milk", "from", "a", "cup")
-x = toy.embeddings()
-p = toy.projections(d_k=8)  # separate W_Q, W_K, W_V, each (16, 8)
+x, p = toy.embeddings(), toy.projections(d_k=8)  # W_Q, W_K, W_V: (16, 8)
 milk, frm = words.index("milk"), words.index("from")
 
 
@@ -17,13 +16,6 @@ def scores(p):
     """The scaled scores Q Kᵀ / √d_k of the sentence under p: (T, T)."""
     q, k, _ = qkv.project(x, p)
     return q @ k.T / np.sqrt(p.d_k)
-
-
-def show_pair(S, W):
-    """Print the scores and weights of milk -> from and from -> milk."""
-    for i, j in [(milk, frm), (frm, milk)]:
-        s, w = S[i, j], W[i, j]
-        print(f"{words[i]} -> {words[j]}: score {s:+.3f}   weight {w:.3f}")
 
 
 # --8<-- [end:setup]
@@ -57,7 +49,9 @@ print(
 S = scores(p)
 W = qkv.self_attention(x, p).weights
 print("largest |S - Sᵀ|:", np.abs(S - S.T).max().round(3))
-show_pair(S, W)
+for i, j in [(milk, frm), (frm, milk)]:  # the pair, both ways
+    s, w = S[i, j], W[i, j]
+    print(f"{words[i]} -> {words[j]}: score {s:+.3f}   weight {w:.3f}")
 # --8<-- [end:asymmetric]
 
 # --8<-- [start:symmetric]
@@ -65,7 +59,9 @@ tied_qk = qkv.Projections(w_q=p.w_k, w_k=p.w_k, w_v=p.w_v)  # W_Q = W_K
 S_tied = scores(tied_qk)
 W_tied = qkv.self_attention(x, tied_qk).weights
 print("largest |S - Sᵀ|:", np.abs(S_tied - S_tied.T).max())
-show_pair(S_tied, W_tied)
+for i, j in [(milk, frm), (frm, milk)]:  # the pair, both ways
+    s, w = S_tied[i, j], W_tied[i, j]
+    print(f"{words[i]} -> {words[j]}: score {s:+.3f}   weight {w:.3f}")
 # --8<-- [end:symmetric]
 
 # --8<-- [start:row_totals]
