@@ -30,7 +30,6 @@ print("typical size (std) of a raw score:", scores.std().round(2))
 
 # --8<-- [start:scale]
 scaled = scores / np.sqrt(d_k)  # same shape, sqrt(8) = 2.83 times smaller
-print("sqrt(d_k) =", np.sqrt(d_k).round(2))
 print("scaled = scores / sqrt(d_k):", scaled.shape)
 print("typical size (std) of a scaled score:", scaled.std().round(2))
 # --8<-- [end:scale]
@@ -69,21 +68,15 @@ print("column sums:", weights.sum(axis=0).round(3))
 # --8<-- [start:mix]
 output = weights @ V  # row i = sum over j of weights[i, j] * V[j]
 print("output = weights @ V:", weights.shape, "@", V.shape, "->", output.shape)
-
-i = words.index("milk")
-mixture = sum(weights[i, j] * V[j] for j in range(len(words)))
-print(
-    f"output for {words[i]!r} equals its weighted sum of value rows:",
-    np.allclose(output[i], mixture),
-)
+milk = words.index("milk")
+mixture = sum(w * v for w, v in zip(weights[milk], V, strict=True))
+same = np.allclose(output[milk], mixture)  # its weighted sum of value rows
+print("output for 'milk' equals its weighted sum of value rows:", same)
 # --8<-- [end:mix]
 
 
 # --8<-- [start:residual]
-rng = np.random.default_rng(2)
-d_model = X.shape[-1]
-# (4, 16): back to X's width
-W_O = rng.normal(0.0, 1 / np.sqrt(p.d_v), (p.d_v, d_model))
+W_O = np.random.default_rng(2).normal(0.0, 0.5, (4, 16))  # 0.5 = 1 / sqrt(d_v)
 update = output @ W_O  # (6, 4) @ (4, 16) -> (6, 16)
 X_next = X + update  # added to the residual stream; X itself is kept
 print("output", output.shape, "@ W_O", W_O.shape, "->", update.shape)
@@ -94,7 +87,7 @@ print("X_next = X + output @ W_O:", X_next.shape)
 # --8<-- [start:numpy]
 result = qkv.attention(Q, K, V)  # the four steps in one call
 print("weights match the steps above:", np.allclose(result.weights, weights))
-print("output matches the steps above:", np.allclose(result.output, output))
+print("output matches the steps above:", np.allclose(result.output, weights @ V))
 # --8<-- [end:numpy]
 
 
@@ -113,6 +106,14 @@ print("scaled scores:", (q @ k.T / 2).round(3))
 print("weights:      ", w.round(3))
 print("output:       ", out.round(3))
 # --8<-- [end:exercise_by_hand]
+
+
+# --8<-- [start:exercise_shapes]
+rng = np.random.default_rng(5)
+q3, k10, v10 = (rng.normal(size=s) for s in [(3, 8), (10, 8), (10, 4)])
+w, out = qkv.attention(q3, k10, v10)
+print("weights:", w.shape, "  output:", out.shape)
+# --8<-- [end:exercise_shapes]
 
 
 # --8<-- [start:exercise_wrong_axis]
@@ -139,32 +140,33 @@ print(f"largest weight per row, scaled: {weights.max(axis=-1).round(2)}")
 # --8<-- [end:exercise_order]
 
 
-# --8<-- [start:write_one_query_skeleton]
-from qkv.exercises import check_one_query_attention
+# --8<-- [start:write_attention_skeleton]
+from qkv.exercises import check_attention
 
 
-def one_query_attention(q, k, v):
-    """q (d_k,) against k (T, d_k) and v (T, d_v): return the pair
-    (weights of shape (T,), output of shape (d_v,))."""
+def attention(q, k, v, mask):
+    """q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v), and a
+    boolean mask, True where a query may attend: return (weights, output)."""
     raise NotImplementedError("your code here")
 
 
-print(check_one_query_attention(one_query_attention))
-# --8<-- [end:write_one_query_skeleton]
+print(check_attention(attention))
+# --8<-- [end:write_attention_skeleton]
 
 
-# --8<-- [start:write_one_query]
+# --8<-- [start:write_attention]
 import numpy as np
 
-from qkv.exercises import check_one_query_attention
+from qkv.exercises import check_attention
 
 
-def one_query_attention(q, k, v):
-    scores = k @ q / np.sqrt(len(q))  # (T,): one scaled score per key
-    e = np.exp(scores - scores.max())  # the largest becomes exp(0) = 1
-    weights = e / e.sum()  # (T,), summing to 1
-    return weights, weights @ v  # (d_v,): the weighted average of the values
+def attention(q, k, v, mask):
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # not k.T
+    scores = np.where(mask, scores, -np.inf)  # a hidden key: exp(-inf) = 0
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = e / e.sum(axis=-1, keepdims=True)  # each row sums to 1
+    return weights, weights @ v  # (..., T_q, d_v)
 
 
-print(check_one_query_attention(one_query_attention))
-# --8<-- [end:write_one_query]
+print(check_attention(attention))
+# --8<-- [end:write_attention]

@@ -30,7 +30,6 @@ header("query 'she'")
 row("1 raw q·k", she.raw)
 row("2 divided by 4", she.scaled)  # √16 = 4
 row("3 weights", she.weights)
-print(f"weights sum to {she.weights.sum():.6f}")
 print("4 output (d_v = 4):", np.round(she.output, 4))
 # --8<-- [end:end_to_end]
 
@@ -41,17 +40,18 @@ def ranking(state):
     return [WORDS[j] for j in np.argsort(-state.raw)]
 
 
-print(
-    "d_k=1  query  ranks the keys                          same weights unscaled"
-)
+she_order = ranking(query_state("she", 1, scale=True))
+orders, same = {}, []
 for word in WORDS:
-    on, off = (
-        query_state(word, 1, scale=True),
-        query_state(word, 1, scale=False),
-    )
-    same = np.array_equal(on.weights, off.weights)  # exactly, not roughly
-    print(f"       {word:<6} {' > '.join(ranking(on)):<39} {same}")
-print("scale factor at d_k=1:", qkv.scale_factor(True, 1))
+    on, off = query_state(word, 1, scale=True), query_state(word, 1, scale=False)
+    orders[word] = ranking(on)
+    same.append(np.array_equal(on.weights, off.weights))  # exactly, not roughly
+reverse = next(w for w in WORDS if orders[w] != she_order)
+for word in ("she", "drank", reverse):
+    print(f"{word:<6} ranks the keys: {' > '.join(orders[word])}")
+one_way = all(o in (she_order, she_order[::-1]) for o in orders.values())
+print(f"d_k=1: all six in she's order or its reverse {one_way},", end=" ")
+print(f"same weights unscaled {all(same)} (scale {qkv.scale_factor(True, 1)})")
 # --8<-- [end:one_dimension]
 
 
@@ -65,8 +65,8 @@ for word in ("she", "drank"):
 # --8<-- [start:break_scaling]
 def summary(d_k, scale):
     """Per query: best key, top two scores, largest weight, entropy."""
-    print(f"d_k = {d_k}, scaling {'on' if scale else 'off'}")
-    print("query   top key  top score  runner-up  largest w  entropy")
+    print("query   top key  top score  runner-up  largest w  entropy", end="")
+    print(f"   (d_k = {d_k}, scaling {'on' if scale else 'off'})")
     for word in WORDS:
         s = query_state(word, d_k, scale)
         first, second = np.sort(s.scaled)[::-1][:2]  # scores reaching softmax
@@ -101,13 +101,20 @@ for scale in (False, True):
 
 
 # --8<-- [start:fix_scaling]
-summary(64, scale=True)
+on = [query_state(w, 64, scale=True) for w in WORDS]
+largest, lowest = max(s.max_weight for s in on), min(s.entropy for s in on)
+print(f"d_k = 64, scaling on: largest weight {largest:.3f},", end=" ")
+print(f"lowest entropy {lowest:.3f}")
 # --8<-- [end:fix_scaling]
 
 
 # --8<-- [start:near_ties]
 print("query   gap of the top two   runner-up / leader   exp(-gap)")
-for word in WORDS:
+for word in (
+    "milk",
+    "cup",
+    "she",
+):  # the two split queries, and one that collapsed
     s = query_state(word, 64, scale=False)
     first, second = np.argsort(-s.scaled)[:2]
     gap = s.scaled[first] - s.scaled[second]
@@ -133,5 +140,37 @@ print(
 
 
 # --8<-- [start:exercise_gap]
+import numpy as np
+
 print(f"a gap of 2.3: runner-up / leader = exp(-2.3) = {np.exp(-2.3):.3f}")
 # --8<-- [end:exercise_gap]
+
+
+# --8<-- [start:write_one_query_skeleton]
+from qkv.exercises import check_one_query_attention
+
+
+def one_query_attention(q, k, v):
+    """q (d_k,), k (T, d_k), v (T, d_v) -> (weights (T,), output (d_v,))."""
+    raise NotImplementedError("your code here")
+
+
+print(check_one_query_attention(one_query_attention))
+# --8<-- [end:write_one_query_skeleton]
+
+
+# --8<-- [start:write_one_query]
+import numpy as np
+
+from qkv.exercises import check_one_query_attention
+
+
+def one_query_attention(q, k, v):
+    scores = k @ q / np.sqrt(len(q))  # (T,): one scaled score per key
+    e = np.exp(scores - scores.max())  # the largest becomes exp(0) = 1
+    weights = e / e.sum()  # (T,), summing to 1
+    return weights, weights @ v  # (d_v,): the weighted average of the values
+
+
+print(check_one_query_attention(one_query_attention))
+# --8<-- [end:write_one_query]

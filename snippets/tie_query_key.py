@@ -8,8 +8,7 @@ import qkv
 from qkv import toy
 
 words = toy.SENTENCE  # ("she", "drank", "milk", "from", "a", "cup")
-x = toy.embeddings()
-p = toy.projections(d_k=8)  # separate W_Q, W_K, W_V, each (16, 8)
+x, p = toy.embeddings(), toy.projections(d_k=8)  # W_Q, W_K, W_V: (16, 8)
 milk, frm = words.index("milk"), words.index("from")
 
 
@@ -17,13 +16,6 @@ def scores(p):
     """The scaled scores Q Kᵀ / √d_k of the sentence under p: (T, T)."""
     q, k, _ = qkv.project(x, p)
     return q @ k.T / np.sqrt(p.d_k)
-
-
-def show_pair(S, W):
-    """Print the scores and weights of milk -> from and from -> milk."""
-    for i, j in [(milk, frm), (frm, milk)]:
-        s, w = S[i, j], W[i, j]
-        print(f"{words[i]} -> {words[j]}: score {s:+.3f}   weight {w:.3f}")
 
 
 # --8<-- [end:setup]
@@ -38,7 +30,10 @@ print(f"largest change in W_Q W_Kᵀ: {np.abs(product_moved - product).max():.1e
 print(
     f"largest change in a score:  {np.abs(scores(moved) - scores(p)).max():.1e}"
 )
+# --8<-- [end:products]
 
+# --8<-- [start:products_value]
+rng = np.random.default_rng(1)
 W_O = rng.normal(size=(p.d_v, x.shape[1]))  # an output matrix, back to x's width
 # another invertible matrix, on the value side
 B = rng.normal(size=(p.d_v, p.d_v))
@@ -48,13 +43,15 @@ added_b = qkv.self_attention(x, with_b).output @ (np.linalg.inv(B) @ W_O)
 print(
     f"largest change in what the head adds: {np.abs(added_b - added).max():.1e}"
 )
-# --8<-- [end:products]
+# --8<-- [end:products_value]
 
 # --8<-- [start:asymmetric]
 S = scores(p)
 W = qkv.self_attention(x, p).weights
 print("largest |S - Sᵀ|:", np.abs(S - S.T).max().round(3))
-show_pair(S, W)
+for i, j in [(milk, frm), (frm, milk)]:  # the pair, both ways
+    s, w = S[i, j], W[i, j]
+    print(f"{words[i]} -> {words[j]}: score {s:+.3f}   weight {w:.3f}")
 # --8<-- [end:asymmetric]
 
 # --8<-- [start:symmetric]
@@ -62,13 +59,23 @@ tied_qk = qkv.Projections(w_q=p.w_k, w_k=p.w_k, w_v=p.w_v)  # W_Q = W_K
 S_tied = scores(tied_qk)
 W_tied = qkv.self_attention(x, tied_qk).weights
 print("largest |S - Sᵀ|:", np.abs(S_tied - S_tied.T).max())
-show_pair(S_tied, W_tied)
+for i, j in [(milk, frm), (frm, milk)]:  # the pair, both ways
+    s, w = S_tied[i, j], W_tied[i, j]
+    print(f"{words[i]} -> {words[j]}: score {s:+.3f}   weight {w:.3f}")
+# --8<-- [end:symmetric]
+
+# --8<-- [start:row_totals]
+tied_qk = qkv.Projections(w_q=p.w_k, w_k=p.w_k, w_v=p.w_v)  # W_Q = W_K
+S_tied, W_tied = scores(tied_qk), qkv.self_attention(x, tied_qk).weights
+print(f"score of milk and from, either way: {S_tied[milk, frm]:+.3f}")
+w_mf, w_fm = W_tied[milk, frm], W_tied[frm, milk]
+print(f"weights: milk -> from {w_mf:.3f}, from -> milk {w_fm:.3f}")
 totals = np.exp(S_tied).sum(axis=-1)  # what softmax divides each row by
 print(f"row totals: milk {totals[milk]:.1f}, from {totals[frm]:.1f}")
 ratio = W_tied[milk, frm] / W_tied[frm, milk]
 print(f"weight milk -> from over from -> milk: {ratio:.1f}")
 print(f"row total of from over that of milk:   {totals[frm] / totals[milk]:.1f}")
-# --8<-- [end:symmetric]
+# --8<-- [end:row_totals]
 
 # --8<-- [start:self_score]
 S_tied = scores(qkv.Projections(w_q=p.w_k, w_k=p.w_k, w_v=p.w_v))  # W_Q = W_K
@@ -168,3 +175,31 @@ print("W_Q W_Kᵀ:", product.shape, "  rank", np.linalg.matrix_rank(product))
 print("numbers in W_Q and W_K:", p.w_q.size + p.w_k.size)
 print("numbers in the product: ", product.size)
 # --8<-- [end:exercise_rank]
+
+# --8<-- [start:write_merged_skeleton]
+from qkv.exercises import check_merged_scores
+
+
+def merged_scores(x, w_q, w_k):
+    """The scores (T, T) of x (T, d_model), through w_q @ w_k.T."""
+    raise NotImplementedError("your code here")
+
+
+print(check_merged_scores(merged_scores))
+# --8<-- [end:write_merged_skeleton]
+
+
+# --8<-- [start:write_merged]
+import numpy as np
+
+from qkv.exercises import check_merged_scores
+
+
+def merged_scores(x, w_q, w_k):
+    merged = w_q @ w_k.T  # (d_model, d_model): all the scores depend on
+    d_k = w_q.shape[1]  # the width of the dot products, not of merged
+    return x @ merged @ x.T / np.sqrt(d_k)  # (T, T)
+
+
+print(check_merged_scores(merged_scores))
+# --8<-- [end:write_merged]

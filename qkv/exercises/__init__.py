@@ -19,6 +19,7 @@ from qkv.exercises.cache import check_kv_cache_step
 from qkv.exercises.heads import check_split_heads
 from qkv.exercises.learning import check_gradient_step
 from qkv.exercises.masks import check_causal_mask
+from qkv.exercises.merged import check_merged_scores
 from qkv.exercises.multi_head import check_multi_head_attention
 from qkv.exercises.one_query import check_one_query_attention
 from qkv.exercises.online import check_online_softmax
@@ -33,6 +34,7 @@ __all__ = [
     "check_causal_mask",
     "check_gradient_step",
     "check_kv_cache_step",
+    "check_merged_scores",
     "check_multi_head_attention",
     "check_one_query_attention",
     "check_online_softmax",

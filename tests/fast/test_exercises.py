@@ -17,8 +17,10 @@ from support import ROOT
 import qkv
 from qkv import exercises
 from qkv.exercises import (
+    check_attention,
     check_causal_mask,
     check_kv_cache_step,
+    check_merged_scores,
     check_one_query_attention,
     check_online_softmax,
     check_softmax,
@@ -56,6 +58,11 @@ def passes(result) -> None:
 def one_query_attention(q, k, v):
     weights, output = qkv.attention(q[None], k, v)  # one query: a table of one row
     return weights[0], output[0]
+
+
+def merged_scores(x, w_q, w_k):
+    """The scores through the one merged matrix, as chapter 4's exercise asks."""
+    return x @ (w_q @ w_k.T) @ x.T / np.sqrt(w_q.shape[1])
 
 
 def decode_step(x_new, w, cache):
@@ -549,8 +556,16 @@ def test_the_checkers_leave_numpys_error_state_as_they_found_it():
 ON_THE_PAGES = [
     ("soft-lookup.md", "soft_lookup.py", "write_softmax_skeleton", "write_softmax", check_softmax),
     (
-        "step-by-step.md",
-        "step_by_step.py",
+        "why-three-projections.md",
+        "tie_query_key.py",
+        "write_merged_skeleton",
+        "write_merged",
+        check_merged_scores,
+    ),
+    ("step-by-step.md", "step_by_step.py", "write_attention_skeleton", "write_attention", check_attention),
+    (
+        "things-to-try.md",
+        "things_to_try.py",
         "write_one_query_skeleton",
         "write_one_query",
         check_one_query_attention,
@@ -603,6 +618,8 @@ def pass_sentence(check) -> str:
     """What ``check`` prints for a function that passes: its sentence for qkv's own."""
     right = {
         check_softmax: qkv.softmax,
+        check_merged_scores: merged_scores,
+        check_attention: qkv.attention,
         check_one_query_attention: one_query_attention,
         check_causal_mask: qkv.causal_mask,
         check_split_heads: qkv.split_heads,
@@ -626,10 +643,10 @@ def test_the_softmax_solution_passes_and_needs_both_of_its_steps(page_output):
     fails_with(check_softmax(softmax_without_keepdims), "another row's sum", fix=["keepdims=True"])
 
 
-@pytest.mark.claim("steps-ex-write-one-query")
+@pytest.mark.claim("try-ex-write-one-query")
 def test_the_one_query_solution_passes_and_the_named_mistakes_are_named(page_output):
     solution_prints_the_pass(
-        page_output, "step-by-step.md", "step_by_step.py", "write_one_query", check_one_query_attention
+        page_output, "things-to-try.md", "things_to_try.py", "write_one_query", check_one_query_attention
     )
     fails_with(check_one_query_attention(attention_unscaled), "divided by nothing (the raw scores)")
     fails_with(check_one_query_attention(attention_exponentiating_raw_scores), "nan or inf")
@@ -675,8 +692,6 @@ def test_the_notebook_offers_the_same_skeletons():
 
 
 # ---- full attention, with a mask and batch axes ----------------------------------------------
-
-from qkv.exercises import check_attention  # noqa: E402
 
 
 def scores_of(q, k):

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from prose import check_prose
+import torch
+import torch.nn.functional as F
+from prose import check_prose, claim_sentence, written_numbers
 from support import softmax_by_hand as softmax
 from support import values_after
 
@@ -22,6 +24,11 @@ Z = 5  # standard errors allowed for a sampled statistic
 T = len(toy.SENTENCE)
 
 SHE, FROM, CUP = (toy.SENTENCE.index(w) for w in ("she", "from", "cup"))
+
+
+def stated(claim_id):
+    """The numbers a guarded sentence writes, in order (for a bound the test then uses)."""
+    return [w.value for w in written_numbers(claim_sentence(claim_id))]
 
 
 @pytest.fixture(scope="module")
@@ -286,3 +293,55 @@ def test_smollm2_mlp_holds_three_times_the_weights_of_its_attention(model):
         mlp / attention,
         attention,
     )
+
+
+# ---- moved from the chapter: one call, PyTorch's sdpa, the exercise by hand ---------------
+
+
+@pytest.mark.claim("steps-attention-equals-steps")
+def test_one_call_equals_the_four_steps(qkv_toy, weights, in_depth):
+    _, q, k, v = qkv_toy
+    result = qkv.attention(q, k, v)
+    np.testing.assert_allclose(result.weights, weights, rtol=1e-12)
+    np.testing.assert_allclose(result.output, weights @ v, rtol=1e-12, atol=1e-14)
+    assert in_depth["step_by_step.py:numpy"].splitlines() == [
+        "weights match the steps above: True",
+        "output matches the steps above: True",
+    ]
+
+
+@pytest.mark.claim("steps-sdpa-agrees")
+def test_torch_sdpa_agrees_on_the_page_inputs_and_on_random_ones(qkv_toy):
+    (bound,) = stated("steps-sdpa-agrees")
+    check_prose("steps-sdpa-agrees", bound)
+    assert bound <= 1e-10  # float64 rounding, nothing looser
+    _, q, k, v = qkv_toy
+    got = F.scaled_dot_product_attention(*(torch.from_numpy(a) for a in (q, k, v)))
+    assert got.dtype == torch.float64 and got.shape == (T, toy.D_V)
+    assert np.abs(got.numpy() - qkv.attention(q, k, v).output).max() < bound
+    rng = np.random.default_rng(11)
+    for shape_q, shape_k, d_v in [((5, 64), (5, 64), 64), ((2, 3, 4, 16), (2, 3, 9, 16), 7)]:
+        q, k = rng.normal(size=shape_q), rng.normal(size=shape_k)
+        v = rng.normal(size=(*shape_k[:-1], d_v))
+        want = F.scaled_dot_product_attention(*(torch.from_numpy(a) for a in (q, k, v)))
+        assert np.abs(want.numpy() - qkv.attention(q, k, v).output).max() < bound
+
+
+@pytest.mark.claim("steps-ex-by-hand")
+def test_the_three_token_exercise_matches_the_hand_calculation(in_depth):
+    # the exercise as the page states it: q = (2, 0, 2, 0), three keys, three values
+    q = np.array([[2.0, 0, 2, 0]])
+    k = np.array([[1.0, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 0]])
+    v = np.array([[1.0, 0], [0, 1], [1, 1]])
+    e = np.array([np.e**2, 1.0, np.e])  # exp of the scaled scores 2, 0, 1
+    weights = e / e.sum()
+    output = weights @ v
+    np.testing.assert_array_equal(weights.round(3), [0.665, 0.090, 0.245])  # the solution's
+    np.testing.assert_array_equal(output.round(3), [0.910, 0.335])
+    result = qkv.attention(q, k, v)
+    np.testing.assert_allclose(result.weights[0], weights, rtol=1e-12)
+    np.testing.assert_allclose(result.output[0], output, rtol=1e-12)
+    text = in_depth["step_by_step.py:exercise_by_hand"]
+    assert values_after(text, "scaled scores:") == [2.0, 0.0, 1.0]
+    np.testing.assert_allclose(values_after(text, "weights:"), weights, rtol=0, atol=0.0005 + 1e-9)
+    np.testing.assert_allclose(values_after(text, "output:"), output, rtol=0, atol=0.0005 + 1e-9)

@@ -16,12 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pages_support import (
+    DRANK,
     FROM,
     MILK,
     WORDS,
     assert_printed,
     line_of,
+    named_numbers,
     pair_lines,
+    random_projections,
     random_tied_case,
     scores_of,
     seeds,
@@ -33,6 +36,7 @@ from support import attention_product_flops, numbers
 
 import qkv
 from qkv import toy
+from qkv.cost import SMOLLM2_135M
 
 
 @pytest.fixture(scope="module")
@@ -211,3 +215,148 @@ def test_gemma_7b_and_gemma_2_9b_have_heads_of_256_and_gemma_2_27b_of_128(page_o
     assert gemma7_head == windowed["Gemma 2 9B"] > max(m.d_head for m in qkv.MODELS)  # "wider"
     # ...: the "2" of "Gemma 2", a name
     check_prose("three-gemma-head-widths", ..., gemma7_head, ..., windowed["Gemma 2 27B"])
+
+
+@pytest.mark.claim("three-products-scores")
+@settings(max_examples=30, deadline=None)
+@given(seeds, st.integers(1, 8), st.integers(1, 8))
+def test_any_invertible_a_between_w_q_and_w_k_leaves_the_scores(seed, d_k, t):
+    rng = np.random.default_rng(seed)
+    x, p = rng.normal(size=(t, 6)), random_projections(seed, 6, d_k, 2)
+    a = rng.normal(size=(d_k, d_k)) + 3 * np.eye(d_k)  # invertible, and not near singular
+    moved = qkv.Projections(p.w_q @ a, p.w_k @ np.linalg.inv(a).T, p.w_v)
+    s = scores_of(x, p)
+    np.testing.assert_allclose(scores_of(x, moved), s, rtol=1e-9, atol=1e-9 * max(1, np.abs(s).max()))
+
+
+@pytest.mark.claim("three-products-scores")
+def test_the_page_moves_w_q_far_and_the_scores_not_at_all(shown_three_deep, tie):
+    p = tie["p"]
+    a = np.random.default_rng(1).normal(size=(p.d_k, p.d_k))  # the snippet's A (seed 1)
+    moved = qkv.Projections(p.w_q @ a, p.w_k @ np.linalg.inv(a).T, p.w_v)
+    change = np.abs(moved.w_q - p.w_q).max()
+    assert change > 1
+    assert np.abs(moved.w_q @ moved.w_k.T - p.w_q @ p.w_k.T).max() < 1e-12
+    assert np.abs(scores_of(tie["x"], moved) - tie["S"]).max() < 1e-12
+    check_prose("three-products-scores", change)
+    block = shown_three_deep["tie_query_key.py:products"]
+    assert_printed(line_of(block, "largest change in W_Q:"), change, 2)
+    assert numbers(line_of(block, "largest change in a score:"))[0] < 1e-12
+
+
+# ---- moved from the chapter: the value side, tied weights, W_K = W_V, the exercises --------
+
+
+def invertible(seed, n):
+    """A random n x n matrix, checked to be well conditioned enough to invert."""
+    m = np.random.default_rng(seed).normal(size=(n, n))
+    assert np.linalg.cond(m) < 1e6
+    return m
+
+
+@pytest.mark.claim("three-products-output")
+def test_w_v_b_with_b_inverse_w_o_adds_the_same_to_the_stream(shown_three_deep, tie):
+    x, p = tie["x"], tie["p"]
+    for seed in range(3):
+        b, w_o = invertible(seed, p.d_v), np.random.default_rng(seed + 10).normal(size=(p.d_v, 16))
+        added = qkv.self_attention(x, p).output @ w_o
+        moved = qkv.self_attention(x, qkv.Projections(p.w_q, p.w_k, p.w_v @ b)).output
+        np.testing.assert_allclose(moved @ np.linalg.inv(b) @ w_o, added, rtol=1e-9, atol=1e-10)
+        assert np.abs(p.w_v @ b - p.w_v).max() > 0.5  # W_V itself moved
+    check_prose("three-products-output", ...)  # the -1 of B^{-1} is notation
+    line = shown_three_deep.line("tie_query_key.py:products_value", "largest change in what the head adds:")
+    assert numbers(line)[0] < 1e-12
+
+
+@pytest.mark.claim("three-tied-weights-not-symmetric")
+def test_tied_scores_are_equal_but_the_weights_are_not(shown_three_deep, tie):
+    s, w = tie["S_tied"], tie["W_tied"]
+    assert s[MILK, FROM] == pytest.approx(s[FROM, MILK], abs=1e-12)
+    assert w[MILK, FROM] > 10 * w[FROM, MILK]
+    check_prose("three-tied-weights-not-symmetric", w[MILK, FROM] / w[FROM, MILK])
+    section = "tie_query_key.py:row_totals"
+    assert_printed(shown_three_deep.line(section, "score of milk and from, either way:"), s[MILK, FROM], 3)
+    assert_printed(shown_three_deep.line(section, "weights: milk -> from"), [w[MILK, FROM], w[FROM, MILK]], 3)
+
+
+@pytest.mark.claim("three-tied-row-total-ratio")
+def test_tied_the_weight_ratio_is_the_ratio_of_row_totals(shown_three_deep, tie):
+    s, w = tie["S_tied"], tie["W_tied"]
+    totals = np.exp(s).sum(axis=-1)  # Z_i, written out here
+    assert totals[FROM] > 10 * totals[MILK]
+    # equal scores both ways, so w[milk, from] / w[from, milk] = Z_from / Z_milk
+    np.testing.assert_allclose(w[MILK, FROM] / w[FROM, MILK], totals[FROM] / totals[MILK], rtol=1e-9)
+    line = shown_three_deep.line("tie_query_key.py:row_totals", "row totals:")
+    assert_printed(line, [totals[MILK], totals[FROM]], 1)
+
+
+@pytest.mark.claim("three-tied-row-totals")
+@settings(max_examples=50, deadline=None)
+@given(seeds, widths, st.integers(1, 10))
+def test_tied_weights_are_symmetric_once_each_row_is_multiplied_by_its_total(seed, d_k, t):
+    x, tied = random_tied_case(seed, d_k, t)
+    totals = np.exp(scores_of(x, tied)).sum(axis=-1, keepdims=True)  # Z_i
+    unnormalised = qkv.self_attention(x, tied).weights * totals  # w_ij Z_i = exp(s_ij)
+    np.testing.assert_allclose(unnormalised, unnormalised.T, rtol=1e-9)
+
+
+@pytest.fixture(scope="module")
+def tied_kv(hand_built):
+    """The hand-built toy, separate and with W_V = W_K."""
+    hand = toy.hand_built_projections()
+    tied = qkv.Projections(hand.w_q, hand.w_k, hand.w_k)
+    return hand_built[3], qkv.self_attention(toy.feature_embeddings(), tied)
+
+
+@pytest.mark.claim("three-tie-kv-weights-unchanged")
+def test_tying_w_v_to_w_k_leaves_the_weights_bit_for_bit(shown_three_deep, tied_kv):
+    separate, tied = tied_kv
+    np.testing.assert_array_equal(tied.weights, separate.weights)
+    check_prose("three-tie-kv-weights-unchanged", ...)  # "chapter 3" is a label
+    assert shown_three_deep.flag("tie_query_key.py:tie_kv", "weights identical:")
+
+
+@pytest.mark.claim("three-tie-kv-output-changes")
+def test_tying_w_v_to_w_k_hands_over_liquid_and_no_dairy(shown_three_deep, hand_built, tied_kv):
+    separate, tied = tied_kv
+    k = hand_built[1]
+    np.testing.assert_allclose(tied.output, separate.weights @ k, rtol=1e-12)  # a blend of keys
+    liquid, dairy = toy.FEATURES.index("liquid"), toy.FEATURES.index("dairy")
+    assert liquid == int(np.argmax(hand_built[0][DRANK]))  # what drank's query asks for
+    assert not k[:, dairy].any() and not tied.output[:, dairy].any()
+    assert separate.output[:, toy.VALUE_COLUMNS.index("dairy")].max() > 0.5  # it was handed over
+    check_prose("three-tie-kv-output-changes", tied.output[DRANK, liquid])
+    section = "tie_query_key.py:tie_kv"
+    shown = named_numbers(shown_three_deep.line(section, "drank receives, W_V = W_K:"))
+    assert shown == {
+        f: pytest.approx(x, abs=5e-3)
+        for f, x in zip(toy.FEATURES, tied.output[DRANK], strict=True)
+        if abs(x) >= 0.005
+    }
+    assert numbers(shown_three_deep.line(section, "dairy received by any word"))[0] == 0
+
+
+@pytest.mark.claim("three-ex-rank")
+def test_the_toy_product_has_rank_d_k_and_as_many_numbers_as_its_factors(shown_three_deep, tie):
+    p = tie["p"]
+    product = p.w_q @ p.w_k.T
+    rank = np.linalg.matrix_rank(product)
+    assert rank == p.d_k < p.d_model
+    assert 2 * p.d_k == p.d_model  # "because d_k is half of d_model here"
+    assert p.w_q.size + p.w_k.size == product.size
+    check_prose("three-ex-rank", rank, product.size)
+    section = "tie_query_key.py:exercise_rank"
+    assert numbers(shown_three_deep.line(section, "W_Q W_Kᵀ:")) == [p.d_model, p.d_model, rank]
+    assert numbers(shown_three_deep.line(section, "numbers in W_Q and W_K:")) == [p.w_q.size + p.w_k.size]
+    assert numbers(shown_three_deep.line(section, "numbers in the product:")) == [product.size]
+
+
+@pytest.mark.claim("three-ex-rank-smollm2")
+def test_smollm2s_two_thin_factors_hold_fewer_numbers_than_their_product():
+    # SmolLM2's sizes from qkv's record of it (checked against the model file in
+    # tests/fast/test_smollm2.py), not from the sentence
+    m = SMOLLM2_135M
+    d_model, d_k = m.n_heads * m.d_head, m.d_head
+    factors, product = 2 * d_model * d_k, d_model * d_model  # W_Q and W_K; W_Q W_Kᵀ
+    assert factors < product
+    check_prose("three-ex-rank-smollm2", d_model, d_k, factors, product)
