@@ -33,14 +33,19 @@ def patched_exactly(page, kind: str) -> dict[tuple[int, int], str]:
     return {(layer, k): value for layer, k, value in got}
 
 
+def model_workers(page) -> int:
+    """The page's live model workers (model/worker.js; the site's search has a worker too)."""
+    return sum(1 for w in page.workers if w.url.split("?")[0].endswith("/model/worker.js"))
+
+
 def live_workers(page, want: int, timeout_ms: int = 10000) -> int:
-    """How many Web Workers the page has, waiting up to timeout_ms for ``want`` of them (a
+    """How many model workers the page has, waiting up to timeout_ms for ``want`` of them (a
     terminated worker's close event takes a moment to arrive)."""
     waited = 0
-    while len(page.workers) != want and waited < timeout_ms:
+    while model_workers(page) != want and waited < timeout_ms:
         page.wait_for_timeout(200)
         waited += 200
-    return len(page.workers)
+    return model_workers(page)
 
 
 @pytest.mark.claim("explorer-lab-patching")
@@ -61,7 +66,9 @@ def test_pool_cells_are_the_one_worker_runs_bit_for_bit_with_k_1_2_3(page, site_
             assert page.get_attribute(PANEL, "data-patch-workers") == str(k)
             assert live_workers(page, k) == k  # the page's worker and k - 1 more
             differ = {cell: (one[cell], pooled.get(cell)) for cell in one if pooled.get(cell) != one[cell]}
-            assert differ == {}, f"K={k}, {kind}: cells differ from the one-worker run: {list(differ.items())[:5]}"
+            assert differ == {}, (
+                f"K={k}, {kind}: cells differ from the one-worker run: {list(differ.items())[:5]}"
+            )
     # the page says in words how many cores it used
     text = page.get_by_test_id("patch-cores").text_content()
     assert "Patching runs" in text and "3" in text

@@ -236,6 +236,9 @@ export function buildPatching(h, index, lab, ctx) {
       : "entering layer " + L + " at position " + k) + ", " + effectText(x) + ".";
     if (msg.last) {
       state.busy = false;
+      if (String(msg.k) !== ctx.panel.getAttribute("data-patch-workers")) { // a worker could not load the model
+        sayCores(Object.assign(getPool().planned(), { k: msg.k, reason: msg.k === 1 ? "memory" : "cores" }));
+      }
       running(false);
       status.textContent = "Done in " + msg.seconds.toFixed(1) + " s.";
       summary.textContent = summary.textContent.replace(" so far", "");

@@ -28,14 +28,14 @@
  * the page's address.
  */
 
-/* At most 4 workers. Each holds its own copy of the model, about 270 MB of weights plus the
-   activations of the pair (hundreds of MB more during patching), so 4 copies already ask well
-   over 1 GB of a browser tab. And the gain falls off: the 30 batches cost 30, 29, ..., 1 layer
-   reruns each (465 in all), so past 4 workers the costliest batches bound the run while the
-   page, the reader's other tabs and the copies' start-up (a second or two each) compete for
-   the same cores. */
+/* At most 4 workers. Each holds its own copy of the model: the 98 MB file in its WebAssembly
+   memory, what is unpacked from it, and the pair's recorded runs and a batch's activations
+   while patching; 4 copies already ask several hundred MB of one browser tab. And the gain
+   falls off: the 30 batches rerun 30, 29, ..., 1 layers (465 in all), each worker's copy takes a
+   second or more to start, and the page itself, the reader's other tabs and the system need a
+   core too; most laptops have 4 to 8. */
 export const MAX_WORKERS = 4;
-const PER_WORKER_GB = 0.75; // one copy of the model and its activations while patching, rounded up
+const PER_WORKER_GB = 0.25; // one copy of the model with its patching activations, rounded up
 
 function forced() {
   const given = globalThis.QKV_WORKERS ?? new URLSearchParams((globalThis.location && location.search) || "")
@@ -45,14 +45,14 @@ function forced() {
 }
 
 /* How many workers to use, and why: the cores the browser reports, the memory it reports
-   (navigator.deviceMemory, in GB, Chromium only; half of it for the copies of the model),
-   the cap. Where the memory is unknown, two workers. */
+   (navigator.deviceMemory, in GB, Chromium only, at most 8; a quarter of it for the copies of
+   the model), the cap. Where the memory is unknown (Firefox, Safari), two workers. */
 export function chooseK() {
   const cores = Math.max(1, Number(globalThis.navigator && navigator.hardwareConcurrency) || 1);
   const k = forced();
   if (k) return { k: k, cores: cores, reason: "forced" };
   const memory = Number(globalThis.navigator && navigator.deviceMemory) || 0;
-  const byMemory = memory ? Math.floor(memory / 2 / PER_WORKER_GB) : 2;
+  const byMemory = memory ? Math.floor(memory / 4 / PER_WORKER_GB) : 2;
   if (byMemory < 2) return { k: 1, cores: cores, reason: "memory" };
   return { k: Math.max(1, Math.min(cores, byMemory, MAX_WORKERS)), cores: cores, reason: "cores" };
 }
@@ -137,19 +137,20 @@ export function makePool(primary, product) {
     run = me;
     const started = performance.now(), want = chooseK().k;
     helpers.slice(Math.max(0, want - 1)).forEach(drop); // more than this run uses: freed
-    while (helpers.length < want - 1) startHelper();
-    const recording = ask(primary, Object.assign({ type: "patch-record" }, message), "patch-recorded");
-    const ready = await Promise.race([Promise.all(helpers.map((e) => e.ready)), me.stopped]);
-    const recorded = await Promise.race([recording, me.stopped]);
-    void ready; // a helper that could not load (or loaded another product) has been dropped
-    const workers = [primary].concat(helpers.map((e) => e.worker));
-    const k = workers.length;
+    while (helpers.length < want - 1) startHelper(); // their copies of the file are asked for first
+    const starting = helpers.slice();
+    const recorded = await Promise.race([
+      ask(primary, Object.assign({ type: "patch-record" }, message), "patch-recorded"), me.stopped]);
+    // the shares are made for every worker asked for; the first starts on its own at once, each
+    // other when it has loaded the model, and the share of one that could not load (or loaded
+    // another matrix product) goes to the first, after its own
+    const k = 1 + starting.length, lists = share(recorded.batches, k), total = recorded.total;
+    const done = new Array(k).fill(0), before = new Array(k).fill(0); // each worker's work: this job's, its earlier jobs'
+    let cells = 0, told = 0, used = 1;
+    const progress = () => done.concat(before).reduce((s, x) => s + x, 0);
     on.onStart(Object.assign({}, recorded, { k: k }));
-    const lists = share(recorded.batches, k), done = new Array(k).fill(0), total = recorded.total;
-    let cells = 0, told = 0;
-    const progress = () => done.reduce((s, x) => s + x, 0);
-    const jobs = workers.map((worker, w) => (lists[w].length ? ask(worker,
-      Object.assign({ type: "patch-batches", layers: lists[w] }, message), "patch-ran", (msg) => {
+    const runOn = (worker, w, layers) => (layers.length ? ask(worker,
+      Object.assign({ type: "patch-batches", layers: layers }, message), "patch-ran", (msg) => {
         if (me.cancelled) return;
         if (msg.type === "patch-progress") {
           done[w] = msg.done;
@@ -159,17 +160,25 @@ export function makePool(primary, product) {
           done[w] = msg.done;
           cells++;
           on.onCells(Object.assign({}, msg, { done: progress(), total: total, last: cells === recorded.batches.length,
-                                              seconds: (performance.now() - started) / 1000, k: k }));
+                                              seconds: (performance.now() - started) / 1000, k: used }));
         }
-      }) : Promise.resolve()));
+      }).then((msg) => { before[w] += done[w]; done[w] = 0; return msg; }) : Promise.resolve());
+    let first = runOn(primary, 0, lists[0]);
+    const others = starting.map((entry, i) => Promise.race([entry.ready, me.stopped]).then((ok) => {
+      if (ok) { used++; return runOn(entry.worker, i + 1, lists[i + 1]); }
+      first = first.then(() => runOn(primary, 0, lists[i + 1]));
+      return first;
+    }));
+    const jobs = others.concat([first]);
     try {
       await Promise.race([Promise.all(jobs), me.stopped]);
+      await Promise.race([first, me.stopped]); // a share it took over may have been queued meanwhile
     } catch (err) {
       if (run === me) cancel();
       throw err;
     }
     if (run === me) run = null;
-    return { k: k, seconds: (performance.now() - started) / 1000 };
+    return { k: used, seconds: (performance.now() - started) / 1000 };
   }
 
   /* Stop the run: the first worker's job is cancelled (it stays, the lab needs it), the
