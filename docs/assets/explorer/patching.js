@@ -9,16 +9,29 @@
  *                      data-position (from 1), data-value: the stream at one position.
  * A value is the effect: (text 1's preference with the patch − its own) ÷ (text 2's − text
  * 1's). Layers, heads and positions are counted from 1 here, from 0 in the worker and qkv.
+ * The work is shared by a pool of workers, one per core the lab uses (model/pool.js).
  */
+
+import { makePool } from "./model/pool.js";
 
 export const EFFECT_DECIMALS = 4; // data-value; the cell shows two
 
 export function buildPatching(h, index, lab, ctx) {
   const { el } = h;
   const id = (name) => h.ROOT_ID + "-patch-" + name;
-  const state = { pair: null, jobId: -1, kind: null, start: null, cells: null, values: null, found: 0 };
+  const state = { pair: null, run: 0, busy: false, kind: null, start: null, cells: null, values: null, found: 0 };
+  let pool = null, poolOf = null; // the pool, and the page's model worker it was made with
+  const getPool = () => {
+    if (!pool || poolOf !== ctx.worker()) {
+      if (pool) pool.cancel();
+      poolOf = ctx.worker();
+      pool = makePool(poolOf, ctx.product());
+    }
+    return pool;
+  };
 
   const note = el("p", { class: "qx-note", "data-testid": "patch-note" });
+  const cores = el("p", { class: "qx-note", "data-testid": "patch-cores" });
   const headsButton = el("button", { type: "button", class: "qx-button", "data-testid": "patch-heads",
                                      text: "Patch each head" });
   const streamButton = el("button", { type: "button", class: "qx-button", "data-testid": "patch-stream",
@@ -44,7 +57,7 @@ export function buildPatching(h, index, lab, ctx) {
       "The stream: what enters layer L at one position; layer 1's is the embeddings, the token itself. The " +
       "continuations' own positions are never copied, and heads switched off above do not apply here. As " +
       "qkv.lab.effects.MinimalPair computes it; results fill in from the last layer, the quickest to rerun." }),
-    note, actionsBox, progress, status, summary, legend, wrap,
+    note, cores, actionsBox, progress, status, summary, legend, wrap,
   ]);
 
   /* -- the pair, as the worker scored it -- */
@@ -60,6 +73,8 @@ export function buildPatching(h, index, lab, ctx) {
     const [a, b] = paired.texts.map((t) => t.ids.length);
     const same = a === b && paired.texts[0].ids.every((x, i) => x === paired.texts[1].ids[i]);
     actionsBox.hidden = a !== b || same;
+    cores.hidden = actionsBox.hidden;
+    sayCores(getPool().planned());
     if (a !== b) {
       note.textContent = "Patching copies text 2's run into text 1's position by position, so it needs two " +
         "texts with the same number of tokens: text 1 has " + a + " tokens and text 2 has " + b + ". " +
@@ -85,9 +100,20 @@ export function buildPatching(h, index, lab, ctx) {
     legend.textContent = "";
     ctx.panel.removeAttribute("data-patched");
   }
+  /* In plain words, how many of the reader's cores patching uses. */
+  function sayCores(p) {
+    const all = p.cores === 1 ? "your device's one core" : "of your device's " + p.cores + " cores";
+    cores.textContent = p.k === 1 && p.reason === "memory"
+      ? "Patching runs on one core: this device reports too little memory for a second copy of the model."
+      : p.cores === 1 && p.k === 1 ? "Patching runs on " + all + "."
+      : p.k > p.cores ? "Patching runs in " + p.k + " workers on " + all.replace("of your", "your") + "."
+      : "Patching runs on " + (p.k === 1 ? "one" : p.k) + " " + all + (p.k > 1 ? ", each with its own copy of the model." : ".");
+    ctx.panel.setAttribute("data-patch-workers", String(p.k));
+  }
   function stop() {
-    if (state.jobId >= 0) ctx.post({ type: "patch-cancel", id: state.jobId });
-    state.jobId = -1;
+    state.run++;
+    if (state.busy && pool) pool.cancel();
+    state.busy = false;
     running(false);
   }
   function running(on) {
@@ -104,8 +130,24 @@ export function buildPatching(h, index, lab, ctx) {
     state.kind = kind;
     progress.value = 0;
     status.textContent = "Recording both texts' runs\u2026";
-    state.jobId = ctx.send({ type: "patch", kind: kind, texts: [ctx.own().text, lab.text2],
-                             conts: [lab.cont1, lab.cont2], maxTokens: index.max_tokens });
+    const run = state.run, mine = (f) => (x) => { if (run === state.run) f(x); };
+    state.busy = true;
+    getPool().patch({ kind: kind, texts: [ctx.own().text, lab.text2], conts: [lab.cont1, lab.cont2],
+                      maxTokens: index.max_tokens }, {
+      onStart: mine((msg) => {
+        drawEmpty(msg);
+        sayCores(Object.assign(getPool().planned(), { k: msg.k }));
+        status.textContent = "Runs recorded; patching\u2026";
+      }),
+      onProgress: mine((p) => { progress.value = p.done / p.total; }),
+      onCells: mine(onPatched),
+    }).catch(mine((err) => {
+      if (err.kind === "cancelled") return;
+      state.busy = false;
+      running(false);
+      status.textContent = err.message;
+      lab.say(err.message);
+    }));
     running(true);
     lab.say(kind === "heads" ? "Patching each head; results fill in from the last layer." :
             "Patching the stream; results fill in from the last layer.");
@@ -128,6 +170,7 @@ export function buildPatching(h, index, lab, ctx) {
     td.style.backgroundColor = x >= 0 ? "rgba(30, 136, 229, " + alpha + ")" : "rgba(229, 57, 53, " + alpha + ")";
   }
   function fill(td, x) {
+    td.qxEffect = x; // the number itself, for the tests (pool runs give the one-worker run's, bit for bit)
     td.textContent = effectText(x);
     td.setAttribute("data-value", h.fmt(x, EFFECT_DECIMALS).replace("\u2212", "-"));
     paint(td, x);
@@ -192,7 +235,10 @@ export function buildPatching(h, index, lab, ctx) {
     summary.textContent = "Largest effect so far: " + (state.kind === "heads" ? "layer " + L + " head " + k
       : "entering layer " + L + " at position " + k) + ", " + effectText(x) + ".";
     if (msg.last) {
-      state.jobId = -1;
+      state.busy = false;
+      if (String(msg.k) !== ctx.panel.getAttribute("data-patch-workers")) { // a worker could not load the model
+        sayCores(Object.assign(getPool().planned(), { k: msg.k, reason: msg.k === 1 ? "memory" : "cores" }));
+      }
       running(false);
       status.textContent = "Done in " + msg.seconds.toFixed(1) + " s.";
       summary.textContent = summary.textContent.replace(" so far", "");
@@ -201,28 +247,8 @@ export function buildPatching(h, index, lab, ctx) {
     }
   }
 
-  /* The worker's replies; true when the reply was ours. */
-  function onMessage(msg) {
-    if (msg.id !== state.jobId || state.jobId < 0) return false;
-    if (msg.type === "patch-start") {
-      drawEmpty(msg);
-      status.textContent = "Runs recorded; patching\u2026";
-    } else if (msg.type === "patch-progress") {
-      progress.value = msg.done / msg.total;
-    } else if (msg.type === "patched") {
-      onPatched(msg);
-    } else if (msg.type === "patch-cancelled") {
-      state.jobId = -1;
-    } else if (msg.type === "error") {
-      state.jobId = -1;
-      running(false);
-      status.textContent = msg.message;
-      lab.say(msg.message);
-    } else {
-      return false;
-    }
-    return true;
-  }
+  /* The page's model worker's replies: patching's come through the pool (model/pool.js). */
+  const onMessage = () => false;
 
   /* The kind of patching whose grid is complete on screen (for Open in Python), or null. */
   const done = () => (state.kind && ctx.panel.getAttribute("data-patched") === state.kind ? state.kind : null);

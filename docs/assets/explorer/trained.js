@@ -141,7 +141,7 @@ function modelSend(message) {
     worker.onmessage = (event) => {
       const msg = event.data;
       if (msg.type === "progress") model.status = "loading";
-      if (msg.type === "loaded") model.status = "loaded";
+      if (msg.type === "loaded") { model.status = "loaded"; model.product = msg.product; }
       if (msg.type === "error" && msg.id === undefined) model.status = "idle";
       if (model.listener) model.listener(msg);
     };
@@ -379,6 +379,7 @@ function buildTrained(panel, index, indexUrl) {
         panel: panel, writeUrlSoon: () => writeUrlSoon(), own: () => own,
         send: (message) => { message.id = model.nextRun++; modelSend(message); return message.id; },
         post: (message) => modelSend(message), // a message that keeps its own id (a cancel)
+        worker: () => model.worker, product: () => model.product, // for the patching pool (model/pool.js)
         selectHead: (L, H) => {
           c.layer.value = L;
           c.head.value = H;

@@ -8,6 +8,10 @@
  *                                      wasm: false keeps the JavaScript matrix product
  *                                      (for the tests; by default matmul.wasm, with
  *                                      WebAssembly SIMD, when the browser has it)
+ *                                      buffer (instead of url): the file's bytes, an
+ *                                      ArrayBuffer another worker gave (model/pool.js)
+ *   { type: "file", id }               a copy of the loaded file's bytes (for pool.js: the
+ *                                      file is downloaded once, each pool worker gets a copy)
  *   { type: "cancel" }                 stop a download
  *   { type: "run", id, text, maxTokens }    tokenize, cut to maxTokens, run, tabulate, and
  *                                      predict the next token (maxTokens: the site's index
@@ -32,6 +36,12 @@
  *                                      "heads" or "stream"; one job at a time (a new one
  *                                      stops the last), run a layer at a time so that other
  *                                      messages, and a cancel, get in between
+ *   { type: "patch-record", id, kind, texts, conts, maxTokens }   the same checks and
+ *                                      recorded runs as "patch", without running a batch:
+ *                                      the pair's batches and their cost (pool.js)
+ *   { type: "patch-batches", id, kind, texts, conts, maxTokens, layers }   run only the
+ *                                      batches of these layers (from 0), as "patch" runs them,
+ *                                      posting "patched" for each; then "patch-ran"
  *   { type: "patch-cancel", id }       stop that job
  * Messages out:
  *   { type: "progress", received, total }   while downloading, a few times a second
@@ -55,6 +65,9 @@
  *                                      last }   one layer's variants (layer, head and
  *                                      position from 0), as they are computed
  *   { type: "patch-cancelled", id }
+ *   { type: "patch-recorded", id, kind, n, since, preferences, batches: [{ layer, cost }], total }
+ *   { type: "patch-ran", id }                every batch of a "patch-batches" is posted
+ *   { type: "file", id, buffer }             the file's bytes, transferred
  *   { type: "error", id, kind, message }     kind: "memory", "file", "network", "cancelled",
  *                                            "not-loaded", "input" (the message or the text
  *                                            cannot be run), "internal" (a bug in this code)
@@ -72,6 +85,7 @@ let model = null; // what assemble returned, once loaded
 let tokenizer = null;
 let download = null; // the AbortController of the download under way
 let product = null; // which matrix product runs: "wasm-simd" or "javascript"
+let fileBytes = null; // the loaded file (the model's weights are views into it)
 
 const PROGRESS_EVERY_MS = 150;
 const TOP = 10; // next tokens shown
@@ -137,7 +151,7 @@ async function readBody(response, expected, signal, allocate) {
   return buffer.subarray(0, received);
 }
 
-async function load(url, expected, wasm) {
+async function load(url, expected, wasm, given) {
   if (model) { postMessage({ type: "loaded", bytes: 0, seconds: 0, product: product }); return; }
   if (download) return; // already under way; its messages will come
   const controller = new AbortController();
@@ -147,7 +161,7 @@ async function load(url, expected, wasm) {
   try {
     let response;
     try {
-      response = await fetch(url, { signal: controller.signal });
+      response = given ? new Response(given) : await fetch(url, { signal: controller.signal });
     } catch (err) {
       if (controller.signal.aborted) throw err;
       throw Object.assign(new Error("The model file could not be fetched (" + err.message + ")."), { kind: "network" });
@@ -184,6 +198,7 @@ async function load(url, expected, wasm) {
     }
     model = assembled;
     tokenizer = tok;
+    fileBytes = bytes;
     useKernel(kernel);
     product = kernel ? "wasm-simd" : "javascript";
     postMessage({ type: "loaded", bytes: bytes.byteLength, seconds: (performance.now() - started) / 1000,
@@ -426,9 +441,9 @@ function letOthersIn() {
   });
 }
 
-/* Patch text 2's run into text 1's, every variant of `kind`, a layer's variants at a time,
-   posting each layer's results as they come. */
-async function patch(id, kind, texts, conts, maxTokens) {
+/* The checked pair of a patching message, recorded (the last one is kept): its token ids and
+   recorded runs. */
+function patchPair(kind, texts, conts, maxTokens) {
   if (kind !== "heads" && kind !== "stream") throw new InputError("kind must be \"heads\" or \"stream\".");
   if (!Array.isArray(texts) || texts.length !== 2 || !Array.isArray(conts) || conts.length !== 2) {
     throw new InputError("Patching needs two texts and two continuations.");
@@ -447,19 +462,18 @@ async function patch(id, kind, texts, conts, maxTokens) {
                          " run here.");
   }
   if (tt[0].every((t, i) => t === tt[1][i])) throw new InputError("The two texts are the same tokens: there is nothing to patch.");
-  const me = { id: id, cancelled: false };
-  if (job) job.cancelled = true;
-  job = me;
-  const started = performance.now(), key = JSON.stringify([tt, cc]);
+  const key = JSON.stringify([tt, cc]);
   if (!recorded || recorded.key !== key) recorded = { key: key, rec: recordPair(model, tt[0], tt[1], cc) };
   const rec = recorded.rec;
   if (rec.p1 === rec.p2) {
     throw new InputError("Both texts give the same preference: a patch has nothing to restore.");
   }
-  const batches = plan(model, rec, kind);
-  const total = batches.reduce((s, b) => s + work(model, rec, b), 0);
-  postMessage({ type: "patch-start", id: id, kind: kind, n: rec.n, since: rec.since, preferences: [rec.p1, rec.p2],
-                total: total, seconds: (performance.now() - started) / 1000 });
+  return rec;
+}
+
+/* Run `batches` of a job, a layer at a time, posting each batch's results as they come;
+   false when the job was cancelled. */
+async function runBatches(me, kind, rec, batches, started, total, lastBatch) {
   let done = 0, told = 0;
   for (const batch of batches) {
     const perLayer = work(model, rec, batch) / (model.config.nLayers - batch.layer);
@@ -468,16 +482,58 @@ async function patch(id, kind, texts, conts, maxTokens) {
     for (; !step.done; step = steps.next()) {
       done += perLayer;
       const now = performance.now();
-      if (now - told > 100) { told = now; postMessage({ type: "patch-progress", id: id, done: done, total: total }); }
+      if (now - told > 100) { told = now; postMessage({ type: "patch-progress", id: me.id, done: done, total: total }); }
       await letOthersIn();
-      if (me.cancelled) { postMessage({ type: "patch-cancelled", id: id }); return; }
+      if (me.cancelled) { postMessage({ type: "patch-cancelled", id: me.id }); return false; }
     }
     const [prefs, effects] = step.value;
     const which = batch.variants.map((v) => (kind === "heads" ? v.head : v.position));
-    postMessage({ type: "patched", id: id, kind: kind, layer: batch.layer, [kind === "heads" ? "heads" : "positions"]: which,
+    postMessage({ type: "patched", id: me.id, kind: kind, layer: batch.layer, [kind === "heads" ? "heads" : "positions"]: which,
                   preferences: prefs, effects: effects, done: done, total: total,
-                  last: batch === batches[batches.length - 1], seconds: (performance.now() - started) / 1000 });
+                  last: batch === lastBatch, seconds: (performance.now() - started) / 1000 });
   }
+  return true;
+}
+
+function startJob(id) {
+  const me = { id: id, cancelled: false };
+  if (job) job.cancelled = true;
+  job = me;
+  return me;
+}
+
+/* Patch text 2's run into text 1's, every variant of `kind`, a layer's variants at a time,
+   posting each layer's results as they come. */
+async function patch(id, kind, texts, conts, maxTokens) {
+  const me = startJob(id), started = performance.now();
+  const rec = patchPair(kind, texts, conts, maxTokens);
+  const batches = plan(model, rec, kind);
+  const total = batches.reduce((s, b) => s + work(model, rec, b), 0);
+  postMessage({ type: "patch-start", id: id, kind: kind, n: rec.n, since: rec.since, preferences: [rec.p1, rec.p2],
+                total: total, seconds: (performance.now() - started) / 1000 });
+  await runBatches(me, kind, rec, batches, started, total, batches[batches.length - 1]);
+  if (job === me) job = null;
+}
+
+/* For pool.js: the pair recorded, and its batches with their cost. */
+function patchRecord(id, kind, texts, conts, maxTokens) {
+  const started = performance.now(), rec = patchPair(kind, texts, conts, maxTokens);
+  const batches = plan(model, rec, kind).map((b) => ({ layer: b.layer, cost: work(model, rec, b) }));
+  postMessage({ type: "patch-recorded", id: id, kind: kind, n: rec.n, since: rec.since, preferences: [rec.p1, rec.p2],
+                batches: batches, total: batches.reduce((s, b) => s + b.cost, 0),
+                seconds: (performance.now() - started) / 1000 });
+}
+
+/* For pool.js: only the batches of `layers`, in the plan's order. */
+async function patchBatches(id, kind, texts, conts, maxTokens, layers) {
+  const me = startJob(id), started = performance.now();
+  if (!Array.isArray(layers) || !layers.every((l) => Number.isInteger(l) && l >= 0 && l < model.config.nLayers)) {
+    throw new InputError("layers must be a list of layers from 0 to " + (model.config.nLayers - 1) + ".");
+  }
+  const rec = patchPair(kind, texts, conts, maxTokens);
+  const batches = plan(model, rec, kind).filter((b) => layers.indexOf(b.layer) >= 0);
+  const total = batches.reduce((s, b) => s + work(model, rec, b), 0);
+  if (await runBatches(me, kind, rec, batches, started, total, null)) postMessage({ type: "patch-ran", id: id });
   if (job === me) job = null;
 }
 
@@ -491,24 +547,38 @@ function reportError(id, err) {
 
 self.onmessage = function (event) {
   const msg = event.data || {};
-  if (msg.type === "load") { load(String(msg.url), Number(msg.bytes) || 0, msg.wasm); return; }
+  if (msg.type === "load") {
+    const given = msg.buffer instanceof ArrayBuffer ? msg.buffer : null;
+    load(String(msg.url), given ? given.byteLength : Number(msg.bytes) || 0, msg.wasm, given);
+    return;
+  }
   if (msg.type === "cancel") { if (download) download.abort(); return; }
   if (msg.type === "patch-cancel") { if (job && job.id === msg.id) job.cancelled = true; return; }
-  if (["run", "tokenize", "edit", "pair", "lens", "dla", "patch"].indexOf(msg.type) < 0) return;
+  if (["run", "tokenize", "edit", "pair", "lens", "dla", "patch", "patch-record", "patch-batches", "file"]
+      .indexOf(msg.type) < 0) return;
   if (!model) {
     postMessage({ type: "error", id: msg.id, kind: "not-loaded", message: "The model is not loaded yet." });
     return;
   }
   try {
-    if (msg.type === "patch") {
+    if (msg.type === "patch" || msg.type === "patch-record" || msg.type === "patch-batches") {
       if (!(Number.isInteger(msg.maxTokens) && msg.maxTokens > 0)) {
         throw new InputError("maxTokens must be a positive whole number (the site's index gives it); got " +
                              JSON.stringify(msg.maxTokens) + ".");
       }
-      patch(msg.id, msg.kind, msg.texts, msg.conts, msg.maxTokens).catch((err) => {
+      if (msg.type === "patch-record") {
+        patchRecord(msg.id, msg.kind, msg.texts, msg.conts, msg.maxTokens);
+        return;
+      }
+      const running = msg.type === "patch" ? patch(msg.id, msg.kind, msg.texts, msg.conts, msg.maxTokens)
+        : patchBatches(msg.id, msg.kind, msg.texts, msg.conts, msg.maxTokens, msg.layers);
+      running.catch((err) => {
         if (job && job.id === msg.id) job = null;
         reportError(msg.id, err);
       });
+    } else if (msg.type === "file") {
+      const copy = fileBytes.slice().buffer;
+      postMessage({ type: "file", id: msg.id, buffer: copy }, [copy]);
     } else if (msg.type === "tokenize") {
       postMessage(Object.assign({ type: "tokens", id: msg.id }, tokenize(String(msg.text), 0)));
     } else if (msg.type === "edit") {
