@@ -43,6 +43,8 @@ def test_the_model_code_and_its_licences_are_served(built_site):
         "missions.js",
         "missions.css",
         "model/worker.js",
+        "model/pool.js",
+        "model/patch.js",
         "model/gguf.js",
         "model/smollm2.js",
         "model/kernel.js",
