@@ -62,3 +62,13 @@ def test_the_chapter_has_the_reader_write_code_that_a_checker_judges(chapter):
         for solution in solved:
             verdict = paste(solution)
             assert verdict.startswith("Passed: "), (page, checker, verdict)
+
+
+def test_every_checker_is_in_the_api_reference():
+    """A reader who meets a checker on a page finds its docstring in the API reference."""
+    from qkv import exercises
+
+    reference = (ROOT / "docs" / "reference-lab.md").read_text(encoding="utf-8")
+    checkers = [name for name in exercises.__all__ if name.startswith("check_")]
+    missing = [name for name in checkers if f"::: qkv.exercises.{name}\n" not in reference]
+    assert len(checkers) >= 12 and missing == []
