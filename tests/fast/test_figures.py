@@ -424,7 +424,7 @@ def test_explorer_widths_spread_with_the_division_and_collapse_without_it():
         assert shown in explorer_widths.ALT
 
 
-def test_masks_give_exact_zeros_and_match_the_chapter(page_output):
+def test_masks_give_exact_zeros_and_match_the_printed_tables(page_output):
     d = masks.data()
     assert np.all(d.causal[np.triu_indices(6, 1)] == 0.0)
     assert np.all(d.padding[:, masks.REAL :] == 0.0)
@@ -434,18 +434,18 @@ def test_masks_give_exact_zeros_and_match_the_chapter(page_output):
         toy.embeddings(), toy.projections(toy.D_K), mask=causal_mask(len(toy.SENTENCE))
     ).weights
     np.testing.assert_array_equal(causal, d.causal)
-    # both panels are the chapter's printed tables (its padded sequence is the second one)
-    shown = page_output("three-kinds.md")
-    for section, words, weights in (
-        ("three_kinds.py:causal", d.words, d.causal),
-        ("three_kinds.py:padding", d.padded_words, d.padding),
+    # both panels are printed tables: the causal one in the chapter, the padded one (its
+    # padded sequence is the second) on the chapter's depth page, masks-in-pytorch.md
+    for page, section, words, weights in (
+        ("three-kinds.md", "three_kinds.py:causal", d.words, d.causal),
+        ("masks-in-pytorch.md", "three_kinds.py:padding", d.padded_words, d.padding),
     ):
-        labels, table = _printed_weights(shown[section], words)
+        labels, table = _printed_weights(page_output(page)[section], words)
         assert labels == list(words)
         np.testing.assert_allclose(table, weights, rtol=0, atol=5e-4)
 
 
-def test_cross_attention_is_rectangular_with_unit_rows_and_matches_the_chapter(page_output):
+def test_cross_attention_is_rectangular_with_unit_rows_and_matches_the_printed_run(page_output):
     d = cross_attention.data()
     assert d.weights.shape == (len(cross_attention.DECODER), len(toy.SENTENCE))
     # random weights carry no alignment, so no row or column is named by a word (the figure
@@ -456,7 +456,7 @@ def test_cross_attention_is_rectangular_with_unit_rows_and_matches_the_chapter(p
     assert "random" in cross_attention.ALT and "random" in cross_attention.CAPTION
     assert "random" in cross_attention.tables()[0].title
     np.testing.assert_allclose(d.row_sums, 1.0)
-    shown = page_output("three-kinds.md")
+    shown = page_output("masks-in-pytorch.md")  # the run moved to the depth page
     labels, table = _printed_weights(shown["three_kinds.py:cross"], d.key_words)
     assert labels == list(d.query_words)
     np.testing.assert_allclose(table, d.weights, rtol=0, atol=5e-4)

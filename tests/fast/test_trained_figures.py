@@ -201,7 +201,9 @@ def test_what_follows_it_cannot_change_where_it_looks():
     warm, hungry = model_trace(TEXTS[0]), model_trace("The cat sat on the mat because it was hungry")
     it = [p.strip() for p in warm.pieces].index("it")
     assert warm.pieces[: it + 1] == hungry.pieces[: it + 1] and warm.pieces[-1] != hungry.pieces[-1]
-    np.testing.assert_allclose(warm.weights[:, :, it, : it + 1], hungry.weights[:, :, it, : it + 1], atol=1e-5)
+    np.testing.assert_allclose(
+        warm.weights[:, :, it, : it + 1], hungry.weights[:, :, it, : it + 1], atol=1e-5
+    )
 
 
 def test_the_head_follows_the_subject_not_the_word_cat():

@@ -176,9 +176,10 @@ def test_the_first_token_head_parks_every_words_weight_on_the_first_token(two_he
 def test_both_heads_keep_their_jobs_on_random_tokens(model):
     """The control that removes the words: texts of random tokens written twice. Each head
     still puts more than three times an even spread's weight on its target, in every text."""
+    from qkv_site.figures import trained_two_heads
+
     from qkv import smollm2
     from qkv.lab import head_scores
-    from qkv_site.figures import trained_two_heads
 
     d = trained_two_heads.data()
     for ids in head_scores.repeated_random_tokens(4, 12, seed=0):
