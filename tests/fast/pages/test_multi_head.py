@@ -145,7 +145,8 @@ def test_the_two_heads_are_the_top_scoring_ones_of_the_trained_model_pages_score
         tops.append(np.unravel_index(np.argmax(by_head), by_head.shape))
     (pl, ph), (fl, fh) = tops
     assert d.heads == ((pl, ph), (fl, fh))
-    check_prose("two-heads-chosen", n_layers * n_heads, pl + 1, ph + 1, fl + 1, fh + 1)
+    assert n_layers * n_heads == 270  # every head of the model was scored
+    check_prose("two-heads-chosen", pl + 1, ph + 1, fl + 1, fh + 1)
 
 
 @pytest.mark.model
