@@ -123,6 +123,13 @@ print("additive builds", (len(query), len(keys), hidden), "before its scores")
 # --8<-- [end:additive]
 
 
+# --8<-- [start:exercise_bright]
+bright = np.array([[0.0, 1.0]])  # "something bright"
+w = qkv.attention(bright, keys, values).weights[0]
+print("scores:", keys @ bright[0], "  weights:", w.round(3))
+# --8<-- [end:exercise_bright]
+
+
 # --8<-- [start:exercise_factor]
 factor = 1
 while (

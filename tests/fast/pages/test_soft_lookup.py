@@ -135,8 +135,7 @@ def test_a_larger_query_concentrates_the_weight_on_the_best_key(shown_lookup):
 
 
 @pytest.mark.claim("lookup-ex-bright")
-def test_the_bright_query_weighs_white_most_and_blue_least():
-    # the solution is by hand, with no code on the page: the scores and the ranking by algebra
+def test_the_bright_query_weighs_white_most_and_blue_least(shown_lookup):
     scores = KEYS @ BRIGHT[0]
     np.testing.assert_array_equal(scores, KEYS[:, 1])  # the brightness column
     w = palette_weights(BRIGHT[0])
@@ -145,6 +144,11 @@ def test_the_bright_query_weighs_white_most_and_blue_least():
     assert ranked == [NAMES[i] for i in np.argsort(-scores)]
     assert (ranked[0], ranked[-1]) == ("white", "blue")
     check_prose("lookup-ex-bright", *scores)
+    # the page's run prints those scores and weights, in the palette's order
+    line = shown_lookup.line("soft_lookup.py:exercise_bright", "scores:")
+    printed_scores, printed_weights = line.removeprefix("scores:").split("weights:")
+    assert_printed(printed_scores, scores, 6)
+    assert_printed(printed_weights, w, 3)
 
 
 @pytest.mark.claim("lookup-terms-entropy")
