@@ -13,9 +13,7 @@ words, hands_over = toy.SENTENCE, toy.VALUE_COLUMNS  # value columns, by name
 drank, milk = words.index("drank"), words.index("milk")
 
 
-def named(row, names):
-    """A row of numbers with the name of each column:
-    'she 0.16, drank 0.04, ...'."""
+def named(row, names):  # 'she 0.16, drank 0.04, ...'
     return ", ".join(f"{n} {x:.2f}" for n, x in zip(names, row, strict=True))
 
 
@@ -66,3 +64,31 @@ after = qkv.attention(Q, K_cup, V)
 print("drank reads:    ", named(after.weights[drank], words))
 print("drank receives: ", named(after.output[drank], hands_over))
 # --8<-- [end:exercise_cup]
+
+# --8<-- [start:write_one_query_skeleton]
+from qkv.exercises import check_one_query_attention
+
+
+def one_query_attention(q, k, v):
+    """q (d_k,) against k (T, d_k) and v (T, d_v): return the pair
+    (weights of shape (T,), output of shape (d_v,)). qkv.softmax is allowed."""
+    raise NotImplementedError("your code here")
+
+
+print(check_one_query_attention(one_query_attention))
+# --8<-- [end:write_one_query_skeleton]
+
+# --8<-- [start:write_one_query]
+import numpy as np
+
+import qkv
+from qkv.exercises import check_one_query_attention
+
+
+def one_query_attention(q, k, v):
+    weights = qkv.softmax(k @ q / np.sqrt(len(q)))  # the keys: where it goes
+    return weights, weights @ v  # the values: what arrives
+
+
+print(check_one_query_attention(one_query_attention))
+# --8<-- [end:write_one_query]

@@ -125,13 +125,8 @@ print("additive builds", (len(query), len(keys), hidden), "before its scores")
 
 # --8<-- [start:exercise_bright]
 bright = np.array([[0.0, 1.0]])  # "something bright"
-print("scores:", keys @ bright[0])
-w, a = qkv.attention(bright, keys, values)
-for name, weight in sorted(
-    zip(names, w[0], strict=True), key=lambda pair: -pair[1]
-):
-    print(f"  weight on {name:<6} {weight:.3f}")
-print("answer:", a[0].round(3))
+w = qkv.attention(bright, keys, values).weights[0]
+print("scores:", keys @ bright[0], "  weights:", w.round(3))
 # --8<-- [end:exercise_bright]
 
 

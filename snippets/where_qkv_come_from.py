@@ -80,3 +80,36 @@ print(
     ", ".join(f"{w} {x:.2f}" for w, x in zip(toy.SENTENCE, row, strict=True)),
 )
 # --8<-- [end:exercise_she]
+
+
+# --8<-- [start:write_step_skeleton]
+from qkv.exercises import check_gradient_step
+
+
+def step(w_q, w_k, x, i, j, lr):
+    """One gradient step on W_Q, (d_model, d_k), that lowers the loss
+    -log weights[i, j] (query i's weight on key j); return the new W_Q."""
+    raise NotImplementedError("your code here")
+
+
+print(check_gradient_step(step))
+# --8<-- [end:write_step_skeleton]
+
+
+# --8<-- [start:write_step]
+import numpy as np
+
+import qkv
+from qkv.exercises import check_gradient_step
+
+
+def step(w_q, w_k, x, i, j, lr):
+    k, root = x @ w_k, np.sqrt(w_k.shape[1])  # every key; √d_k
+    weights = qkv.softmax(x[i] @ w_q @ k.T / root)  # query i's row
+    d_scores = weights - np.eye(len(weights))[j]  # minus 1 at the target
+    d_q = k.T @ d_scores / root  # the score is q · k / √d_k
+    return w_q - lr * np.outer(x[i], d_q)  # q = x_i @ W_Q: downhill
+
+
+print(check_gradient_step(step))
+# --8<-- [end:write_step]

@@ -251,7 +251,8 @@ def test_soft_vs_hard_draws_the_chapters_palette(page_output):
     np.testing.assert_allclose([float(words[3]) for words in printed], d.soft, rtol=0, atol=5e-4)
     # ... and its answer, the blend of the values, is the figure's soft swatch
     np.testing.assert_allclose(numbers(shown.line(section, "answer:")), d.soft_answer, rtol=0, atol=5e-4)
-    orange = numbers(shown.line("soft_lookup.py:hard", "palette['orange']"))
+    # the dict's lookup moved to the chapter's depth page
+    orange = numbers(page_output("soft-lookup-in-depth.md").line("soft_lookup.py:hard", "palette['orange']"))
     np.testing.assert_array_equal(orange, soft_vs_hard.VALUES[list(d.names).index("orange")])
 
 

@@ -15,11 +15,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pages_support import (
-    CUP,
     DRANK,
     DRANK_ON_MILK,
     E_4,
-    E_8,
     FROM,
     MILK,
     WORDS,
@@ -158,31 +156,30 @@ def test_doubling_milks_value_doubles_the_dairy_and_keeps_the_weight(shown_kv, h
     }
 
 
-@pytest.mark.claim("kv-sep-ex-cup-liquid")
-def test_a_second_liquid_key_splits_drank_between_milk_and_cup(shown_kv, hand_built):
-    q, k, v, _ = hand_built
-    k_cup = k.copy()
-    k_cup[CUP, toy.FEATURES.index("liquid")] = 1
-    after = qkv.attention(q, k_cup, v)
-    # drank's scores: 8/√8 on milk and cup, 4/√8 on she, 0 on the other three
-    share = E_8 / (2 * E_8 + E_4 + 3)
-    np.testing.assert_allclose(after.weights[DRANK, [MILK, CUP]], [share, share], rtol=1e-12)
-    dairy, container = (toy.VALUE_COLUMNS.index(c) for c in ("dairy", "container"))
-    np.testing.assert_array_equal(v[MILK], np.eye(4)[dairy])  # milk hands over dairy alone,
-    np.testing.assert_array_equal(v[CUP], np.eye(4)[container])  # cup container alone
-    check_prose(
-        "kv-sep-ex-cup-liquid",
-        after.weights[DRANK, MILK],
-        after.output[DRANK, dairy],
-        after.output[DRANK, container],
-    )
-    section = "keys_vs_values.py:exercise_cup"
-    assert named_numbers(shown_kv.line(section, "drank reads:")) == {
-        w: pytest.approx(x, abs=5e-3) for w, x in zip(WORDS, after.weights[DRANK], strict=True)
-    }
-    assert named_numbers(shown_kv.line(section, "drank receives:")) == {
-        c: pytest.approx(x, abs=5e-3) for c, x in zip(toy.VALUE_COLUMNS, after.output[DRANK], strict=True)
-    }
+@pytest.mark.claim("kv-sep-ex-write-one-query")
+def test_the_one_query_solution_passes_and_averaging_the_keys_is_named(shown_kv):
+    from qkv.exercises import check_one_query_attention
+
+    def right(q, k, v):  # written here: the keys give the weights, the values the output
+        weights = qkv.softmax(k @ q / np.sqrt(len(q)))
+        return weights, weights @ v
+
+    result = check_one_query_attention(right)
+    assert result.ok, result.message
+    assert shown_kv["keys_vs_values.py:write_one_query"].strip() == str(result).strip()
+
+    def averaging_the_keys(q, k, v):  # the mistake the chapter is about: keys where values go
+        weights = qkv.softmax(k @ q / np.sqrt(len(q)))
+        return weights, weights @ k
+
+    wrong = check_one_query_attention(averaging_the_keys)
+    assert not wrong.ok and "it averages the keys" in wrong.message
+
+    def scoring_the_values(q, k, v):  # the weights taken from the values instead of the keys
+        weights = qkv.softmax(v @ q[: v.shape[1]] / np.sqrt(len(q)))
+        return weights, weights @ v
+
+    assert not check_one_query_attention(scoring_the_values).ok
 
 
 @pytest.mark.claim("kv-sep-terms-loss-kl")

@@ -18,7 +18,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from pages_support import BLUE, VALUES, line_of, palette_weights, stated
+from pages_support import BLUE, ORANGE, RED, VALUES, assert_printed, line_of, palette_weights, stated
 from pages_support import WARM as WARM_ROW  # the palette's query, one row (chapter 1's pages)
 from prose import check_prose
 from qkv_site.figures import kernel_regression, soft_vs_hard
@@ -235,3 +235,76 @@ def test_a_long_enough_query_gives_exactly_blue_once_the_other_weights_underflow
     # and in float64 at the page's own 64 times the answer is not yet blue (claim above)
     assert qkv.attention(64 * KEYS[BLUE][None], KEYS, VALUES).output[0, 0] > 0
     check_prose("lookup-ex-blue-underflow", long64, long32, 0, *answer[0])
+
+
+# ---- moved from chapter 1: the argmax and the dict, and the factor exercise ----
+
+
+@pytest.mark.claim("lookup-dict-exact")
+def test_the_pages_dict_gives_orange_exactly_and_holds_no_warm(shown_lookup_depth):
+    # what the page's dict prints, against the palette's own orange (a KeyError for a name
+    # the dict does not hold is Python's, not the page's, to guarantee)
+    text = shown_lookup_depth["soft_lookup.py:hard"]
+    assert line_of(text, "palette['orange'] ->") == f"palette['orange'] -> {tuple(VALUES[ORANGE].tolist())}"
+    assert line_of(text, "'warm' in palette ->") == "'warm' in palette -> False"
+
+
+@pytest.mark.claim("lookup-argmax-answers")
+def test_the_argmax_answers_a_query_no_key_equals_and_the_sharpened_weights_close_in_on_it(
+    shown_lookup_depth,
+):
+    assert not any(np.array_equal(key, WARM_ROW[0]) for key in KEYS)  # no key is (1, 0)
+    best = max(range(len(KEYS)), key=lambda i: float(KEYS[i] @ WARM_ROW[0]))  # by hand
+    assert NAMES[best] == "red"
+    # the sharpened weights close in on that row: the largest weight grows with the factor
+    on_best = [qkv.attention(f * WARM_ROW, KEYS, VALUES).weights[0, best] for f in (1, 4, 16, 64)]
+    assert on_best == sorted(on_best) and on_best[-1] > 0.999
+    text = shown_lookup_depth["soft_lookup.py:hard"]
+    assert line_of(text, "(1, 0) among the keys ->") == "(1, 0) among the keys -> False"
+    assert line_of(text, "best match for (1, 0) ->") == (
+        f"best match for (1, 0) -> red {tuple(VALUES[best].tolist())}"
+    )
+    check_prose("lookup-argmax-answers", *WARM_ROW[0])
+
+
+@pytest.mark.claim("lookup-ex-factor")
+def test_red_first_passes_the_threshold_at_the_stated_factor(shown_lookup_depth):
+    threshold = stated("lookup-ex-factor")[0]  # the exercise's given
+    on_red = {f: palette_weights(f * WARM_ROW[0])[RED] for f in range(1, 100)}
+    first = min(f for f, w in on_red.items() if w > threshold)
+    assert (
+        qkv.attention(WARM_ROW * first, KEYS, VALUES).weights[0, RED]
+        > threshold
+        >= qkv.attention(WARM_ROW * (first - 1), KEYS, VALUES).weights[0, RED]
+    )
+    check_prose("lookup-ex-factor", threshold, first)
+    line = shown_lookup_depth.line("soft_lookup.py:exercise_factor", "smallest whole factor")
+    assert numbers(line) == [threshold, first]
+
+
+@pytest.mark.claim("lookup-nudge")
+def test_a_small_step_flips_the_best_match_but_barely_moves_the_average(shown_lookup_depth):
+    def best_match(query):
+        return VALUES[np.argmax(KEYS @ query)]
+
+    # red and orange match (1, t) equally where 1 + 0.2 t = 0.8 + 0.8 t; the page's two
+    # queries, (1, 0.30) and (1, 0.36), lie on either side of that line
+    t_equal = (KEYS[RED, 0] - KEYS[ORANGE, 0]) / (KEYS[ORANGE, 1] - KEYS[RED, 1])
+    before, after = np.array([[1.0, 0.30]]), np.array([[1.0, 0.36]])
+    assert before[0, 1] < t_equal < after[0, 1]
+    np.testing.assert_array_equal(best_match(before[0]), VALUES[RED])
+    np.testing.assert_array_equal(best_match(after[0]), VALUES[ORANGE])
+    jump = np.abs(VALUES[ORANGE] - VALUES[RED])
+    assert jump.argmax() == 1 and np.count_nonzero(jump) == 1  # green only
+    soft = [qkv.attention(q, KEYS, VALUES).output[0] for q in (before, after)]
+    moved = np.abs(soft[1] - soft[0]).max()
+    check_prose("lookup-nudge", jump.max(), moved)
+    # the page: red, then orange, for the best match; two averages that far apart
+    assert_printed(
+        shown_lookup_depth.line("soft_lookup.py:nudge", "best match:"), [VALUES[RED], VALUES[ORANGE]], 6
+    )
+    shown_before, shown_after = np.split(
+        np.array(numbers(shown_lookup_depth.line("soft_lookup.py:nudge", "average:"))), 2
+    )
+    np.testing.assert_allclose(shown_before, soft[0], atol=5e-4 + 1e-9)
+    np.testing.assert_allclose(shown_after, soft[1], atol=5e-4 + 1e-9)

@@ -25,7 +25,6 @@ from pages_support import (
     named_numbers,
     reference_attention,
     stated,
-    unnamed_block,
 )
 from prose import check_prose
 from support import numbers
@@ -41,48 +40,8 @@ def shown_where(page_output):
     return page_output("where-qkv-come-from.md")
 
 
-@pytest.mark.claim("proj-shapes")
-def test_projection_shapes_follow_d_model_d_k_and_d_v(shown_where, random_toy):
-    x, p, q, k, v = random_toy
-    t = len(WORDS)
-    assert (toy.D_MODEL, toy.D_K, toy.D_V) == (16, 8, 4)  # the widths the sentence names
-    assert x.shape == (t, toy.D_MODEL)
-    assert p.w_q.shape == p.w_k.shape == (toy.D_MODEL, toy.D_K) and p.w_v.shape == (toy.D_MODEL, toy.D_V)
-    assert q.shape == k.shape == (t, toy.D_K) and v.shape == (t, toy.D_V)
-    check_prose("proj-shapes", *x.shape, *p.w_q.shape, *p.w_v.shape, *q.shape, *v.shape)
-    text = shown_where["where_qkv_come_from.py:project"]
-    assert numbers(line_of(text, "X ")) == [t, toy.D_MODEL]
-    assert numbers(line_of(text, "W_Q")) == [toy.D_MODEL, toy.D_K] * 2 + [toy.D_MODEL, toy.D_V]
-    assert numbers(line_of(text, "Q ")) == [t, toy.D_K] * 2 + [t, toy.D_V]
-
-
-@pytest.mark.claim("proj-three-vectors")
-def test_one_embedding_gives_three_different_vectors(shown_where, random_toy):
-    x, p, q, k, v = random_toy
-    row = x[MILK]
-    for projected, w in [(q, p.w_q), (k, p.w_k), (v, p.w_v)]:  # each is milk's row times its matrix
-        np.testing.assert_allclose(projected[MILK], [row @ w[:, j] for j in range(w.shape[1])], rtol=1e-12)
-    assert not np.allclose(q[MILK], k[MILK]) and v[MILK].shape != q[MILK].shape
-    text = shown_where["where_qkv_come_from.py:same_word"]
-    assert_printed(line_of(text, "embedding:"), row[:4], 2)
-    assert_printed(line_of(text, "as query:"), q[MILK], 2)
-    assert_printed(line_of(text, "as key:"), k[MILK], 2)
-    assert_printed(line_of(text, "as value:"), v[MILK], 2)
-
-
-@pytest.mark.claim("proj-param-count")
-def test_the_three_matrices_hold_d_model_times_2_d_k_plus_d_v_numbers(shown_where, random_toy):
-    p = random_toy[1]
-    learned = p.w_q.size + p.w_k.size + p.w_v.size
-    assert learned == p.d_model * (2 * p.d_k + p.d_v)
-    check_prose("proj-param-count", p.d_model, p.d_k, p.d_k, p.d_v, learned)
-    text = shown_where["where_qkv_come_from.py:parameters"]
-    assert numbers(line_of(text, "learned numbers in W_Q, W_K, W_V:")) == [learned]
-    assert numbers(line_of(text, "d_model * (2 d_k + d_v)"))[-1] == learned
-
-
 @pytest.mark.claim("proj-attention-no-weights")
-def test_attention_takes_only_its_inputs_and_holds_no_arrays(shown_where, random_toy):
+def test_attention_takes_only_its_inputs_and_holds_no_arrays(page_output, random_toy):
     signature = inspect.signature(qkv.attention)
     assert list(signature.parameters) == ["q", "k", "v", "mask", "scale"]
     held = [name for name, value in vars(dot_product).items() if isinstance(value, np.ndarray)]
@@ -92,8 +51,10 @@ def test_attention_takes_only_its_inputs_and_holds_no_arrays(shown_where, random
     result = qkv.attention(q, k, v)
     np.testing.assert_allclose(result.weights, weights, rtol=1e-12)
     np.testing.assert_allclose(result.output, output, rtol=1e-12)
+    # the signature is printed on the depth page, in its count of the learned numbers
+    shown_depth = page_output("where-qkv-come-from-in-depth.md")
     assert (
-        shown_where.line("where_qkv_come_from.py:parameters", "qkv.attention takes:")
+        shown_depth.line("where_qkv_come_from.py:parameters", "qkv.attention takes:")
         == f"qkv.attention takes: {signature}"
     )
 
@@ -129,7 +90,8 @@ def test_milks_three_vectors_look_for_a_verb_show_liquid_and_hand_over_dairy(sho
 
 @pytest.fixture(scope="module")
 def hand_weights_block(shown_where):
-    return unnamed_block(shown_where, "drank's scaled scores:")
+    # the table of every row (folded) and drank's own lines, printed by two blocks in turn
+    return shown_where["hand_built.py:weights"] + "\n" + shown_where["hand_built.py:drank"]
 
 
 @pytest.mark.claim("hand-drank-finds-milk")
@@ -193,25 +155,37 @@ def test_one_head_of_the_exercise_has_d_model_times_3_d_k_numbers(shown_where):
     d_head, d_model = stated("proj-ex-params")[:2]  # the exercise's givens, as the answer repeats them
     d_head, d_model = int(d_head), int(d_model)
     learned = 3 * d_model * d_head  # W_Q, W_K and W_V, each d_model x d_head
-    check_prose("proj-ex-params", d_head, d_model, learned)
+    check_prose("proj-ex-params", d_head, d_model, learned, d_model, d_head)
     text = shown_where["where_qkv_come_from.py:exercise_params"]
     assert numbers(line_of(text, "W_Q, W_K, W_V:")) == [d_model, d_head] * 3
     assert numbers(line_of(text, "learned numbers:")) == [learned]
 
 
-@pytest.mark.claim("proj-ex-she-milk")
-def test_one_entry_of_w_q_turns_she_towards_milk(shown_where):
-    hand, f = toy.hand_built_projections(), toy.FEATURES.index
-    w_q = hand.w_q.copy()
-    w_q[f("person"), f("liquid")] = 8.0  # the one entry the solution names, at drank's strength
-    row = qkv.self_attention(toy.feature_embeddings(), qkv.Projections(w_q, hand.w_k, hand.w_v)).weights[SHE]
-    # she's scores are now 8/√8 on milk, 4/√8 on drank, 0 elsewhere: drank's scores, mirrored
-    expected = {w: DRANK_ON_OTHER for w in WORDS} | {"milk": DRANK_ON_MILK, "drank": DRANK_ON_SHE}
-    np.testing.assert_allclose(row, [expected[w] for w in WORDS], rtol=1e-12)
-    before = qkv.self_attention(toy.feature_embeddings(), hand).weights
-    assert row[MILK] == pytest.approx(before[DRANK, MILK], rel=1e-12)  # "exactly what drank gives it"
-    assert WORDS[before[SHE].argmax()] == "drank"  # its old favourite
-    line = shown_where.line("where_qkv_come_from.py:exercise_she", "she ->")
-    printed = named_numbers(line.split("->", 1)[1])
-    assert printed == {w: pytest.approx(x, abs=5e-3) for w, x in expected.items()}
-    check_prose("proj-ex-she-milk", row[MILK], row[DRANK])
+@pytest.mark.claim("proj-ex-write-step")
+def test_the_gradient_step_solution_passes_and_brings_drank_back_to_milk(shown_where):
+    from qkv.exercises import check_gradient_step
+    from qkv.exercises.learning import toy_start
+
+    def step(w_q, w_k, x, i, j, lr):  # the chain rule written here, independently of the page
+        k = x @ w_k
+        c = 1 / np.sqrt(w_k.shape[1])
+        weights = qkv.softmax((x[i] @ w_q) @ k.T * c)
+        return w_q - lr * np.outer(x[i], k.T @ (weights - np.eye(len(weights))[j]) * c)
+
+    result = check_gradient_step(step)
+    assert result.ok, result.message
+    printed = shown_where["where_qkv_come_from.py:write_step"]
+    assert printed.strip() == str(result).strip()
+    # the numbers the sentence states: drank's weight on milk before and after ten steps
+    hand = toy.hand_built_projections()
+    x = toy.feature_embeddings()
+    w_q = toy_start()
+    before = qkv.self_attention(x, qkv.Projections(w_q, hand.w_k, hand.w_v)).weights[DRANK, MILK]
+    for _ in range(10):
+        w_q = step(w_q, hand.w_k, x, DRANK, MILK, 3.0)
+    after = qkv.self_attention(x, qkv.Projections(w_q, hand.w_k, hand.w_v)).weights[DRANK]
+    assert WORDS[after.argmax()] == "milk"
+    check_prose("proj-ex-write-step", before, after[MILK])
+    # the usual mistakes are refused: uphill, and the gradient without the softmax's part
+    uphill = check_gradient_step(lambda w_q, w_k, x, i, j, lr: 2 * w_q - step(w_q, w_k, x, i, j, lr))
+    assert not uphill.ok and "goes up the gradient" in uphill.message

@@ -14,7 +14,22 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pages_support import WORDS, random_projections, seeds, stated, widths
+from pages_support import (
+    DRANK,
+    DRANK_ON_MILK,
+    DRANK_ON_OTHER,
+    DRANK_ON_SHE,
+    MILK,
+    SHE,
+    WORDS,
+    assert_printed,
+    line_of,
+    named_numbers,
+    random_projections,
+    seeds,
+    stated,
+    widths,
+)
 from prose import check_prose
 from support import numbers
 
@@ -105,3 +120,64 @@ def test_a_bias_on_the_queries_changes_the_weights(shown_where_depth, bias_chang
     assert all(on_queries > 0.01 for _, on_queries in bias_changes)
     line = shown_where_depth.line("where_qkv_come_from.py:key_bias", "bias on the queries:")
     assert numbers(line)[0] > 0.01  # far above the keys' rounding-level change
+
+
+# ---- moved from chapter 2: one row in three vectors out, the count, two exercises ----
+
+
+@pytest.mark.claim("proj-three-vectors")
+def test_one_embedding_gives_three_different_vectors(shown_where_depth, random_toy):
+    x, p, q, k, v = random_toy
+    row = x[MILK]
+    for projected, w in [(q, p.w_q), (k, p.w_k), (v, p.w_v)]:  # each is milk's row times its matrix
+        np.testing.assert_allclose(projected[MILK], [row @ w[:, j] for j in range(w.shape[1])], rtol=1e-12)
+    assert not np.allclose(q[MILK], k[MILK]) and v[MILK].shape != q[MILK].shape
+    text = shown_where_depth["where_qkv_come_from.py:same_word"]
+    assert_printed(line_of(text, "embedding:"), row[:4], 2)
+    assert_printed(line_of(text, "as query:"), q[MILK], 2)
+    assert_printed(line_of(text, "as key:"), k[MILK], 2)
+    assert_printed(line_of(text, "as value:"), v[MILK], 2)
+
+
+@pytest.mark.claim("proj-param-count")
+def test_the_three_matrices_hold_d_model_times_2_d_k_plus_d_v_numbers(shown_where_depth, random_toy):
+    p = random_toy[1]
+    learned = p.w_q.size + p.w_k.size + p.w_v.size
+    assert learned == p.d_model * (2 * p.d_k + p.d_v)
+    check_prose("proj-param-count", p.d_model, p.d_k, p.d_k, p.d_v, learned)
+    text = shown_where_depth["where_qkv_come_from.py:parameters"]
+    assert numbers(line_of(text, "learned numbers in W_Q, W_K, W_V:")) == [learned]
+    assert numbers(line_of(text, "d_model * (2 d_k + d_v)"))[-1] == learned
+
+
+@pytest.mark.claim("proj-ex-she-milk")
+def test_one_entry_of_w_q_turns_she_towards_milk(shown_where_depth):
+    hand, f = toy.hand_built_projections(), toy.FEATURES.index
+    w_q = hand.w_q.copy()
+    w_q[f("person"), f("liquid")] = 8.0  # the one entry the solution names, at drank's strength
+    row = qkv.self_attention(toy.feature_embeddings(), qkv.Projections(w_q, hand.w_k, hand.w_v)).weights[SHE]
+    # she's scores are now 8/√8 on milk, 4/√8 on drank, 0 elsewhere: drank's scores, mirrored
+    expected = {w: DRANK_ON_OTHER for w in WORDS} | {"milk": DRANK_ON_MILK, "drank": DRANK_ON_SHE}
+    np.testing.assert_allclose(row, [expected[w] for w in WORDS], rtol=1e-12)
+    before = qkv.self_attention(toy.feature_embeddings(), hand).weights
+    assert row[MILK] == pytest.approx(before[DRANK, MILK], rel=1e-12)  # "exactly what drank gives it"
+    assert WORDS[before[SHE].argmax()] == "drank"  # its old favourite
+    line = shown_where_depth.line("where_qkv_come_from.py:exercise_she", "she ->")
+    printed = named_numbers(line.split("->", 1)[1])
+    assert printed == {w: pytest.approx(x, abs=5e-3) for w, x in expected.items()}
+    check_prose("proj-ex-she-milk", row[MILK], row[DRANK])
+
+
+@pytest.mark.claim("proj-shapes")
+def test_projection_shapes_follow_d_model_d_k_and_d_v(shown_where_depth, random_toy):
+    x, p, q, k, v = random_toy
+    t = len(WORDS)
+    assert (toy.D_MODEL, toy.D_K, toy.D_V) == (16, 8, 4)  # the widths the sentence names
+    assert x.shape == (t, toy.D_MODEL)
+    assert p.w_q.shape == p.w_k.shape == (toy.D_MODEL, toy.D_K) and p.w_v.shape == (toy.D_MODEL, toy.D_V)
+    assert q.shape == k.shape == (t, toy.D_K) and v.shape == (t, toy.D_V)
+    check_prose("proj-shapes", *x.shape, *p.w_q.shape, *p.w_v.shape, *q.shape, *v.shape)
+    text = shown_where_depth["where_qkv_come_from.py:project"]
+    assert numbers(line_of(text, "X ")) == [t, toy.D_MODEL]
+    assert numbers(line_of(text, "W_Q")) == [toy.D_MODEL, toy.D_K] * 2 + [toy.D_MODEL, toy.D_V]
+    assert numbers(line_of(text, "Q ")) == [t, toy.D_K] * 2 + [t, toy.D_V]
