@@ -189,3 +189,59 @@ def test_the_gradient_step_solution_passes_and_brings_drank_back_to_milk(shown_w
     # the usual mistakes are refused: uphill, and the gradient without the softmax's part
     uphill = check_gradient_step(lambda w_q, w_k, x, i, j, lr: 2 * w_q - step(w_q, w_k, x, i, j, lr))
     assert not uphill.ok and "goes up the gradient" in uphill.message
+
+
+# ---- the query of "it" in the trained model (figure trained-it-query) ----------------------
+
+SENTENCE = "The cat sat on the mat because it was warm"
+
+
+def _it_row(text, layer, head):
+    from support import model_trace
+
+    trace = model_trace(text)
+    words = [p.strip() for p in trace.pieces]
+    i = words.index("it")
+    return words, trace.weights[layer, head, i].astype(np.float64)
+
+
+@pytest.mark.model
+@pytest.mark.claim("it-query-cat")
+def test_the_head_that_looks_hardest_at_the_nouns_from_it_picks_cat():
+    from qkv_site.figures import trained_it_query
+    from support import model_trace
+
+    trace = model_trace(SENTENCE)
+    words = [p.strip() for p in trace.pieces]
+    it, cat, mat = (words.index(w) for w in ("it", "cat", "mat"))
+    on_nouns = trace.weights[:, :, it, cat].astype(np.float64) + trace.weights[:, :, it, mat]
+    layer, head = np.unravel_index(np.argmax(on_nouns), on_nouns.shape)
+    assert trained_it_query.data().head == (layer, head)
+    w = trace.weights[layer, head, it].astype(np.float64)
+    assert w[cat] > 10 * w[mat]  # the reading: cat, by far
+    check_prose("it-query-cat", layer + 1, head + 1, w[cat], w[mat])
+
+
+@pytest.mark.model
+@pytest.mark.claim("it-query-ending")
+def test_another_ending_leaves_every_heads_weights_of_it_unchanged():
+    from support import model_trace
+
+    warm, hungry = model_trace(SENTENCE), model_trace(SENTENCE.replace("warm", "hungry"))
+    it = [p.strip() for p in warm.pieces].index("it")
+    assert warm.ids[-1] != hungry.ids[-1] and list(warm.ids[: it + 1]) == list(hungry.ids[: it + 1])
+    np.testing.assert_allclose(warm.weights[:, :, it], hungry.weights[:, :, it], atol=1e-5)
+    n_layers, n_heads = warm.weights.shape[:2]
+    check_prose("it-query-ending", n_layers * n_heads)
+
+
+@pytest.mark.model
+@pytest.mark.claim("it-query-subject")
+def test_with_the_mat_as_the_subject_the_head_looks_at_mat():
+    from qkv_site.figures import trained_it_query
+
+    layer, head = trained_it_query.data().head
+    words, w = _it_row("The mat was under the cat because it was warm", layer, head)
+    on_mat, on_cat = w[words.index("mat")], w[words.index("cat")]
+    assert on_mat > 1.5 * on_cat  # the subject, not the word cat
+    check_prose("it-query-subject", on_mat, on_cat)
