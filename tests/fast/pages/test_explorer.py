@@ -20,6 +20,7 @@ from explorer_missions import (
     REPEATED,
     SINK,
 )
+from pages_support import on_previous
 from prose import check_prose
 from qkv_site.smollm2_data import MAX_TOKENS
 
@@ -116,3 +117,30 @@ def test_naming_the_suitcase_turns_the_preference_from_big_to_small(model):
     one, two = (preference(model, text, *CONTINUATIONS) for text in PAIR)
     assert one > 0 > two  # text 1 prefers " big", text 2 " small": the other text is the control
     check_prose("explorer-mission-pair", ..., one, ..., two, one - two)
+
+
+# ---- moved from test_trained_model.py: this page's trained-model note, on the model --
+
+
+@pytest.mark.claim("explorer-trained-previous-token")
+def test_explorer_previous_token_head_loses_it_without_its_own_rope(model, texts):
+    from qkv_site.smollm2_data import SENTENCES
+
+    for text in SENTENCES:
+        w = smollm2.run(text, model).weights[16, 0]  # layer 17, head 1
+        assert all(w[i, i - 1] > 0.5 for i in range(1, w.shape[0])), text
+    scores = []
+    for t in texts:
+        x = model.embedding[t.ids]
+        for layer in model.layers[:16]:
+            x, _ = smollm2.decoder_layer(x, layer, model.config, np.arange(len(t.ids)))
+        _, seen = smollm2.decoder_layer(x, model.layers[16], model.config, np.zeros(len(t.ids), int))
+        scores.append(on_previous(seen.weights[0].astype(float)))
+    check_prose("explorer-trained-previous-token", 17, 1, np.mean(scores))
+
+
+@pytest.mark.claim("explorer-trained-kv-groups")
+def test_explorer_nine_query_heads_share_three_key_value_heads(model):
+    c = model.config
+    assert c.group == 3 and [c.kv_head(h) for h in range(c.n_heads)] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    check_prose("explorer-trained-kv-groups", c.n_heads, c.n_kv_heads)

@@ -21,6 +21,7 @@ from prose import check_prose
 from support import numbers
 
 import qkv
+from qkv import smollm2
 
 # The published configurations, field by field as each model's config.json states them,
 # kept here as an independent record to check qkv.MODELS against.
@@ -568,3 +569,39 @@ def test_deepseek_v3_at_128k_against_llama_3_8b(page_output):
     assert numbers(text) == pytest.approx([3, per_token, 131072, 3, round(v3 / GIB, 2), 3, 8, llama3 / GIB])
     written = (61, 512, 64, 2, per_token, v3 / GIB, 131072, ..., llama3 / GIB, 128 / 32)
     check_prose("cache-exercise-latent", *written)
+
+
+# ---- moved from test_trained_model.py: this page's trained-model note, on the model --
+
+
+def cache_numbers(model, trace):
+    c = model.config
+    decoded = smollm2.decode_cached(model, trace.ids)
+    real = sum(cache.keys.nbytes + cache.values.nbytes for cache in decoded.caches)
+    # a key and a value per layer, K/V head, number and token; 4 bytes each in float32
+    assert real == 2 * c.n_layers * c.n_kv_heads * c.d_head * len(trace.ids) * 4
+    per_token = 2 * c.n_layers * c.n_kv_heads * c.d_head * 2  # float16
+    every_head = 2 * c.n_layers * c.n_heads * c.d_head * 2
+    assert every_head == 3 * per_token  # "a third"
+    return real, per_token, every_head
+
+
+@pytest.mark.claim("note-kv-cache-trained")
+def test_note_cache_bytes(model, trace):
+    import qkv
+
+    real, per_token, _ = cache_numbers(model, trace)
+    c = model.config
+    assert (
+        qkv.kv_cache_bytes(c.n_layers, c.n_kv_heads, c.d_head, len(trace.ids), bytes_per_value=4) == real
+    )  # "exactly what kv_cache_bytes predicts"
+    check_prose(
+        "note-kv-cache-trained",
+        c.n_layers,
+        c.n_kv_heads,
+        c.d_head,
+        per_token,
+        c.n_heads,
+        len(trace.ids),
+        real,
+    )

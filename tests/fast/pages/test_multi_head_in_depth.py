@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch  # pinned in the test extra: a missing torch fails here, it is not skipped
 import torch.nn.functional as F
-from pages_support import EXACT, _layer, _n_params
+from pages_support import EXACT, _layer, _n_params, above
 from prose import check_prose
 from support import attention_product_flops, numbers, shapes
 
@@ -413,3 +413,23 @@ def test_nn_multiheadattention_wants_the_mask_inverted():
     # ... and the last query, left with no key at all, comes out as NaN.
     assert np.isnan(wrong[:, 5]).all()
     check_prose("heads-torch-mha-mask-inverted", layer.num_heads)
+
+
+# ---- moved from test_trained_model.py: this page's trained-model note, on the model --
+
+
+@pytest.mark.claim("note-multi-head-trained")
+def test_note_heads_specialise(induction_losses, kinds):
+    loss, controls = induction_losses
+    assert loss[1] > 2 * loss[3:].max()
+    check_prose(
+        "note-multi-head-trained",
+        30 * 9,
+        len(above(kinds["previous"][0])),
+        len(above(kinds["induction"][0])),
+        len(above(kinds["induction"][0])),
+        loss[0],
+        loss[1],
+        len(controls[0]),
+        loss[3:].max(),
+    )

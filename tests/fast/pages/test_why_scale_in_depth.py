@@ -748,3 +748,19 @@ def test_dividing_by_sigma_squared_sqrt_d_k_restores_unit_std(shown):
     assert abs(shown_std - scaled.std()) <= 0.0005 + 1e-9
     assert abs(shown_std - 1) < Z * rel_se_std(d, n) + 0.0005
     check_prose("scale-ex-sigma", ..., sigma**2 * np.sqrt(d), sigma, scaled.std())  # σ²: notation
+
+
+# ---- moved from test_trained_model.py: this page's trained-model note, on the model --
+
+
+@pytest.mark.claim("note-why-scale-trained")
+def test_note_scale(saturation, model):
+    within, _, top = saturation
+    check_prose(
+        "note-why-scale-trained",
+        model.config.d_head,
+        within,
+        0.99,
+        100 * (top[1.0] > 0.99).mean(),
+        100 * (top[8.0] > 0.99).mean(),
+    )
