@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
 import logging
 import re
 from dataclasses import dataclass
@@ -34,7 +35,12 @@ log = logging.getLogger("mkdocs.hooks.claims")
 CLAIM_MARK = re.compile(r"<!--\s*claim:\s*([a-z0-9][a-z0-9-]*)\s*-->")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s")
 PAGE = "how-we-know.md"  # the claims of the explanation and of every other page
-FURTHER_PAGE = "how-we-know-further.md"  # the claims of the pages of Going further
+FURTHER_PAGE = "how-we-know-further.md"  # the claims of the deep dives of chapters 1 to 7
+FURTHER_LATER_PAGE = "how-we-know-further-later.md"  # of chapter 8 on, and of the rest of Going further
+# Going further's claims fill two pages, split between two chapters' deep dives, so that each
+# page stays under the site's 200 KB of HTML (tests/site/test_page_weight.py)
+FURTHER_SPLIT = 7
+LISTINGS = (PAGE, FURTHER_PAGE, FURTHER_LATER_PAGE)
 
 
 @dataclass(frozen=True)
@@ -202,36 +208,42 @@ def how_we_know_markdown(
     order: list[str] | None = None,
     chapters: list[str] | None = None,
     extends: dict[str, str | None] | None = None,
-    further: bool = False,
+    listing: str = PAGE,
     elsewhere: int = 0,
 ) -> str:
     """A page "How we know": a filter, then ``claims`` grouped by chapter, each chapter of the
     explanation (``chapters``, numbered) with the deep dives that extend it (``extends``).
-    ``further``: the page of the Going further pages' claims (else the explanation's and the
-    other pages'); ``elsewhere``: how many claims the other page lists, for its link."""
+    ``listing``: which of :data:`LISTINGS` this is (the explanation's and the other pages'
+    claims, or one of the two pages of Going further's); ``elsewhere``: how many claims the
+    other two list, for their links."""
     tests_by_claim: dict[str, list[str]] = {}
     for guard in guards:
         tests_by_claim.setdefault(guard.claim_id, []).append(guard.test)
-    other = PAGE if further else FURTHER_PAGE
     listed = {c.id for c in claims}
     guarding = {g.test for g in guards if g.claim_id in listed}
-    if further:
-        title, description = (
-            "How we know: Going further",
-            "Every claim the deep dives make about code or numbers, with the test that checks it.",
-        )
-        scope = (
-            "This page lists the claims of the pages of *Going further*, grouped by the chapter each "
-            f"page extends; the explanation's own {elsewhere} are on [How we know]({other})."
-        )
-    else:
+    later = f"chapters {FURTHER_SPLIT + 1} on and the rest"
+    if listing == PAGE:
         title, description = (
             "How we know",
             "Every claim the site makes about code or numbers, with the test that checks it.",
         )
         scope = (
             "This page lists the claims of the explanation, chapter by chapter, and of the other "
-            f"pages; the {elsewhere} of the pages of *Going further* are on [their own page]({other})."
+            f"pages; the {elsewhere} of the pages of *Going further* are on their own two pages, "
+            f"[chapters 1 to {FURTHER_SPLIT}]({FURTHER_PAGE}) and [{later}]({FURTHER_LATER_PAGE})."
+        )
+    else:
+        first = listing == FURTHER_PAGE
+        part = f"chapters 1 to {FURTHER_SPLIT}" if first else later
+        other = (FURTHER_LATER_PAGE, later) if first else (FURTHER_PAGE, f"chapters 1 to {FURTHER_SPLIT}")
+        title, description = (
+            f"How we know: Going further, {part}",
+            f"Every claim the deep dives of {part} make about code or numbers, with the test that checks it.",
+        )
+        scope = (
+            f"This page lists the claims of the pages of *Going further* that extend {part}, "
+            f"grouped by the chapter each page extends; the {elsewhere} others are on "
+            f"[How we know]({PAGE}) (the explanation's) and [{other[1]}]({other[0]})."
         )
     lines = [
         "---",
@@ -283,9 +295,39 @@ def how_we_know_markdown(
 # ---- MkDocs event handlers -------------------------------------------------------------
 
 
-def pages_of_further(config) -> set[str]:
-    """The files under the nav's part "Going further": their claims have their own page."""
-    return set(Site(config["nav"]).part(FURTHER))
+def listing_of(page: str, further: list[str], chapters: list[str], extends: dict[str, str | None]) -> str:
+    """The page of :data:`LISTINGS` that lists ``page``'s claims: a deep dive's by the chapter
+    it extends, the first :data:`FURTHER_SPLIT` chapters' on :data:`FURTHER_PAGE`.
+
+    >>> chapters = [f"c{i}.md" for i in range(1, 10)]
+    >>> extends = {"d1.md": "c1.md", "d9.md": "c9.md"}
+    >>> for p in ("c1.md", "d1.md", "d9.md", "x.md"):
+    ...     print(p, listing_of(p, ["d1.md", "d9.md", "x.md"], chapters, extends))
+    c1.md how-we-know.md
+    d1.md how-we-know-further.md
+    d9.md how-we-know-further-later.md
+    x.md how-we-know-further-later.md
+    """
+    if page not in further:
+        return PAGE
+    chapter = extends.get(page)
+    early = chapter in chapters and chapters.index(chapter) < FURTHER_SPLIT
+    return FURTHER_PAGE if early else FURTHER_LATER_PAGE
+
+
+@functools.cache
+def _listings(nav_key: str, docs_dir: str) -> dict[str, str]:
+    site = Site(json.loads(nav_key))
+    chapters, further = site.part(EXPLANATION), site.part(FURTHER)
+    extends = {
+        p: extended_chapter((Path(docs_dir) / p).read_text(encoding="utf-8"), chapters) for p in further
+    }
+    return {p: listing_of(p, further, chapters, extends) for p in site.pages()}
+
+
+def listings(config) -> dict[str, str]:
+    """Each page of the nav -> the page of :data:`LISTINGS` that lists its claims."""
+    return _listings(json.dumps(config["nav"]), str(config["docs_dir"]))
 
 
 def on_files(files, config):
@@ -298,23 +340,24 @@ def on_files(files, config):
     titles = {c.page: page_title(docs_dir / c.page) for c in claims}
     chapters, further = site.part(EXPLANATION), site.part(FURTHER)
     extends = {p: extended_chapter((docs_dir / p).read_text(encoding="utf-8"), chapters) for p in further}
-    deep = [c for c in claims if c.page in further]
-    rest = [c for c in claims if c.page not in further]
+    _listings.cache_clear()  # a rebuild under `mkdocs serve` reads the pages again
+    where = {c.id: listing_of(c.page, further, chapters, extends) for c in claims}
     order = site.pages()
-    for name, mine, others, is_further in ((PAGE, rest, deep, False), (FURTHER_PAGE, deep, rest, True)):
+    for name in LISTINGS:
+        mine = [c for c in claims if where[c.id] == name]
         page = how_we_know_markdown(
-            mine, guards, titles, order, chapters, extends, further=is_further, elsewhere=len(others)
+            mine, guards, titles, order, chapters, extends, listing=name, elsewhere=len(claims) - len(mine)
         )
         files.append(File.generated(config, name, content=page))
     return files
 
 
 def on_page_markdown(markdown, page, config, files):
-    if page.file.src_uri in (PAGE, FURTHER_PAGE):
+    if page.file.src_uri in LISTINGS:
         return markdown
     # A Markdown link (not raw HTML) so MkDocs resolves it and validates the anchor.
     depth = page.file.src_uri.count("/")
-    listed = FURTHER_PAGE if page.file.src_uri in pages_of_further(config) else PAGE
+    listed = listings(config).get(page.file.src_uri, PAGE)
     target = "../" * depth + listed
 
     def mark(match: re.Match) -> str:
