@@ -34,6 +34,8 @@ log = logging.getLogger("mkdocs.hooks.claims")
 
 CLAIM_MARK = re.compile(r"<!--\s*claim:\s*([a-z0-9][a-z0-9-]*)\s*-->")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s")
+# an admonition's or a fold's opening line ('??? info "Title"'): it heads a block, no sentence
+BLOCK_OPENER = re.compile(r'^\s*(?:\?\?\?\+?|!!!)\s+[\w-]+(?:\s+"[^"]*")?\s*$')
 PAGE = "how-we-know.md"  # the claims of the explanation and of every other page
 FURTHER_PAGE = "how-we-know-further.md"  # the claims of the deep dives of chapters 1 to 7
 FURTHER_LATER_PAGE = "how-we-know-further-later.md"  # of chapter 8 on, and of the rest of Going further
@@ -85,9 +87,9 @@ def find_claims(docs_dir: Path, chapters: list[Chapter] | None = None) -> list[C
         paragraph = ""  # the text of the current paragraph before this line
         text = fill_chapter_links(path.read_text(encoding="utf-8"), chapters)
         for line in text.splitlines():
-            if not line.strip() or LIST_ITEM.match(line):
-                paragraph = ""  # a blank line or a new list item starts a new paragraph
-            if not line.strip():
+            if not line.strip() or LIST_ITEM.match(line) or BLOCK_OPENER.match(line):
+                paragraph = ""  # a blank line, a new list item or a block starts a paragraph
+            if not line.strip() or BLOCK_OPENER.match(line):
                 continue
             consumed = 0
             for match in CLAIM_MARK.finditer(line):
