@@ -96,6 +96,6 @@ def test_a_quoted_sentence_drops_a_links_attribute_list_with_the_link():
 
 def test_a_claim_first_in_a_fold_is_quoted_without_the_folds_opening_line(tmp_path):
     fold = '??? info "Padded queries"\n    Padded keys get 0. <!-- claim: a -->\n'
-    page = fold + '\n!!! note\n    B. <!-- claim: b -->\n'
+    page = fold + "\n!!! note\n    B. <!-- claim: b -->\n"
     (tmp_path / "p.md").write_text(page, encoding="utf-8")
     assert [c.sentence for c in claims.find_claims(tmp_path, [])] == ["Padded keys get 0.", "B."]
