@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from pages_support import EXACT, _layer, _n_params
+from pages_support import EXACT, _layer, _n_params, even, on_first, on_previous
 from prose import check_prose
 from support import attention_product_flops
 
@@ -127,10 +127,6 @@ def two_heads():
     return d, weights
 
 
-def _on_previous(w):  # (T, T) -> the mean weight of queries 1..T-1 on the key just before
-    return np.mean([w[i, i - 1] for i in range(1, w.shape[-1])])
-
-
 @pytest.mark.model
 @pytest.mark.claim("two-heads-chosen")
 def test_the_two_heads_are_the_top_scoring_ones_of_the_trained_model_pages_scores(two_heads):
@@ -156,10 +152,10 @@ def test_the_previous_token_head_puts_most_weight_one_word_back(two_heads):
     (layer, head), _ = d.heads
     w = weights[layer, head]
     t = w.shape[-1]
-    even = np.mean([1 / (i + 1) for i in range(1, t)])
-    on_previous = _on_previous(w)
-    assert on_previous > 3 * even  # the reading: far above an even spread, not only a number
-    check_prose("two-heads-previous", on_previous, even)
+    even_share = even(t, range(1, t))
+    on_previous_w = on_previous(w)
+    assert on_previous_w > 3 * even_share  # the reading: far above an even spread, not only a number
+    check_prose("two-heads-previous", on_previous_w, even_share)
 
 
 @pytest.mark.model
@@ -186,7 +182,7 @@ def test_both_heads_keep_their_jobs_on_random_tokens(model):
     for ids in head_scores.repeated_random_tokens(4, 12, seed=0):
         w = smollm2.forward(model, ids).weights.astype(np.float64)
         t = w.shape[-1]
-        even = np.mean([1 / (i + 1) for i in range(1, t)])
+        even_share = even(t, range(1, t))
         (pl, ph), (fl, fh) = d.heads
-        assert _on_previous(w[pl, ph]) > 3 * even
-        assert w[fl, fh, 1:, 0].mean() > 3 * even
+        assert on_previous(w[pl, ph]) > 3 * even_share
+        assert on_first(w[fl, fh]) > 3 * even_share

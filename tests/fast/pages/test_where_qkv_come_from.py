@@ -244,4 +244,7 @@ def test_with_the_mat_as_the_subject_the_head_looks_at_mat():
     words, w = _it_row("The mat was under the cat because it was warm", layer, head)
     on_mat, on_cat = w[words.index("mat")], w[words.index("cat")]
     assert on_mat > 1.5 * on_cat  # the subject, not the word cat
+    # ... and not the first noun: with the cat the subject but named second, still the cat
+    words, w = _it_row("On the mat sat the cat because it was warm", layer, head)
+    assert words.index("cat") > words.index("mat") and w[words.index("cat")] > 2 * w[words.index("mat")]
     check_prose("it-query-subject", on_mat, on_cat)
