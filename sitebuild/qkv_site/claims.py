@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import json
 import logging
 import re
 from dataclasses import dataclass
@@ -317,19 +316,9 @@ def listing_of(page: str, further: list[str], chapters: list[str], extends: dict
     return FURTHER_PAGE if early else FURTHER_LATER_PAGE
 
 
-@functools.cache
-def _listings(nav_key: str, docs_dir: str) -> dict[str, str]:
-    site = Site(json.loads(nav_key))
-    chapters, further = site.part(EXPLANATION), site.part(FURTHER)
-    extends = {
-        p: extended_chapter((Path(docs_dir) / p).read_text(encoding="utf-8"), chapters) for p in further
-    }
-    return {p: listing_of(p, further, chapters, extends) for p in site.pages()}
-
-
-def listings(config) -> dict[str, str]:
-    """Each page of the nav -> the page of :data:`LISTINGS` that lists its claims."""
-    return _listings(json.dumps(config["nav"]), str(config["docs_dir"]))
+# each page of the nav -> the page of LISTINGS that lists its claims; set by on_files, which
+# MkDocs runs before it renders any page
+_LISTED: dict[str, str] = {}
 
 
 def on_files(files, config):
@@ -342,7 +331,8 @@ def on_files(files, config):
     titles = {c.page: page_title(docs_dir / c.page) for c in claims}
     chapters, further = site.part(EXPLANATION), site.part(FURTHER)
     extends = {p: extended_chapter((docs_dir / p).read_text(encoding="utf-8"), chapters) for p in further}
-    _listings.cache_clear()  # a rebuild under `mkdocs serve` reads the pages again
+    _LISTED.clear()  # a rebuild under `mkdocs serve` reads the pages again
+    _LISTED.update({p: listing_of(p, further, chapters, extends) for p in site.pages()})
     where = {c.id: listing_of(c.page, further, chapters, extends) for c in claims}
     order = site.pages()
     for name in LISTINGS:
@@ -359,7 +349,7 @@ def on_page_markdown(markdown, page, config, files):
         return markdown
     # A Markdown link (not raw HTML) so MkDocs resolves it and validates the anchor.
     depth = page.file.src_uri.count("/")
-    listed = listings(config).get(page.file.src_uri, PAGE)
+    listed = _LISTED.get(page.file.src_uri, PAGE)
     target = "../" * depth + listed
 
     def mark(match: re.Match) -> str:
