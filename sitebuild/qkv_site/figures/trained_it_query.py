@@ -27,7 +27,7 @@ ALT = (
     "more than 0.3 on 'mat'; 109 put more than half on 'The'."
 )
 CAPTION = (
-    "A common story has the query of it search for something warm. In the trained "
+    "The usual story has the query of it go looking for what warm describes. In the trained "
     "model, the query of it cannot see warm yet: the head that looks hardest at the nouns "
     "picks cat, and what follows it cannot change that."
 )
